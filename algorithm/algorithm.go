@@ -1,0 +1,165 @@
+// Package algorithm holds the rate-limiting algorithms of sluice as pure
+// functions: state, time and cost in; decision (and, for a take, new state)
+// out. They read no clock and do no I/O, so every store applies exactly the
+// same semantics, and the Redis Lua scripts are checked against them.
+//
+// # State
+//
+// Every algorithm keeps its per-key state in a slice of Words(l) int64
+// words, and the all-zero state is the empty state (a fresh actor). Times
+// are Unix nanoseconds. The layouts are:
+//
+//	GCRA                 [tat]                          8 bytes
+//	FixedWindow          [window index, count]          16 bytes
+//	SlidingWindow        [newest bucket index, c0..cG]  8·(G+2) bytes
+//	ApproxSlidingWindow  same as SlidingWindow
+//	SlidingLog           [next slot, t0..tN-1]          8·(N+1) bytes
+//
+// # Time going backwards
+//
+// A now earlier than the time a state was last written (clocks stepped
+// back, goroutines that read the clock and were scheduled late, servers
+// with skewed clocks) never admits more than the same requests would have
+// been admitted at the later time: each algorithm treats it as the latest
+// time it has seen, or counts the future events as present.
+//
+// # Staggered fixed windows
+//
+// A Staggered FixedWindow starts its windows at Offset(l, key) past the
+// epoch. Callers pass now - Offset(l, key) (and at - Offset(l, key)) as the
+// time; Take and Decide do this when given the key.
+package algorithm
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Words returns the number of int64 words of state l keeps per key.
+func Words(l sluice.Limit) int {
+	switch l.Algorithm {
+	case sluice.FixedWindow:
+		return 2
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+		return l.BucketCount() + 2
+	case sluice.SlidingLog:
+		return l.Rate + 1
+	}
+	return 1
+}
+
+// Check returns the decision a take of cost at now would get, without
+// changing s. Its Remaining is what would be left after the take; when
+// denied, what is left now. Decision.Time is left for the store to set.
+//
+// s must hold Words(l) words; l must be valid and cost must be between 1
+// and l.MaxBurst() (see sluice.Request.Validate).
+func Check(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
+	switch l.Algorithm {
+	case sluice.FixedWindow:
+		return fixedCheck(l, s, now, cost)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+		return slidingCheck(l, s, now, cost)
+	case sluice.SlidingLog:
+		return logCheck(l, s, now, cost)
+	}
+	_, d := GCRA(l, s[0], now, cost)
+	return d
+}
+
+// Commit consumes cost at now: it applies a take that Check allowed.
+func Commit(l sluice.Limit, s []int64, now int64, cost int) {
+	switch l.Algorithm {
+	case sluice.FixedWindow:
+		fixedCommit(l, s, now, cost)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+		slidingCommit(l, s, now, cost)
+	case sluice.SlidingLog:
+		logCommit(l, s, now, cost)
+	default:
+		s[0], _ = GCRA(l, s[0], now, cost)
+	}
+}
+
+// Take is Check followed, when allowed, by Commit.
+func Take(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
+	d := Check(l, s, now, cost)
+	if d.Allowed {
+		Commit(l, s, now, cost)
+	}
+	return d
+}
+
+// Refund gives back cost that a take allowed at time at consumed, seen at
+// now. Counts that have expired since are not given back, and the state
+// never ends up more lenient than if the take had not happened: where the
+// exact units taken cannot be told apart from later ones, the oldest units
+// no older than at are removed, which leaves the newer ones counting.
+func Refund(l sluice.Limit, s []int64, at, now int64, cost int) {
+	switch l.Algorithm {
+	case sluice.FixedWindow:
+		fixedRefund(l, s, at, cost)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+		slidingRefund(l, s, at, cost)
+	case sluice.SlidingLog:
+		logRefund(l, s, at, cost)
+	default:
+		s[0] = gcraRefund(l, s[0], now, cost)
+	}
+}
+
+// Decide applies an all-or-nothing take (or a peek when take is false) of
+// cost under every limit, with states[i] holding the state of limits[i]
+// for key: it checks every limit, and commits to every state only if every
+// limit allows. It returns the binding decision (see sluice.Decision).
+// Staggered fixed windows are offset by key.
+func Decide(limits []sluice.Limit, states [][]int64, key string, now int64, cost int, take bool) sluice.Decision {
+	var d sluice.Decision
+	for i, l := range limits {
+		di := Check(l, states[i], now-Offset(l, key), cost)
+		if i == 0 || di.Binds(d) {
+			d = di
+		}
+	}
+	if take && d.Allowed {
+		for i, l := range limits {
+			Commit(l, states[i], now-Offset(l, key), cost)
+		}
+	}
+	return d
+}
+
+// RefundAll refunds cost taken at at under every limit (see Refund).
+func RefundAll(limits []sluice.Limit, states [][]int64, key string, at, now int64, cost int) {
+	for i, l := range limits {
+		off := Offset(l, key)
+		Refund(l, states[i], at-off, now-off, cost)
+	}
+}
+
+// Offset returns where a Staggered FixedWindow's windows start for key, in
+// [0, Period); zero for every other limit. It is the FNV-1a hash of the key
+// modulo the period, so every process and every store agrees on it.
+func Offset(l sluice.Limit, key string) int64 {
+	if !l.Staggered || l.Algorithm != sluice.FixedWindow {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= 1099511628211
+	}
+	return int64(h % uint64(l.Period))
+}
+
+// floorDiv returns ⌊a/b⌋ for b > 0, also for negative a.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+func dur(ns int64) time.Duration { return time.Duration(max(ns, 0)) }

@@ -1,0 +1,42 @@
+package algorithm
+
+import "github.com/sluicehq/sluice"
+
+// GCRA decides a take of cost at now under the generic cell rate
+// algorithm and returns the new theoretical arrival time (tat) with the
+// decision; when denied, the returned tat is the one given.
+//
+// Semantics: a token bucket holding at most B = l.MaxBurst() tokens that
+// refills one token every T = l.Interval(), kept as the single time tat at
+// which the bucket will be full again. A take of n is allowed iff
+// max(tat, now) + n·T - now ≤ B·T. Over any interval of length d it admits
+// at most B + d/T events; it never over-admits against that bound, also
+// when now goes backwards (max keeps the later tat). Memory: 8 bytes.
+func GCRA(l sluice.Limit, tat, now int64, cost int) (int64, sluice.Decision) {
+	t := int64(l.Interval())
+	tau := t * int64(l.MaxBurst())
+	base := max(tat, now)
+	next := base + int64(cost)*t
+	d := sluice.Decision{Limit: l}
+	if next-now <= tau {
+		d.Allowed = true
+		d.Remaining = int((now + tau - next) / t)
+		d.ResetAfter = dur(next - now)
+		return next, d
+	}
+	d.Remaining = int(max(now+tau-base, 0) / t)
+	d.ResetAfter = dur(base - now)
+	// At next-tau, max(tat, t')+n·T-t' = tau exactly: the earliest instant
+	// the take fits.
+	d.RetryAfter = dur(next - tau - now)
+	return tat, d
+}
+
+// gcraRefund moves tat back by cost·T, but not before now: a bucket can
+// hold no more than B tokens, and tat ≤ now already means full.
+func gcraRefund(l sluice.Limit, tat, now int64, cost int) int64 {
+	if tat <= now {
+		return tat
+	}
+	return max(tat-int64(cost)*int64(l.Interval()), now)
+}

@@ -1,0 +1,152 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A Store keeps limiter state and decides requests against it atomically.
+//
+// Decide applies one Request to the state of Request.Key under every limit
+// of Request.Limits, as a single atomic step: concurrent requests for the
+// same key, from any number of goroutines or processes sharing the store,
+// behave as if they ran one after another. For OpTake, the cost is
+// consumed under every limit or under none (a policy is all-or-nothing).
+//
+// The state of each limit is identified by the key and by the limit's
+// [Limit.StateID], so a policy can change a limit's Rate or Burst without
+// losing its counters, and two policies that share a limit on the same
+// key share its state.
+//
+// A request over its limit is a Decision with Allowed false, not an
+// error; Decide returns an error wrapping ErrStore only when the store
+// could not decide. Implementations must be safe for concurrent use and
+// must pass the conformance suite in package store/storetest.
+type Store interface {
+	Decide(ctx context.Context, r Request) (Decision, error)
+}
+
+// Op is what a Request asks of a store.
+type Op uint8
+
+const (
+	// OpTake consumes Cost if every limit allows it, and nothing otherwise.
+	OpTake Op = iota
+	// OpPeek reports whether Cost would be allowed now, consuming nothing.
+	OpPeek
+	// OpRefund gives back Cost that an allowed OpTake consumed at time At
+	// (its Decision.Time). What has since expired is not given back, and
+	// a refund never leaves a limit with more than its full allowance.
+	OpRefund
+	// OpReset forgets the key's state under every limit of the request:
+	// the actor starts afresh.
+	OpReset
+
+	numOps // keep last
+)
+
+var opNames = [numOps]string{"take", "peek", "refund", "reset"}
+
+func (o Op) String() string {
+	if o < numOps {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", o)
+}
+
+// A Request asks a Store to decide one operation on one key.
+type Request struct {
+	// Prefix and Key together, Prefix+Key, name the state: Prefix is the
+	// limiter's namespace and action ("sluice:login:"), Key the actor,
+	// bounded in length by the Limiter. They come apart so that a store
+	// can look the state up without building the string. Any bytes.
+	Prefix, Key string
+	// Limits is the policy: every limit must allow a take. At least one.
+	Limits []Limit
+	// Op is the operation; the zero value is OpTake.
+	Op Op
+	// Cost is the number of units to take, peek at or refund; at least 1.
+	Cost int
+	// Now is the time of the request. The zero value means the store's
+	// own clock (for a shared store, the server's clock, so that
+	// application servers with skewed clocks agree).
+	Now time.Time
+	// At is, for OpRefund, the Decision.Time of the take being refunded.
+	At time.Time
+}
+
+// Validate checks what every store requires of a request: a known op, at
+// least one valid limit, no two limits sharing a StateID, and for takes,
+// peeks and refunds a cost of at least 1 and at most every limit's
+// MaxBurst. Stores call it before touching state.
+func (r *Request) Validate() error {
+	if r.Op >= numOps {
+		return fmt.Errorf("%w: unknown op %d", ErrInvalidRequest, r.Op)
+	}
+	if len(r.Limits) == 0 {
+		return fmt.Errorf("%w: no limits", ErrInvalidRequest)
+	}
+	for i, l := range r.Limits {
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		for _, prev := range r.Limits[:i] {
+			if prev.StateID() == l.StateID() {
+				return fmt.Errorf("%w: limits %v and %v share their state (same algorithm and period)", ErrInvalidRequest, prev, l)
+			}
+		}
+		if r.Op != OpReset && r.Cost > l.MaxBurst() {
+			return fmt.Errorf("%w: cost %d, limit %v", ErrCostExceedsBurst, r.Cost, l)
+		}
+	}
+	if r.Op != OpReset && r.Cost < 1 {
+		return fmt.Errorf("%w: cost %d must be at least 1", ErrInvalidRequest, r.Cost)
+	}
+	if r.Op == OpRefund && r.At.IsZero() {
+		return fmt.Errorf("%w: refund without the time of its take", ErrInvalidRequest)
+	}
+	for _, t := range [...]time.Time{r.Now, r.At} {
+		if !t.IsZero() && (t.Before(minTime) || t.After(maxTime)) {
+			return fmt.Errorf("%w: time %v is outside %d–%d", ErrInvalidRequest, t, minTime.Year(), maxTime.Year())
+		}
+	}
+	return nil
+}
+
+// The times a request may carry: stores work in Unix nanoseconds, where
+// 0 marks empty state and int64 ends in 2262.
+var (
+	minTime = time.Unix(0, 1)
+	maxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// StateID identifies the state a limit keeps for a key: the same for
+// limits that differ only in Rate or Burst (so changing them keeps the
+// counters), different when the algorithm, period, bucket count or
+// staggering differ (their states do not mean the same thing). It is a
+// 64-bit FNV-1a hash of those fields, stable across versions and
+// processes, so shared stores may put it in their key names.
+func (l Limit) StateID() uint64 {
+	var buckets int
+	if l.Algorithm == SlidingWindow || l.Algorithm == ApproxSlidingWindow {
+		buckets = l.BucketCount()
+	}
+	staggered := l.Staggered && l.Algorithm == FixedWindow
+	h := uint64(14695981039346656037)
+	for _, v := range [...]uint64{uint64(l.Algorithm), uint64(l.Period), uint64(buckets), b2u(staggered)} {
+		for range 8 {
+			h ^= v & 0xff
+			h *= 1099511628211
+			v >>= 8
+		}
+	}
+	return h
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
