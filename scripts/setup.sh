@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# setup.sh installs what sluice's tests and its quick start need on a Debian
+# machine that already has Go: redis-server and redis-cli, memcached and
+# nginx, from Debian packages. It is idempotent and prints nothing when all
+# are present. It runs apt-get as root, or through sudo when not root.
+set -euo pipefail
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "setup.sh: Go is not installed (or not on PATH); install Go 1.26 or later from https://go.dev/dl/" >&2
+	exit 1
+fi
+
+# command → Debian package that provides it. nginx lives in /usr/sbin, which
+# is not on every user's PATH, so look there too.
+declare -A want=(
+	[redis-server]=redis-server
+	[redis-cli]=redis-tools
+	[memcached]=memcached
+	[nginx]=nginx
+)
+missing=()
+for cmd in "${!want[@]}"; do
+	if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+		missing+=("${want[$cmd]}")
+	fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "setup.sh: missing ${missing[*]}, and this is not a Debian-like system with apt-get; install them by hand" >&2
+	exit 1
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "setup.sh: missing ${missing[*]}; run as root or install sudo" >&2
+		exit 1
+	fi
+	sudo=(sudo)
+fi
+echo "setup.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
