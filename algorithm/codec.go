@@ -10,6 +10,12 @@ import (
 // codecVersion is the first byte of every encoded state.
 const codecVersion = 1
 
+// maxWord bounds every word of a valid state. Times are at most year 2200
+// (7.3e18 ns, see sluice.Request.Validate); adding a period and a burst
+// (each at most sluice.MaxPeriod, 3.2e17) to a word below 8e18 cannot
+// overflow an int64, so a corrupt value cannot wrap round to "allowed".
+const maxWord = 8_000_000_000_000_000_000
+
 // AppendState appends the binary form of state s of limit l to dst and
 // returns the extended slice. The form is a version byte, the algorithm,
 // the number of words, and each word as a zigzag varint of its difference
@@ -70,21 +76,20 @@ func DecodeState(l sluice.Limit, b []byte) ([]int64, error) {
 
 // Verify reports whether s is a state the algorithms of l can use: the
 // right length, no negative count, and for a sliding log a slot index in
-// range and timestamps in order. Errors wrap sluice.ErrCorruptState.
+// range and timestamps in order, and every word in [0, 8e18] so no
+// arithmetic on it can overflow. Errors wrap sluice.ErrCorruptState.
 func Verify(l sluice.Limit, s []int64) error {
 	bad := func(why string) error { return fmt.Errorf("%w: %v: %s", sluice.ErrCorruptState, l.Algorithm, why) }
 	if len(s) != Words(l) {
 		return bad(fmt.Sprintf("%d words, want %d", len(s), Words(l)))
 	}
-	switch l.Algorithm {
-	case sluice.FixedWindow, sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-		for _, c := range s[1:] {
-			if c < 0 {
-				return bad("negative count")
-			}
+	for _, w := range s {
+		if w < 0 || w > maxWord {
+			return bad("value out of range")
 		}
-	case sluice.SlidingLog:
-		if s[0] < 0 || s[0] >= int64(l.Rate) {
+	}
+	if l.Algorithm == sluice.SlidingLog {
+		if s[0] >= int64(l.Rate) {
 			return bad("slot out of range")
 		}
 		prev := int64(0)
