@@ -1,0 +1,313 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// DefaultListen is the address sluice serve listens on when neither the
+// configuration nor the command line names one: loopback only, so that a
+// service started with no configuration is not exposed by accident.
+const DefaultListen = "127.0.0.1:8080"
+
+// MaxSize bounds a configuration file, so a wrong path (a log, a disk
+// image) fails fast instead of filling memory.
+const MaxSize = 4 << 20
+
+// Store types.
+const (
+	// StoreMemory keeps state in the process: fast, not shared.
+	StoreMemory = "memory"
+)
+
+// A Config is a parsed and validated configuration. Build one with
+// [Parse], [Load] or [Default]; the zero value has no rules. A Config is
+// not modified by this package after it is returned, so it may be shared
+// between goroutines that only read it.
+type Config struct {
+	// Store chooses where limiter state lives.
+	Store Store
+	// Listen is the address sluice serve listens on, host:port. Default
+	// DefaultListen.
+	Listen string
+	// Rules are the named policies clients ask about, in file order,
+	// with unique names. At least one.
+	Rules []Rule
+}
+
+// Store chooses and configures the store that keeps limiter state.
+type Store struct {
+	// Type names the store. Default StoreMemory, the only one so far.
+	Type string
+}
+
+// A Rule is a named policy: a request under the rule is allowed only if
+// every one of its limits allows it.
+type Rule struct {
+	// Name identifies the rule in requests. It is also the action of
+	// the rule's limiter, so it is part of every key the rule stores:
+	// 1 to 64 letters, digits, '_', '-' or '.'.
+	Name string
+	// Limits is the policy; at least one, no two sharing a
+	// sluice.Limit.StateID (the same algorithm and period).
+	Limits []sluice.Limit
+}
+
+// Rule returns the rule named name, and whether there is one.
+func (c *Config) Rule(name string) (Rule, bool) {
+	for _, r := range c.Rules {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+//go:embed sample.yaml
+var sample []byte
+
+// Sample returns the YAML of the built-in sample rule set: the rules
+// [Default] returns, with comments. Write it to a file to start a
+// configuration of your own.
+func Sample() []byte { return bytes.Clone(sample) }
+
+// Default returns the built-in sample configuration, which sluice serve
+// uses when it is given no configuration file. The sample is tested, so
+// the error is only for a binary built from a broken sample.
+func Default() (*Config, error) {
+	return Parse("sample.yaml", sample)
+}
+
+// Load reads and parses the configuration file at path (see [Parse]).
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a configuration. name is the file name used
+// in error messages. Every error names the file and, where the input has
+// one, the line and the field at fault.
+func Parse(name string, data []byte) (*Config, error) {
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
+	}
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: empty configuration", name)
+		}
+		return nil, yamlError(name, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, yamlError(name, err)
+		}
+		return nil, fmt.Errorf("%s:%d: only one YAML document is allowed", name, extra.Line)
+	}
+	// The decoder above gives strictness; this tree gives the line of
+	// every field for the checks below. Configurations are small, so
+	// parsing twice costs nothing that matters.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(name, err)
+	}
+	return f.config(&validator{name: name, root: &root})
+}
+
+// file is the YAML form of a Config.
+type file struct {
+	Store  fileStore  `yaml:"store"`
+	Listen string     `yaml:"listen"`
+	Rules  []fileRule `yaml:"rules"`
+}
+
+type fileStore struct {
+	Type string `yaml:"type"`
+}
+
+type fileRule struct {
+	Name   string   `yaml:"name"`
+	Limits []string `yaml:"limits"`
+}
+
+var ruleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+func (f *file) config(v *validator) (*Config, error) {
+	c := &Config{Store: Store{Type: f.Store.Type}, Listen: f.Listen}
+	switch c.Store.Type {
+	case "":
+		c.Store.Type = StoreMemory
+	case StoreMemory:
+	default:
+		return nil, v.errorf("unknown store type %q (want %q)", c.Store.Type, StoreMemory)("store", "type")
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	} else if _, port, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil, v.errorf("%q is not host:port: %v", c.Listen, err)("listen")
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return nil, v.errorf("port %q is not a number from 0 to 65535", port)("listen")
+	}
+	if len(f.Rules) == 0 {
+		return nil, v.errorf("no rules: a configuration needs at least one")("rules")
+	}
+	seen := make(map[string]int, len(f.Rules))
+	for i, fr := range f.Rules {
+		switch prev, dup := seen[fr.Name]; {
+		case fr.Name == "":
+			return nil, v.errorf("rule has no name")("rules", i)
+		case !ruleName.MatchString(fr.Name):
+			return nil, v.errorf("rule name %q must be 1 to 64 letters, digits, '_', '-' or '.'", fr.Name)("rules", i, "name")
+		case dup:
+			return nil, v.errorf("rule %q is already defined at line %d", fr.Name, v.line("rules", prev, "name"))("rules", i, "name")
+		}
+		seen[fr.Name] = i
+		if len(fr.Limits) == 0 {
+			return nil, v.errorf("rule %q has no limits", fr.Name)("rules", i, "limits")
+		}
+		r := Rule{Name: fr.Name, Limits: make([]sluice.Limit, len(fr.Limits))}
+		for j, s := range fr.Limits {
+			l, err := sluice.ParseLimit(s)
+			if err != nil {
+				return nil, v.errorf("%v", err)("rules", i, "limits", j)
+			}
+			r.Limits[j] = l
+		}
+		// The checks a store makes of every request, bar the cost:
+		// limits sharing their state cannot be applied together.
+		if err := (&sluice.Request{Limits: r.Limits, Op: sluice.OpReset}).Validate(); err != nil {
+			return nil, v.errorf("%v", err)("rules", i, "limits")
+		}
+		c.Rules = append(c.Rules, r)
+	}
+	return c, nil
+}
+
+// validator builds errors that name the file, line and field.
+type validator struct {
+	name string
+	root *yaml.Node
+}
+
+// errorf returns a function that, given the path of the field at fault
+// (mapping keys and sequence indexes), returns the error
+// "file:line: path: message".
+func (v *validator) errorf(format string, args ...any) func(path ...any) error {
+	return func(path ...any) error {
+		return fmt.Errorf("%s:%d: %s: %s", v.name, v.line(path...), fieldPath(path), fmt.Sprintf(format, args...))
+	}
+}
+
+// line returns the line of the value at path, or of the deepest node on
+// the path that exists (a missing field is reported where its parent is).
+func (v *validator) line(path ...any) int {
+	n := v.root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, p := range path {
+		next := child(n, p)
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return n.Line
+}
+
+// child returns the value under key p (a string, in a mapping) or at
+// index p (an int, in a sequence), or nil.
+func child(n *yaml.Node, p any) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch p := p.(type) {
+	case string:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == p {
+				return n.Content[i+1]
+			}
+		}
+	case int:
+		if n.Kind == yaml.SequenceNode && p < len(n.Content) {
+			return n.Content[p]
+		}
+	}
+	return nil
+}
+
+// fieldPath writes a path as rules[1].limits[0].
+func fieldPath(path []any) string {
+	var b strings.Builder
+	for _, p := range path {
+		switch p := p.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", p)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, p)
+		}
+	}
+	return b.String()
+}
+
+// yamlError rewrites the YAML library's errors in the form of the others:
+// "file:line: message", with the names of this package's types replaced
+// by what they are in the file.
+func yamlError(name string, err error) error {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	r := strings.NewReplacer(
+		"in type config.fileRule", "in a rule",
+		"in type config.fileStore", "in store",
+		"in type config.file", "at the top level",
+		"into config.fileRule", "into a rule (want a mapping with name and limits)",
+		"into config.fileStore", "into store (want a mapping)",
+		"into config.file", "into a configuration (want a mapping)",
+		"into []config.fileRule", "into rules (want a list)",
+		"into []string", `into limits (want a list such as ["5/min", "20/h"])`,
+	)
+	for i, m := range msgs {
+		sep := ": " // "file: message", or "file:line: message"
+		if rest, ok := strings.CutPrefix(m, "line "); ok {
+			if num, msg, ok := strings.Cut(rest, ": "); ok {
+				sep, m = ":"+num+": ", msg
+			}
+		}
+		msgs[i] = name + sep + r.Replace(m)
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}

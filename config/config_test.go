@@ -1,0 +1,226 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     *Config
+	}{
+		{
+			name: "full",
+			in: `store: {type: memory}
+listen: 127.0.0.1:9090
+rules:
+  - name: login
+    limits: ["5/min", "20/h"]
+  - name: api
+    limits: ["100/s burst 200"]
+`,
+			want: &Config{
+				Store:  Store{Type: StoreMemory},
+				Listen: "127.0.0.1:9090",
+				Rules: []Rule{
+					{Name: "login", Limits: []sluice.Limit{sluice.PerMinute(5), sluice.PerHour(20)}},
+					{Name: "api", Limits: []sluice.Limit{{Rate: 100, Period: time.Second, Burst: 200}}},
+				},
+			},
+		},
+		{
+			name: "defaults",
+			in:   "rules: [{name: a.b_c-1, limits: [\"1/s fixed staggered\"]}]\n",
+			want: &Config{
+				Store:  Store{Type: StoreMemory},
+				Listen: DefaultListen,
+				Rules: []Rule{{Name: "a.b_c-1", Limits: []sluice.Limit{
+					{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow, Staggered: true},
+				}}},
+			},
+		},
+		{
+			name: "anchors and comments",
+			in: `# shared limits
+x: &l ["10/min sliding buckets 6"]
+`,
+			want: nil, // x is not a field: strict parsing rejects it
+		},
+		{
+			name: "alias",
+			in: `rules:
+  - name: a
+    limits: &l ["10/min sliding buckets 6"]
+  - name: b
+    limits: *l
+listen: "[::1]:0"
+`,
+			want: &Config{
+				Store:  Store{Type: StoreMemory},
+				Listen: "[::1]:0",
+				Rules: []Rule{
+					{Name: "a", Limits: []sluice.Limit{{Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow, Buckets: 6}}},
+					{Name: "b", Limits: []sluice.Limit{{Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow, Buckets: 6}}},
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse("t.yaml", []byte(tt.in))
+			if tt.want == nil {
+				if err == nil {
+					t.Fatalf("Parse(%q) = %+v, want an error", tt.in, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Parse(%q) error = %v, want nil", tt.in, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Parse(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseErrors checks that every kind of bad input is refused with an
+// error naming the file, the line and what is wrong.
+func TestParseErrors(t *testing.T) {
+	const ok = "rules:\n  - name: a\n    limits: [\"5/min\"]\n"
+	tests := []struct {
+		name, in string
+		want     []string // substrings of the error
+	}{
+		{"empty", "", []string{"f.yaml: empty configuration"}},
+		{"only a comment", "# nothing\n", []string{"f.yaml: empty configuration"}},
+		{"syntax", "rules: [\n", []string{"f.yaml:"}},
+		{"not a mapping", "- 1\n", []string{"f.yaml:1:", "want a mapping"}},
+		{"unknown top-level field", ok + "listn: x\n", []string{"f.yaml:4:", "field listn not found at the top level"}},
+		{"unknown rule field", "rules:\n  - name: a\n    limit: [\"5/min\"]\n", []string{"f.yaml:3:", "field limit not found in a rule"}},
+		{"unknown store field", "store: {type: memory, addr: x}\n" + ok, []string{"f.yaml:1:", "field addr not found in store"}},
+		{"duplicate key", "listen: a:1\nlisten: b:2\n" + ok, []string{"f.yaml:2:", `"listen" already defined at line 1`}},
+		{"store type", "store: {type: redis}\n" + ok, []string{"f.yaml:1: store.type:", `unknown store type "redis"`}},
+		{"store not a mapping", "store: memory\n" + ok, []string{"f.yaml:1:", "into store"}},
+		{"listen without port", "listen: localhost\n" + ok, []string{"f.yaml:1: listen:", "not host:port"}},
+		{"listen bad port", "listen: localhost:http2\n" + ok, []string{"f.yaml:1: listen:", `port "http2"`}},
+		{"no rules", "listen: a:1\n", []string{"f.yaml:1: rules: no rules"}},
+		{"empty rules", "rules: []\n", []string{"f.yaml:1: rules: no rules"}},
+		{"rules not a list", "rules: {a: 1}\n", []string{"f.yaml:1:", "into rules (want a list)"}},
+		{"rule not a mapping", "rules:\n  - 5\n", []string{"f.yaml:2:", "into a rule"}},
+		{"null rule", "rules:\n  -\n", []string{"f.yaml:2: rules: no rules"}},
+		{"no name", "rules:\n  - limits: [\"5/min\"]\n", []string{"f.yaml:2: rules[0]: rule has no name"}},
+		{"bad name", "rules:\n  - name: a b\n    limits: [\"5/min\"]\n", []string{"f.yaml:2: rules[0].name:", `"a b"`}},
+		{"long name", "rules:\n  - name: " + strings.Repeat("x", 65) + "\n    limits: [\"5/min\"]\n", []string{"f.yaml:2: rules[0].name:"}},
+		{"duplicate name", ok + "  - name: b\n    limits: [\"1/s\"]\n  - name: a\n    limits: [\"1/s\"]\n", []string{"f.yaml:6: rules[2].name:", `rule "a" is already defined at line 2`}},
+		{"no limits", "rules:\n  - name: a\n", []string{"f.yaml:2: rules[0].limits:", `rule "a" has no limits`}},
+		{"limits a scalar", "rules:\n  - name: a\n    limits: 5/min\n", []string{"f.yaml:3:", "into limits"}},
+		{"bad limit", "rules:\n  - name: a\n    limits:\n      - 5/min\n      - 5/fortnight\n", []string{"f.yaml:5: rules[0].limits[1]:", `limit "5/fortnight"`, "invalid limit"}},
+		{"zero rate", "rules:\n  - name: a\n    limits: [\"0/s\"]\n", []string{"f.yaml:3: rules[0].limits[0]:"}},
+		{"shared state", "rules:\n  - name: a\n    limits: [\"5/min\", \"9/min burst 20\"]\n", []string{"f.yaml:3: rules[0].limits:", "share their state"}},
+		{"two documents", ok + "---\nrules: []\n", []string{"f.yaml:4: only one YAML document"}},
+		{"too large", strings.Repeat("#", MaxSize+1), []string{"f.yaml: larger than"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("f.yaml", []byte(tt.in))
+			if err == nil {
+				t.Fatalf("Parse(%q) = %+v, want an error", tt.in, c)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse(%q) error = %q, want it to contain %q", tt.in, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "config.") {
+				t.Errorf("Parse(%q) error = %q names an internal type", tt.in, err)
+			}
+		})
+	}
+}
+
+func TestDefault(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatalf("Default() error = %v", err)
+	}
+	if c.Store.Type != StoreMemory || c.Listen != DefaultListen {
+		t.Errorf("Default() store, listen = %q, %q; want %q, %q", c.Store.Type, c.Listen, StoreMemory, DefaultListen)
+	}
+	for _, name := range []string{"login", "api"} {
+		if _, ok := c.Rule(name); !ok {
+			t.Errorf("Default().Rule(%q) not found", name)
+		}
+	}
+	if _, ok := c.Rule("nope"); ok {
+		t.Errorf("Default().Rule(%q) found, want none", "nope")
+	}
+	if got, want := string(Sample()), string(sample); got != want {
+		t.Errorf("Sample() = %q, want the embedded file", got)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(path, Sample(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatalf("Load(%q) error = %v", path, err)
+	}
+	want, _ := Default()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load(sample) = %+v, want %+v", got, want)
+	}
+
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("rules:\n  - name: x\n    limits: [\"1/eon\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":3: rules[0].limits[0]:") {
+		t.Errorf("Load(%q) error = %v, want it to start with %q", bad, err, bad+":3: rules[0].limits[0]:")
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !os.IsNotExist(err) {
+		t.Errorf("Load(missing) error = %v, want a not-exist error", err)
+	}
+}
+
+// FuzzParse checks that no input makes Parse panic, and that whatever it
+// accepts is a configuration a server can apply.
+func FuzzParse(f *testing.F) {
+	f.Add(Sample())
+	f.Add([]byte("rules: [{name: a, limits: [\"5/min\", \"20/h\"]}]"))
+	f.Add([]byte("rules:\n  - name: a\n    limits: &x [\"1/s\"]\n  - name: b\n    limits: *x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("Parse error = %q, want it to name the file", err)
+			}
+			return
+		}
+		if len(c.Rules) == 0 || c.Store.Type != StoreMemory || c.Listen == "" {
+			t.Fatalf("Parse accepted %+v", c)
+		}
+		names := map[string]bool{}
+		for _, r := range c.Rules {
+			if names[r.Name] || !ruleName.MatchString(r.Name) {
+				t.Fatalf("Parse accepted rule name %q (duplicate or malformed)", r.Name)
+			}
+			names[r.Name] = true
+			req := sluice.Request{Limits: r.Limits, Op: sluice.OpReset}
+			if err := req.Validate(); err != nil {
+				t.Fatalf("Parse accepted rule %q whose policy is invalid: %v", r.Name, err)
+			}
+		}
+	})
+}
