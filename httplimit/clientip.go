@@ -1,0 +1,216 @@
+package httplimit
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Header names a ClientIP reads behind trusted proxies.
+const (
+	// HeaderXForwardedFor is the de facto X-Forwarded-For list of hops.
+	HeaderXForwardedFor = "X-Forwarded-For"
+	// HeaderForwarded is the RFC 7239 Forwarded field; its for= parameters
+	// name the hops.
+	HeaderForwarded = "Forwarded"
+)
+
+// DefaultMaxHops is how many hops of a forwarding header a ClientIP
+// examines, right to left, when its MaxHops is zero.
+const DefaultMaxHops = 16
+
+// A ClientIP finds the address of the client that sent a request.
+//
+// Without TrustedProxies it is the address of the connection, and every
+// forwarding header is ignored: anyone can write X-Forwarded-For. When the
+// connection comes from a trusted proxy, the forwarding Header is read
+// right to left, skipping hops that are themselves trusted proxies; the
+// first untrusted hop is the client. Only what trusted proxies appended is
+// believed, so a client that forges the header gains nothing: its forged
+// entries sit to the left of the hop its first proxy appended.
+//
+// Addresses are returned without IPv6 zone, and IPv4-mapped IPv6
+// addresses (::ffff:192.0.2.1) as IPv4, so one client has one key.
+//
+// The zero value trusts no proxy. A ClientIP must not be changed once in
+// use; it is then safe for concurrent use.
+type ClientIP struct {
+	// TrustedProxies are the networks of the reverse proxies and load
+	// balancers in front of the application. Default none.
+	TrustedProxies []netip.Prefix
+	// Header is the forwarding header the trusted proxies append to:
+	// HeaderXForwardedFor or HeaderForwarded. Default HeaderXForwardedFor.
+	Header string
+	// MaxHops bounds how many hops are examined; a chain of more trusted
+	// hops than this yields no address. Default DefaultMaxHops.
+	MaxHops int
+}
+
+// Addr returns the client's address, or false when none can be derived:
+// a connection address that is not IP (a Unix socket), or, behind a
+// trusted proxy, a malformed or over-long forwarding header, a hop written
+// "unknown" or obfuscated, or no hop at all.
+func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
+	peer, ok := parseHost(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	if c == nil || !c.trusted(peer) {
+		return peer, true
+	}
+	values := r.Header.Values(c.header())
+	if len(values) == 0 {
+		return peer, true // the proxy reached us directly, or added nothing
+	}
+	maxHops := c.MaxHops
+	if maxHops <= 0 {
+		maxHops = DefaultMaxHops
+	}
+	forwarded := c.header() == HeaderForwarded
+	hops := 0
+	last := peer
+	for i := len(values) - 1; i >= 0; i-- {
+		v := values[i]
+		for v != "" {
+			var elem string
+			if forwarded {
+				var ok bool
+				v, elem, ok = lastForwardedElement(v)
+				if !ok {
+					return netip.Addr{}, false
+				}
+			} else {
+				j := strings.LastIndexByte(v, ',')
+				v, elem = v[:max(j, 0)], v[j+1:]
+			}
+			elem = strings.Trim(elem, " \t")
+			if elem == "" {
+				continue // tolerate empty list members ("a,,b")
+			}
+			hops++
+			if hops > maxHops {
+				return netip.Addr{}, false
+			}
+			ip, ok := parseHop(elem, forwarded)
+			if !ok {
+				return netip.Addr{}, false
+			}
+			if !c.trusted(ip) {
+				return ip, true
+			}
+			last = ip
+		}
+	}
+	// Every hop is a trusted proxy: the request started inside.
+	return last, true
+}
+
+// Key returns the client's address as a key, as Addr derives it.
+func (c *ClientIP) Key(r *http.Request) (string, bool) {
+	a, ok := c.Addr(r)
+	if !ok {
+		return "", false
+	}
+	return a.String(), true
+}
+
+func (c *ClientIP) header() string {
+	if c.Header == "" {
+		return HeaderXForwardedFor
+	}
+	return c.Header
+}
+
+func (c *ClientIP) trusted(a netip.Addr) bool {
+	for _, p := range c.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// canonical returns a without zone, and IPv4-mapped addresses as IPv4.
+func canonical(a netip.Addr) netip.Addr {
+	return a.Unmap().WithZone("")
+}
+
+// parseHost parses an address with or without port, IPv6 in brackets or
+// not, as found in RemoteAddr and in X-Forwarded-For.
+func parseHost(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return canonical(a), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return canonical(ap.Addr()), true
+	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
+			return canonical(a), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// parseHop parses one hop: an X-Forwarded-For member, or a Forwarded
+// element whose for= node it extracts.
+func parseHop(elem string, forwarded bool) (netip.Addr, bool) {
+	if !forwarded {
+		return parseHost(elem)
+	}
+	node, ok := forwardedFor(elem)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return parseHost(node)
+}
+
+// lastForwardedElement splits the last element off a Forwarded field
+// value (RFC 7239: elements separated by commas, pairs by semicolons,
+// values tokens or quoted strings that may hold commas). It scans forward,
+// since quotes cannot be matched backwards, and reports false on an
+// unterminated quoted string.
+func lastForwardedElement(v string) (rest, elem string, ok bool) {
+	start, cut := 0, -1
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == ',':
+			cut, start = i, i+1
+		}
+	}
+	if quoted {
+		return "", "", false
+	}
+	if cut < 0 {
+		return "", v, true
+	}
+	return v[:cut], v[start:], true
+}
+
+// forwardedFor returns the value of the for= pair of one Forwarded
+// element, unquoted. Nodes are addresses, so a quoted value with escapes
+// is refused rather than unescaped.
+func forwardedFor(elem string) (string, bool) {
+	for elem != "" {
+		var pair string
+		pair, elem, _ = strings.Cut(elem, ";")
+		name, value, found := strings.Cut(strings.Trim(pair, " \t"), "=")
+		if !found || !strings.EqualFold(strings.TrimSpace(name), "for") {
+			continue
+		}
+		value = strings.TrimSpace(value)
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			value = value[1 : len(value)-1]
+			if strings.ContainsRune(value, '\\') {
+				return "", false
+			}
+		}
+		return value, value != ""
+	}
+	return "", false
+}

@@ -1,0 +1,434 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Mode says what a rule does with a request it denies.
+type Mode uint8
+
+const (
+	// Enforce answers a denied request with 429 Too Many Requests (or the
+	// Config's Deny handler). The default.
+	Enforce Mode = iota
+	// DryRun counts and logs as Enforce would, but lets denied requests
+	// through: a new rule's "warning mode", to see whom it would hit.
+	DryRun
+	// Shadow lets denied requests through with whatever the handler
+	// answers, but marks them (see Shadowed) so that the handler can skip
+	// their side effects — sending the invitation, posting the comment —
+	// without telling a spammer it was caught.
+	Shadow
+)
+
+var modeNames = [...]string{"enforce", "dry-run", "shadow"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", m)
+}
+
+// FailurePolicy says what the middleware does when the store fails.
+type FailurePolicy uint8
+
+const (
+	// FailOpen lets the request through unlimited and logs the failure.
+	// The default: an outage of the limiter's store must not become an
+	// outage of the site. Wrap the store (see store/fallback) to keep
+	// limiting on a local store meanwhile.
+	FailOpen FailurePolicy = iota
+	// FailClosed answers 503 Service Unavailable with Retry-After.
+	FailClosed
+)
+
+// Fields chooses the rate-limit header fields written on responses.
+type Fields uint8
+
+const (
+	// FieldsDraft writes the IETF RateLimit and RateLimit-Policy fields
+	// (draft-ietf-httpapi-ratelimit-headers). The default.
+	FieldsDraft Fields = iota
+	// FieldsDraftAndLegacy also writes X-RateLimit-Limit,
+	// X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now).
+	FieldsDraftAndLegacy
+	// FieldsNone writes neither; Retry-After is still sent on 429.
+	FieldsNone
+)
+
+// A Rule limits the requests it matches, per actor key, with a Limiter.
+type Rule struct {
+	// Name identifies the rule in the RateLimit fields, problem details
+	// and logs; printable ASCII. Default "default" for the first rule and
+	// "rule2", "rule3"… for the others. Names must be distinct.
+	Name string
+	// Limiter holds the policy and the store. Required.
+	Limiter *sluice.Limiter
+	// Key derives the actor from the request. Default the client's
+	// address, as Config.ClientIP finds it.
+	Key Keyer
+	// Match selects the requests the rule counts (the seeds'
+	// should_ratelimit). Default nil: every request.
+	Match func(*http.Request) bool
+	// Mode is what the rule does with a request it denies. Default
+	// Enforce.
+	Mode Mode
+	// Count, when set, counts only requests whose response status it
+	// accepts, such as 401 for failed logins (see Status): each request
+	// reserves one unit before the handler runs (so concurrent requests
+	// cannot overrun the limit), and the unit is kept if Count accepts the
+	// status and given back otherwise. Default nil: every request counts.
+	Count func(status int) bool
+	// Reset, when set, forgets the actor's state under this rule when it
+	// accepts the response status (the seeds' clear_counters after a
+	// successful login). Default nil: never.
+	Reset func(status int) bool
+}
+
+// Config configures a Middleware. The zero value of every field but Rules
+// means its default.
+type Config struct {
+	// Rules are decided together, in order, for every request: the
+	// request is let through only if every Enforce rule that matches
+	// allows it, and a denied request consumes nothing under the other
+	// rules (their takes are refunded). At least one.
+	Rules []Rule
+	// ClientIP finds client addresses for the default keys. Default: the
+	// connection's address, with no trusted proxy.
+	ClientIP *ClientIP
+	// Deny answers denied requests, after Retry-After and the rate-limit
+	// fields are set; it can read the Outcome from the request. Default
+	// ProblemHandler: 429 with an application/problem+json body.
+	Deny http.Handler
+	// OnStoreError is what happens when the store fails. Default
+	// FailOpen.
+	OnStoreError FailurePolicy
+	// Fields chooses the rate-limit header fields. Default FieldsDraft.
+	Fields Fields
+	// Logger receives denials (Info), dry-run and shadow denials (Info)
+	// and store failures (Warn, at most one line a second). Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// A Middleware limits the requests that pass through it, by the rules of
+// its Config. Create one with New and wrap handlers with Handler. It is
+// safe for concurrent use.
+type Middleware struct {
+	rules    []rule
+	deny     http.Handler
+	failure  FailurePolicy
+	fields   Fields
+	log      *slog.Logger
+	reserves bool // some rule needs reservations: several rules, or Count
+
+	lastErrLog atomic.Int64 // Unix ns of the last store-failure line
+	suppressed atomic.Int64 // store failures not logged since
+}
+
+type rule struct {
+	Rule
+	limits      []sluice.Limit
+	names       []string // policy name of each limit
+	policyField string   // this rule's items of RateLimit-Policy
+	legacyLimit string   // X-RateLimit-Limit value
+}
+
+// New returns a Middleware for c, or an error wrapping
+// sluice.ErrInvalidRequest if a rule lacks its Limiter or two rules share
+// a name.
+func New(c Config) (*Middleware, error) {
+	if len(c.Rules) == 0 {
+		return nil, fmt.Errorf("%w: httplimit: no rules", sluice.ErrInvalidRequest)
+	}
+	m := &Middleware{deny: c.Deny, failure: c.OnStoreError, fields: c.Fields, log: c.Logger}
+	if m.deny == nil {
+		m.deny = ProblemHandler()
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	seen := map[string]bool{}
+	for i, r := range c.Rules {
+		if r.Limiter == nil {
+			return nil, fmt.Errorf("%w: httplimit: rule %d has no Limiter", sluice.ErrInvalidRequest, i)
+		}
+		if r.Name == "" {
+			r.Name = "default"
+			if i > 0 {
+				r.Name = fmt.Sprintf("rule%d", i+1)
+			}
+		}
+		if !validName(r.Name) || seen[r.Name] {
+			return nil, fmt.Errorf("%w: httplimit: rule name %q is not printable ASCII or not unique", sluice.ErrInvalidRequest, r.Name)
+		}
+		seen[r.Name] = true
+		if r.Key == nil {
+			r.Key = c.ClientIP
+			if c.ClientIP == nil {
+				r.Key = &ClientIP{}
+			}
+		}
+		ru := rule{Rule: r, limits: r.Limiter.Limits()}
+		ru.names, ru.policyField = policyItems(r.Name, ru.limits)
+		ru.legacyLimit = fmt.Sprint(ru.limits[0].Rate)
+		m.rules = append(m.rules, ru)
+		m.reserves = m.reserves || r.Count != nil || r.Reset != nil
+	}
+	m.reserves = m.reserves || len(m.rules) > 1
+	return m, nil
+}
+
+// Handler wraps next: every request passes the rules before next sees it.
+// Its method value m.Handler is a func(http.Handler) http.Handler, as
+// routers expect of middleware.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
+// applied is one rule's decision for one request.
+type applied struct {
+	rule *rule
+	key  string
+	d    sluice.Decision
+	res  *sluice.Reservation // nil when taken with Allow
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if exempt(r.Context()) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	ctx := r.Context()
+	st := &reqState{Context: ctx}
+	var buf [4]applied
+	as := buf[:0]
+	deny := -1
+	for i := range m.rules {
+		ru := &m.rules[i]
+		if ru.Match != nil && !ru.Match(r) {
+			continue
+		}
+		key, ok := ru.Key.Key(r)
+		if !ok {
+			key = "" // the shared key of requests without one
+		}
+		a := applied{rule: ru, key: key}
+		var err error
+		if m.reserves {
+			a.res, err = ru.Limiter.Reserve(ctx, key, 1)
+			if err == nil {
+				a.d = a.res.Decision
+			}
+		} else {
+			a.d, err = ru.Limiter.Allow(ctx, key)
+		}
+		if err != nil {
+			m.storeFailed(r, ru, err)
+			if m.failure == FailClosed {
+				m.refund(ctx, as)
+				st.out = Outcome{Policy: ru.Name, StoreFailed: true}
+				w.Header().Set("Retry-After", "1")
+				m.deny.ServeHTTP(w, r.WithContext(st))
+				return
+			}
+			continue
+		}
+		as = append(as, a)
+		if a.d.Allowed {
+			continue
+		}
+		if t, ok := ru.Key.(Tripper); ok {
+			t.Trip(r, key)
+		}
+		m.logDenial(r, ru, key, a.d)
+		switch ru.Mode {
+		case DryRun:
+			st.out.DryRun = true
+			continue
+		case Shadow:
+			st.out.Shadowed = true
+			continue
+		}
+		deny = len(as) - 1
+		break
+	}
+	if deny >= 0 {
+		denied := as[deny]
+		m.refund(ctx, as)
+		st.out.Denied = true
+		st.out.Policy = denied.rule.nameOf(denied.d.Limit)
+		st.out.Decision = denied.d
+		m.writeFields(w.Header(), st, as, deny)
+		m.deny.ServeHTTP(w, r.WithContext(st))
+		return
+	}
+	if bind := binding(as); bind >= 0 {
+		st.out.Policy = as[bind].rule.nameOf(as[bind].d.Limit)
+		st.out.Decision = as[bind].d
+	}
+	m.writeFields(w.Header(), st, as, -1)
+	r = r.WithContext(st)
+	if !m.reserves {
+		next.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
+	m.settle(context.WithoutCancel(ctx), as, sw.code())
+}
+
+// binding returns the index of the Enforce rule whose decision describes
+// the request best (see sluice.Decision.Binds), or -1.
+func binding(as []applied) int {
+	b := -1
+	for i, a := range as {
+		if a.rule.Mode == Enforce && (b < 0 || a.d.Binds(as[b].d)) {
+			b = i
+		}
+	}
+	return b
+}
+
+// refund gives back every allowed reservation of a request that will not
+// run, so that a denial under one rule consumes nothing under the others.
+// A failed refund leaves the unit counted: the safe side.
+func (m *Middleware) refund(ctx context.Context, as []applied) {
+	ctx = context.WithoutCancel(ctx)
+	for _, a := range as {
+		if a.res != nil && a.d.Allowed {
+			if err := a.res.Refund(ctx); err != nil {
+				m.storeFailedCtx(ctx, a.rule, err)
+			}
+		}
+	}
+}
+
+// settle keeps or gives back each reservation once the handler has
+// answered with status, and resets actors whose Reset accepts it. ctx is
+// detached from the request, so a client that hangs up cannot stop it.
+func (m *Middleware) settle(ctx context.Context, as []applied, status int) {
+	for _, a := range as {
+		if a.res == nil || !a.d.Allowed {
+			continue
+		}
+		ru := a.rule
+		var err error
+		switch {
+		case ru.Reset != nil && ru.Reset(status):
+			_ = a.res.Commit()
+			err = ru.Limiter.Reset(ctx, a.key)
+		case ru.Count != nil && !ru.Count(status):
+			err = a.res.Refund(ctx)
+		default:
+			_ = a.res.Commit()
+		}
+		if err != nil {
+			m.storeFailedCtx(ctx, ru, err)
+		}
+	}
+}
+
+func (ru *rule) nameOf(l sluice.Limit) string {
+	id := l.StateID()
+	for i, x := range ru.limits {
+		if x.StateID() == id {
+			return ru.names[i]
+		}
+	}
+	return ru.Name
+}
+
+func (m *Middleware) logDenial(r *http.Request, ru *rule, key string, d sluice.Decision) {
+	msg := "httplimit: denied"
+	switch ru.Mode {
+	case DryRun:
+		msg = "httplimit: would deny (dry run)"
+	case Shadow:
+		msg = "httplimit: shadow-denied"
+	}
+	m.log.LogAttrs(r.Context(), slog.LevelInfo, msg,
+		slog.String("policy", ru.nameOf(d.Limit)),
+		slog.String("mode", ru.Mode.String()),
+		slog.String("key", key),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("remote", r.RemoteAddr),
+		slog.String("limit", d.Limit.String()),
+		slog.Duration("retry_after", d.RetryAfter),
+	)
+}
+
+func (m *Middleware) storeFailed(r *http.Request, ru *rule, err error) {
+	m.storeFailedCtx(r.Context(), ru, err)
+}
+
+// storeFailedCtx logs a store failure, at most one line a second: during
+// an outage every request fails, and the log must not drown.
+func (m *Middleware) storeFailedCtx(ctx context.Context, ru *rule, err error) {
+	now := time.Now().UnixNano()
+	last := m.lastErrLog.Load()
+	if now-last < int64(time.Second) || !m.lastErrLog.CompareAndSwap(last, now) {
+		m.suppressed.Add(1)
+		return
+	}
+	policy := "failing open: request let through"
+	if m.failure == FailClosed {
+		policy = "failing closed: request refused with 503"
+	}
+	m.log.LogAttrs(ctx, slog.LevelWarn, "httplimit: store failed; "+policy,
+		slog.String("policy", ru.Name),
+		slog.Any("error", err),
+		slog.Int64("suppressed", m.suppressed.Swap(0)),
+	)
+}
+
+// statusWriter records the status a handler answers with. It unwraps for
+// http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes the underlying writer if it can.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// code returns the status sent, 200 if the handler wrote nothing.
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
