@@ -1,0 +1,252 @@
+// Package meta is a minimal client for memcached's meta protocol (mg, ms,
+// md, ma, mn), written for the memcached store because the maintained Go
+// clients speak only the classic text protocol, which needs two round
+// trips to create-or-increment a counter with an expiry (add, then incr)
+// and cannot pipeline mixed commands.
+//
+// A Client talks to one server over a pool of connections. A Batch of
+// commands goes out in one write and its replies come back in one read:
+// one round trip whatever the number of commands. Replies are parsed
+// strictly; anything outside the protocol closes the connection with an
+// error wrapping ErrProtocol, never a panic.
+package meta
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned by a Client after Close.
+var ErrClosed = errors.New("meta: client closed")
+
+// maxPending bounds the fire-and-forget batches a connection may owe
+// replies for before it is drained in line.
+const maxPending = 8
+
+// Config configures a Client. The zero value of each field but Addr
+// means its default.
+type Config struct {
+	// Addr is the server's "host:port". Required.
+	Addr string
+	// DialTimeout bounds connecting. Default 1s.
+	DialTimeout time.Duration
+	// Timeout bounds one round trip when the context has no earlier
+	// deadline. Default 1s.
+	Timeout time.Duration
+	// MaxIdle is the most idle connections kept open. Default 64.
+	MaxIdle int
+}
+
+// A Client sends batches of meta commands to one memcached server over a
+// pool of connections, opened on demand and kept up to MaxIdle idle.
+//
+// Create Clients with New; the zero value is not usable. A Client is safe
+// for concurrent use.
+type Client struct {
+	addr        string
+	timeout     time.Duration
+	dialTimeout time.Duration
+	idle        chan *conn
+	closed      atomic.Bool
+	dropped     atomic.Int64
+}
+
+type conn struct {
+	nc      net.Conn
+	br      *bufio.Reader
+	pending int // batches sent by Send whose replies are still unread
+}
+
+// New returns a Client for c.Addr. It does not connect until first used.
+func New(c Config) *Client {
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.MaxIdle <= 0 {
+		c.MaxIdle = 64
+	}
+	return &Client{addr: c.Addr, timeout: c.Timeout, dialTimeout: c.DialTimeout, idle: make(chan *conn, c.MaxIdle)}
+}
+
+// Addr returns the server's address.
+func (c *Client) Addr() string { return c.addr }
+
+// Dropped returns how many replies to batches sent with Send were errors
+// (or were lost with their connection): their effect is unknown.
+func (c *Client) Dropped() int64 { return c.dropped.Load() }
+
+// Do sends b and reads one reply per command into b.Replies, in one
+// round trip. An error means the batch failed as a whole (a network
+// error, a timeout, the context ended, a protocol error): some commands
+// may have been applied. Error replies to single commands are not errors
+// of Do; see Reply.Err.
+func (c *Client) Do(ctx context.Context, b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.n == 0 {
+		return nil
+	}
+	return c.exchange(ctx, b, true)
+}
+
+// Send writes b and returns without waiting for its replies, which the
+// connection's next user reads and discards (counting errors in Dropped).
+// The commands reach the server as a Do's would; Send suits writes whose
+// outcome does not change the caller's answer, such as rolling back a
+// counter.
+func (c *Client) Send(ctx context.Context, b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.n == 0 {
+		return nil
+	}
+	b.buf = append(b.buf, "mn\r\n"...)
+	defer func() { b.buf = b.buf[:len(b.buf)-len("mn\r\n")] }()
+	return c.exchange(ctx, b, false)
+}
+
+func (c *Client) exchange(ctx context.Context, b *Batch, wait bool) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	cn, err := c.get(ctx)
+	if err != nil {
+		return fmt.Errorf("memcached %s: %w", c.addr, err)
+	}
+	deadline := time.Now().Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := cn.nc.SetDeadline(deadline); err != nil {
+		cn.nc.Close()
+		return fmt.Errorf("memcached %s: %w", c.addr, err)
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Unix(1, 0)) })
+	}
+	err = c.roundTrip(cn, b, wait)
+	if stop != nil && !stop() {
+		// The context ended during the call and cut the deadline short,
+		// maybe while we finished: the connection is not reusable.
+		cn.nc.Close()
+		if err != nil {
+			return fmt.Errorf("memcached %s: %w", c.addr, context.Cause(ctx))
+		}
+		return nil
+	}
+	if err != nil {
+		cn.nc.Close()
+		return fmt.Errorf("memcached %s: %w", c.addr, err)
+	}
+	c.put(cn)
+	return nil
+}
+
+// roundTrip writes b on cn and, when wait is set, reads its replies after
+// those cn owes for earlier Sends. On error cn is out of step.
+func (c *Client) roundTrip(cn *conn, b *Batch, wait bool) error {
+	if _, err := cn.nc.Write(b.buf); err != nil {
+		return err
+	}
+	if !wait {
+		cn.pending++
+		return nil
+	}
+	if err := c.drain(cn); err != nil {
+		return err
+	}
+	b.Replies = b.Replies[:0]
+	for range b.n {
+		r, vals, err := readReply(cn.br, b.vals)
+		b.vals = vals
+		if err != nil {
+			b.Replies = b.Replies[:0]
+			return err
+		}
+		b.Replies = append(b.Replies, r)
+	}
+	return nil
+}
+
+// drain reads the replies a connection owes for earlier Sends, up to and
+// including each one's MN. On error the connection is out of step.
+func (c *Client) drain(cn *conn) error {
+	var scratch []byte
+	for cn.pending > 0 {
+		r, s, err := readReply(cn.br, scratch[:0])
+		scratch = s
+		if err != nil {
+			c.dropped.Add(int64(cn.pending))
+			return err
+		}
+		switch {
+		case r.Status == StatusNoOp:
+			cn.pending--
+		case r.Err() != nil:
+			c.dropped.Add(1)
+		}
+	}
+	return nil
+}
+
+func (c *Client) get(ctx context.Context) (*conn, error) {
+	select {
+	case cn := <-c.idle:
+		return cn, nil
+	default:
+	}
+	d := net.Dialer{Timeout: c.dialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 16<<10)}, nil
+}
+
+// put returns cn to the pool, or closes it when the pool is full. A
+// connection that owes many replies, or is about to be closed, is
+// drained first, so that what it sent is applied before it goes.
+func (c *Client) put(cn *conn) {
+	if cn.pending >= maxPending {
+		if c.drain(cn) != nil {
+			cn.nc.Close()
+			return
+		}
+	}
+	if !c.closed.Load() {
+		select {
+		case c.idle <- cn:
+			return
+		default:
+		}
+	}
+	c.drain(cn)
+	cn.nc.Close()
+}
+
+// Close closes the idle connections; connections in use close when their
+// call ends. Later calls return ErrClosed.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	for {
+		select {
+		case cn := <-c.idle:
+			cn.nc.SetDeadline(time.Now().Add(c.timeout))
+			c.drain(cn)
+			cn.nc.Close()
+		default:
+			return nil
+		}
+	}
+}
