@@ -1,0 +1,128 @@
+package accuracy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Limits returns the limits the report measures: 100 per minute under
+// every algorithm, the sliding window counters with several bucket counts.
+func Limits() []sluice.Limit {
+	base := sluice.Limit{Rate: 100, Period: time.Minute}
+	with := func(a sluice.Algorithm, buckets int, staggered bool) sluice.Limit {
+		l := base
+		l.Algorithm, l.Buckets, l.Staggered = a, buckets, staggered
+		return l
+	}
+	return []sluice.Limit{
+		base,
+		with(sluice.FixedWindow, 0, false),
+		with(sluice.FixedWindow, 0, true),
+		with(sluice.SlidingWindow, 10, false),
+		with(sluice.SlidingWindow, 60, false),
+		with(sluice.ApproxSlidingWindow, 1, false),
+		with(sluice.ApproxSlidingWindow, 10, false),
+		with(sluice.ApproxSlidingWindow, 60, false),
+		with(sluice.SlidingLog, 0, false),
+	}
+}
+
+// Actor is the key of the single-actor traces.
+const Actor = "actor"
+
+// Run measures every limit of Limits on every trace of Traces for Actor,
+// generated from seed, each in a fresh store from newStore, and returns
+// the results in that order. It stops at the first error.
+func Run(ctx context.Context, newStore NewStore, seed uint64) ([]Result, error) {
+	var out []Result
+	for _, l := range Limits() {
+		for _, tr := range Traces(l, Actor, seed) {
+			r, err := measureIn(ctx, newStore, l, tr)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func measureIn(ctx context.Context, newStore NewStore, l sluice.Limit, tr Trace) (Result, error) {
+	s, release, err := newStore()
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
+	return Measure(ctx, s, l, tr)
+}
+
+// Label names r's algorithm as the report's first column does: the
+// algorithm, its bucket count, "staggered", and a burst other than Rate.
+func Label(l sluice.Limit) string {
+	s := l.Algorithm.String()
+	switch {
+	case l.Algorithm == sluice.SlidingWindow || l.Algorithm == sluice.ApproxSlidingWindow:
+		s += " G=" + strconv.Itoa(l.BucketCount())
+	case l.Algorithm == sluice.FixedWindow && l.Staggered:
+		s += " staggered"
+	case l.Algorithm == sluice.GCRA && l.MaxBurst() != l.Rate:
+		s += " burst " + strconv.Itoa(l.MaxBurst())
+	}
+	return s
+}
+
+var header = []string{"algorithm", "trace", "admitted", "max in window", "limit", "bound", "over-admitted", "under-admitted", "over bound"}
+
+func row(r Result) []string {
+	return []string{
+		Label(r.Limit),
+		r.Trace,
+		fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
+		strconv.Itoa(r.MaxInWindow),
+		strconv.Itoa(r.Limit.Rate),
+		strconv.Itoa(r.Bound),
+		strconv.Itoa(r.Over),
+		strconv.Itoa(r.Under),
+		strconv.Itoa(r.OverBound),
+	}
+}
+
+// WriteTable writes rs as an aligned text table, one row per result.
+func WriteTable(w io.Writer, rs []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	write := func(cells []string) {
+		// A trailing tab ends the last cell, so that it is aligned too.
+		fmt.Fprint(tw, strings.Join(cells, "\t")+"\t\n")
+	}
+	write(header)
+	for _, r := range rs {
+		write(row(r))
+	}
+	return tw.Flush()
+}
+
+// WriteMarkdown writes rs as a Markdown table, one row per result.
+func WriteMarkdown(w io.Writer, rs []Result) error {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
+	for i := range header {
+		if i < 2 {
+			b.WriteString(" --- |")
+		} else {
+			b.WriteString(" ---: |")
+		}
+	}
+	b.WriteString("\n")
+	for _, r := range rs {
+		b.WriteString("| " + strings.Join(row(r), " | ") + " |\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
