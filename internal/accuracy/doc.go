@@ -58,6 +58,11 @@
 //   - admitted: takes allowed out of takes applied;
 //   - max in window: the most units admitted to one actor in any window
 //     of length Period, found by an exact sweep over the admitted times;
+//   - at request times: the same, over the times the requests carried
+//     rather than their effective times. It differs only when times go
+//     backwards; nothing is promised on it, and it shows what a time that
+//     went back costs: a late take counts in the newest window or bucket,
+//     so in the window of its own time it can be one too many;
 //   - limit: the Rate;
 //   - bound: what the algorithm's documentation promises for any window
 //     of length Period: Burst + Rate - 1 for GCRA (Burst + d/T over an

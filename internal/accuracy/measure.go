@@ -3,6 +3,7 @@ package accuracy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,10 @@ type Result struct {
 	// MaxInWindow is the most units admitted to one actor in any window
 	// of length Period, at effective times, found by an exact sweep.
 	MaxInWindow int
+	// MaxAtRequestTimes is the same count over the times the requests
+	// carried rather than their effective times: what an observer who
+	// trusts the callers' clocks would see. No bound is promised on it.
+	MaxAtRequestTimes int
 	// Bound is the most the limit's algorithm states it admits in any
 	// window of length Period (see statedBound).
 	Bound int
@@ -83,6 +88,7 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 		latest int64 // latest time of an admitted take
 		last   int64 // time of the last request
 		units  units // effective times of admitted units
+		stamps units // request times of admitted units, unsorted
 	}
 	actors := map[string]*actor{}
 	var keys []string
@@ -119,13 +125,16 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 			res.Admitted++
 			a.o.admit(e, r.Cost)
 			a.units.add(e, r.Cost)
+			a.stamps.add(r.Now, r.Cost)
 			a.latest = e
 		}
 	}
 	for _, k := range keys {
-		u := actors[k].units
-		res.MaxInWindow = max(res.MaxInWindow, maxInWindow(u, int64(l.Period)))
-		res.OverBound += boundViolations(l, k, u)
+		a := actors[k]
+		res.MaxInWindow = max(res.MaxInWindow, maxInWindow(a.units, int64(l.Period)))
+		res.OverBound += boundViolations(l, k, a.units)
+		slices.Sort(a.stamps)
+		res.MaxAtRequestTimes = max(res.MaxAtRequestTimes, maxInWindow(a.stamps, int64(l.Period)))
 	}
 	return res, nil
 }

@@ -78,7 +78,7 @@ func Label(l sluice.Limit) string {
 	return s
 }
 
-var header = []string{"algorithm", "trace", "admitted", "max in window", "limit", "bound", "over-admitted", "under-admitted", "over bound"}
+var header = []string{"algorithm", "trace", "admitted", "max in window", "at request times", "limit", "bound", "over-admitted", "under-admitted", "over bound"}
 
 func row(r Result) []string {
 	return []string{
@@ -86,6 +86,7 @@ func row(r Result) []string {
 		r.Trace,
 		fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
 		strconv.Itoa(r.MaxInWindow),
+		strconv.Itoa(r.MaxAtRequestTimes),
 		strconv.Itoa(r.Limit.Rate),
 		strconv.Itoa(r.Bound),
 		strconv.Itoa(r.Over),
