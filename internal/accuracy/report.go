@@ -44,6 +44,9 @@ func Run(ctx context.Context, newStore NewStore, seed uint64) ([]Result, error) 
 	var out []Result
 	for _, l := range Limits() {
 		for _, tr := range Traces(l, Actor, seed) {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
 			r, err := measureIn(ctx, newStore, l, tr)
 			if err != nil {
 				return out, err
@@ -63,7 +66,7 @@ func measureIn(ctx context.Context, newStore NewStore, l sluice.Limit, tr Trace)
 	return Measure(ctx, s, l, tr)
 }
 
-// Label names r's algorithm as the report's first column does: the
+// Label names l's algorithm as the report's first column does: the
 // algorithm, its bucket count, "staggered", and a burst other than Rate.
 func Label(l sluice.Limit) string {
 	s := l.Algorithm.String()
