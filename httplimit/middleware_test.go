@@ -449,3 +449,5 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+func mustParse(s string) (sluice.Limit, error) { return sluice.ParseLimit(s) }

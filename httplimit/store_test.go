@@ -62,3 +62,6 @@ func (s *testStore) Decide(_ context.Context, r sluice.Request) (sluice.Decision
 	d.Time = now
 	return d, nil
 }
+
+// newExampleStore is the store of the examples, which have no *testing.T.
+func newExampleStore() *testStore { return &testStore{states: map[string][]int64{}} }

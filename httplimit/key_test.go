@@ -1,0 +1,204 @@
+package httplimit_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+func formRequest(body io.Reader, contentType string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/login", body)
+	if contentType != "" {
+		r.Header.Set("Content-Type", contentType)
+	}
+	r.RemoteAddr = "203.0.113.7:1"
+	return r
+}
+
+func form(v url.Values) *http.Request {
+	return formRequest(strings.NewReader(v.Encode()), "application/x-www-form-urlencoded")
+}
+
+func TestFormField(t *testing.T) {
+	plain := httplimit.FormField("username", httplimit.FormFieldOptions{})
+	keyed := httplimit.FormField("username", httplimit.FormFieldOptions{Secret: []byte("s3cret"), MaxBytes: 1024})
+	key := func(k httplimit.Keyer, r *http.Request) string {
+		t.Helper()
+		s, ok := k.Key(r)
+		if !ok {
+			return "<none>"
+		}
+		return s
+	}
+	alice := key(plain, form(url.Values{"username": {"alice"}}))
+	if strings.Contains(alice, "alice") || len(alice) != 43 {
+		t.Errorf("FormField key %q: want a 43-byte hash without the name", alice)
+	}
+	for _, same := range []string{"Alice", " ALICE "} {
+		if got := key(plain, form(url.Values{"username": {same}})); got != alice {
+			t.Errorf("key(%q) = %q, want %q (normalised like alice)", same, got, alice)
+		}
+	}
+	if got := key(keyed, form(url.Values{"username": {"alice"}})); got == alice || got == "<none>" {
+		t.Errorf("keyed hash = %q, want one different from the plain hash", got)
+	}
+	if a, b := key(plain, form(url.Values{"username": {"\xff\xfe"}})), key(plain, form(url.Values{"username": {"bob"}})); a == "<none>" || a == b {
+		t.Errorf("non-UTF-8 username: key %q (bob %q), want a distinct key", a, b)
+	}
+	// The handler still sees the form.
+	r := form(url.Values{"username": {"alice"}, "password": {"pw"}})
+	key(plain, r)
+	if r.FormValue("password") != "pw" {
+		t.Errorf("after FormField, FormValue(password) = %q, want pw", r.FormValue("password"))
+	}
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	_ = mw.WriteField("username", "alice")
+	_ = mw.Close()
+	if got := key(plain, formRequest(&mp, mw.FormDataContentType())); got != alice {
+		t.Errorf("multipart: key = %q, want %q", got, alice)
+	}
+	for name, r := range map[string]*http.Request{
+		"missing field": form(url.Values{"user": {"alice"}}),
+		"empty field":   form(url.Values{"username": {"  "}}),
+		"no body":       formRequest(http.NoBody, "application/x-www-form-urlencoded"),
+		"nil body":      func() *http.Request { r := formRequest(nil, ""); r.Body = nil; return r }(),
+		"huge body":     form(url.Values{"username": {"alice"}, "pad": {strings.Repeat("x", 2048)}}),
+		"not a form":    formRequest(strings.NewReader(`{"username":"alice"}`), "application/json"),
+		"bad multipart": formRequest(strings.NewReader("--x\r\n"), "multipart/form-data; boundary=x"),
+	} {
+		if got := key(keyed, r); got != "<none>" {
+			t.Errorf("%s: key = %q, want none", name, got)
+		}
+	}
+}
+
+func TestIPPrefixAndCompose(t *testing.T) {
+	p := httplimit.IPPrefix(nil, 24, 56)
+	def := httplimit.IPPrefix(nil, 0, 0)
+	for _, tt := range []struct {
+		k      httplimit.Keyer
+		remote string
+		want   string
+	}{
+		{p, "203.0.113.77:1", "203.0.113.0/24"},
+		{p, "[2001:db8:1:2ff::9]:1", "2001:db8:1:200::/56"},
+		{p, "[::ffff:203.0.113.77]:1", "203.0.113.0/24"},
+		{def, "203.0.113.77:1", "203.0.113.77/32"},
+		{def, "[2001:db8:1:2ff::9%eth0]:1", "2001:db8:1:2ff::/64"},
+		{httplimit.Compose(httplimit.Header("X-A"), httplimit.Header("X-B")), "203.0.113.77:1", "1:a2:bc"},
+		{httplimit.Compose(httplimit.Header("X-A"), httplimit.Header("X-C")), "203.0.113.77:1", "<none>"},
+		{httplimit.Path(), "203.0.113.77:1", "/p"},
+	} {
+		r := request(tt.remote, "X-A", "a", "X-B", "bc")
+		r.URL.Path = "/p"
+		got, ok := tt.k.Key(r)
+		if !ok {
+			got = "<none>"
+		}
+		if got != tt.want {
+			t.Errorf("Key(%s) = %q, want %q", tt.remote, got, tt.want)
+		}
+	}
+	// Parts are length-prefixed: ("a:b", "c") and ("a", "b:c") differ.
+	k := httplimit.Compose(httplimit.Header("X-A"), httplimit.Header("X-B"))
+	k1, _ := k.Key(request("1.2.3.4:1", "X-A", "a:b", "X-B", "c"))
+	k2, _ := k.Key(request("1.2.3.4:1", "X-A", "a", "X-B", "b:c"))
+	if k1 == k2 {
+		t.Errorf("Compose keys collide: %q", k1)
+	}
+}
+
+func TestPattern(t *testing.T) {
+	mux := http.NewServeMux()
+	var got string
+	mux.Handle("GET /items/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, _ = httplimit.Pattern().Key(r)
+	}))
+	serve(mux, httptest.NewRequest(http.MethodGet, "/items/42", nil))
+	if got != "GET /items/{id}" {
+		t.Errorf("Pattern key = %q, want %q", got, "GET /items/{id}")
+	}
+}
+
+// TestAdaptivePrefix: an attacker rotating addresses inside one /64 gets a
+// fresh allowance per address only until Trips of them are denied; then
+// the whole /64 shares one, and likewise up to the /56.
+func TestAdaptivePrefix(t *testing.T) {
+	c := newClock()
+	s := newStore(t)
+	ap, err := httplimit.NewAdaptivePrefix(s, httplimit.AdaptiveConfig{Trips: 2, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: limiter(t, s, c, "adaptive", "2/h"), Key: ap}}})
+	srv := m.Handler(&recordingHandler{})
+	hit := func(addr string) int {
+		return serve(srv, request("["+addr+"]:1")).Code
+	}
+	exhaust := func(addr string) {
+		t.Helper()
+		for i, want := range []int{200, 200, 429} {
+			if got := hit(addr); got != want {
+				t.Fatalf("%s request %d: status = %d, want %d", addr, i, got, want)
+			}
+		}
+	}
+	exhaust("2001:db8:0:1::1")
+	exhaust("2001:db8:0:1::2") // second distinct trip in the /64: widened
+	if got := hit("2001:db8:0:1::3"); got != 200 {
+		t.Fatalf("fresh address in widened /64: status = %d, want 200 (the /64's fresh allowance)", got)
+	}
+	hit("2001:db8:0:1::4")
+	if got := hit("2001:db8:0:1::5"); got != 429 {
+		t.Fatalf("third address in widened /64: status = %d, want 429 (the /64 shares one limit)", got)
+	}
+	if got := hit("2001:db8:0:2::1"); got != 200 {
+		t.Errorf("address in another /64: status = %d, want 200", got)
+	}
+	if k, _ := ap.Key(request("[2001:db8:0:1::99]:1")); k != "2001:db8:0:1::/64" {
+		t.Errorf("Key in widened /64 = %q, want the /64", k)
+	}
+	if k, _ := ap.Key(request("203.0.113.7:1")); k != "203.0.113.7/32" {
+		t.Errorf("IPv4 key = %q, want 203.0.113.7/32", k)
+	}
+	if _, err := httplimit.NewAdaptivePrefix(s, httplimit.AdaptiveConfig{Steps: []int{48, 64}}); err == nil {
+		t.Error("NewAdaptivePrefix accepted steps widest first")
+	}
+}
+
+// FuzzFields checks that the fields written for any policy name the
+// middleware accepts and any limit parse as structured-field lists.
+func FuzzFields(f *testing.F) {
+	f.Add("api", 10, int64(time.Minute), 3)
+	f.Add("x y-z!", 1, int64(time.Millisecond), 2)
+	f.Fuzz(func(t *testing.T, name string, rate int, period int64, n int) {
+		c := newClock()
+		l := fmt.Sprintf("%d/%dns", rate, period)
+		if _, err := mustParse(l); err != nil {
+			return
+		}
+		lim := limiter(t, newStore(t), c, "f", l)
+		m, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Name: name, Limiter: lim}}})
+		if err != nil {
+			return
+		}
+		srv := m.Handler(&recordingHandler{})
+		for range min(max(n, 1), 5) {
+			w := serve(srv, request("203.0.113.7:1"))
+			policy, limit := rateLimitFields(t, w.Header())
+			if len(policy) != 1 || len(limit) != 1 {
+				t.Fatalf("fields %v %v, want one item each", policy, limit)
+			}
+		}
+	})
+}
