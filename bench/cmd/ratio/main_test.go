@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestRun checks the ratio table on a small benchmark output: medians of
+// three samples, the fastest peer that admitted as much as sluice, and the
+// mark on a peer that admitted less.
+func TestRun(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"testdata/raw.txt"}, nil, &out); err != nil {
+		t.Fatalf("run(testdata/raw.txt) = %v", err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		// sluice 42 ns against x-time-rate 84 ns; sethvargo is faster but
+		// admitted 1 in 100, so it is not the fastest like peer.
+		"| Memory/keys=hot/traffic=admit/run=serial | sluice-gcra | 42 ±",
+		"| x-time-rate | 84 ±∞ |",
+		"| 0.50 | 0.50 | 2.00† |",
+		// Bytes per key: 30 against 120.
+		"| MemoryBytes/keys=1M | sluice-gcra | 30 ±∞ | x-time-rate | 120 ±∞ | 0.25 | 0.25 |",
+		// The admitted/op medians, ours first.
+		"| scenario | sluice-gcra | x-time-rate | sethvargo |",
+		"| Memory/keys=hot/traffic=admit/run=serial | 1 ±∞ | 1 ±∞ | 0.011 ±∞ |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("run output lacks %q; got:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "Clock") {
+		t.Errorf("run output has BenchmarkClock, which names no impl; got:\n%s", got)
+	}
+}
+
+func TestRunNoResults(t *testing.T) {
+	var out bytes.Buffer
+	err := run(nil, strings.NewReader("PASS\n"), &out)
+	if err == nil {
+		t.Fatalf("run(no results) = nil, want an error")
+	}
+}
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct{ name, scenario, impl string }{
+		{"BenchmarkMemory/keys=hot/impl=sluice-gcra/run=serial-2", "Memory/keys=hot/run=serial", "sluice-gcra"},
+		{"BenchmarkMemoryBytes/keys=1M/impl=ulule-8", "MemoryBytes/keys=1M", "ulule"},
+		{"BenchmarkClock/time.Now", "Clock/time.Now", ""},
+	} {
+		sc, impl := split([]byte(tc.name))
+		if sc != tc.scenario || impl != tc.impl {
+			t.Errorf("split(%q) = %q, %q, want %q, %q", tc.name, sc, impl, tc.scenario, tc.impl)
+		}
+	}
+}
