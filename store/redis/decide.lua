@@ -1,0 +1,459 @@
+-- decide.lua: one request of package sluice against every limit of a policy,
+-- all-or-nothing, in one script call. It mirrors package algorithm exactly,
+-- in microseconds instead of nanoseconds: Redis 7.0 runs Lua 5.1, whose
+-- numbers are doubles, exact for integers below 2^53 (year 2255 in µs).
+--
+-- KEYS[i]  state of limit i: packed little-endian doubles, the words of
+--          algorithm.Words in µs, absent = empty state.
+-- ARGV     op (0 take, 1 peek, 2 refund, 3 reset), cost, now µs (-1: the
+--          server's TIME), at µs (refund), TTL slack in ms, then six values
+--          per limit: algorithm (0 gcra, 1 fixed, 2 sliding, 3 approx,
+--          4 log), r (GCRA: MaxBurst; others: Rate), p (GCRA: interval;
+--          others: period), g (sub-windows), b (sub-window width), off
+--          (staggered window offset).
+-- Returns  {allowed, binding limit (1-based), remaining, reset µs,
+--          retry µs, now µs}, or an error reply "SLUICE_CORRUPT ..." when a
+--          key holds a value this script did not write. Every read and
+--          check comes before the first write, so an error writes nothing.
+
+local op = tonumber(ARGV[1])
+local cost = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local at = tonumber(ARGV[4])
+local slack = tonumber(ARGV[5])
+if now < 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+if op == 3 then
+  redis.call('DEL', unpack(KEYS))
+  return {1, 1, 0, 0, 0, now}
+end
+
+-- MAXW bounds every stored word, so that a word plus a period and a
+-- burst stays an exact double.
+local MAXW = 8e15
+local floor, max, min = math.floor, math.max, math.min
+local pack, unpack1 = struct.pack, struct.unpack
+
+-- fdiv is ⌊a/b⌋ for b > 0, exact although a/b is rounded.
+local function fdiv(a, b)
+  local q = floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function corrupt(k, why)
+  error({err = 'SLUICE_CORRUPT ' .. why .. ' in key ' .. k})
+end
+
+local function word(k, x)
+  if x ~= x or x < 0 or x > MAXW or x ~= floor(x) then corrupt(k, 'bad word') end
+  return x
+end
+
+-- CHUNK bounds the values one struct call packs or unpacks: Lua 5.1's
+-- C stack holds at most 8000.
+local CHUNK = 1000
+
+-- decode returns the n words packed in v.
+local function decode(k, v, n)
+  local w, pos = {}, 1
+  for first = 1, n, CHUNK do
+    local m = min(CHUNK, n - first + 1)
+    local part = {unpack1('<' .. string.rep('d', m), v, pos)}
+    pos = part[m + 1]
+    for j = 1, m do w[first + j - 1] = word(k, part[j]) end
+  end
+  return w
+end
+
+local function zeros(n)
+  local w = {}
+  for i = 1, n do w[i] = 0 end
+  return w
+end
+
+local function encode(w)
+  local n, parts = #w, {}
+  for first = 1, n, CHUNK do
+    local last = min(first + CHUNK - 1, n)
+    parts[#parts + 1] = pack('<' .. string.rep('d', last - first + 1), unpack(w, first, last))
+  end
+  return table.concat(parts)
+end
+
+---------------------------------------------------------------- GCRA
+
+local function gcra_check(l, s, t)
+  local T = l.p
+  local tau = T * l.r
+  local base = max(s[1], t)
+  local nxt = base + cost * T
+  if nxt - t <= tau then
+    return true, fdiv(t + tau - nxt, T), nxt - t, 0
+  end
+  return false, fdiv(max(t + tau - base, 0), T), max(base - t, 0), max(nxt - tau - t, 0)
+end
+
+local function gcra_commit(l, s, t)
+  s[1] = max(s[1], t) + cost * l.p
+end
+
+local function gcra_refund(l, s, a, t)
+  if s[1] > t then s[1] = max(s[1] - cost * l.p, t) end
+end
+
+---------------------------------------------------------------- fixed window
+
+local function fixed_check(l, s, t)
+  local w = l.p
+  local idx, count = fdiv(t, w), s[2]
+  if idx > s[1] then count = 0 else idx = s[1] end
+  local e = max((idx + 1) * w - t, 0)
+  if count + cost <= l.r then
+    return true, l.r - count - cost, e, 0
+  end
+  return false, max(l.r - count, 0), e, e
+end
+
+local function fixed_commit(l, s, t)
+  local idx = fdiv(t, l.p)
+  if idx > s[1] then s[1], s[2] = idx, 0 end
+  s[2] = s[2] + cost
+end
+
+local function fixed_refund(l, s, a, t)
+  if fdiv(a, l.p) == s[1] then s[2] = max(s[2] - cost, 0) end
+end
+
+---------------------------------------------------------------- sliding window
+
+-- slot is the Lua index of bucket i's counter in the ring of g+1.
+local function slot(g, i)
+  return 2 + (i - fdiv(i, g + 1) * (g + 1))
+end
+
+local function sliding_view(l, s, t)
+  local g, newest = l.g, s[1]
+  local c = max(fdiv(t, l.b), newest)
+  local full, old = 0, 0
+  for i = max(c - g, newest - g), newest do
+    if i == c - g then old = s[slot(g, i)] else full = full + s[slot(g, i)] end
+  end
+  return c, full, old
+end
+
+local function sliding_count(l, c, full, old, t)
+  if l.a == 2 or old == 0 then return full + old end
+  local b = l.b
+  local overlap = min(max((c - l.g + 1) * b - (t - l.p), 0), b)
+  return full + old * overlap / b
+end
+
+local function sliding_reset(l, s, t, taken)
+  local g, b = l.g, l.b
+  local c = sliding_view(l, s, t)
+  local newest
+  if taken then
+    newest = c
+  else
+    for i = s[1], max(s[1] - g, c - g), -1 do
+      if s[slot(g, i)] ~= 0 then newest = i break end
+    end
+  end
+  if newest == nil then return 0 end
+  return max((newest + g + 1) * b - t, 0)
+end
+
+local function sliding_retry_at(l, s, t)
+  local g, b, newest = l.g, l.b, s[1]
+  local function cnt(i)
+    if i < newest - g or i > newest then return 0 end
+    return s[slot(g, i)]
+  end
+  local function fits(c, full, old, x)
+    return sliding_count(l, c, full, old, x) + cost <= l.r
+  end
+  local c, full, old = sliding_view(l, s, t)
+  for _ = 0, g + 2 do
+    local e = (c + 1) * b
+    if fits(c, full, old, e - 1) then
+      local lo, hi = t, e - 1
+      while lo < hi do
+        local mid = lo + floor((hi - lo) / 2)
+        if fits(c, full, old, mid) then hi = mid else lo = mid + 1 end
+      end
+      return lo
+    end
+    c, t = c + 1, e
+    old = cnt(c - g)
+    full = full - old
+  end
+  error('sluice: sliding window retry did not converge')
+end
+
+local function sliding_check(l, s, t)
+  local c, full, old = sliding_view(l, s, t)
+  local count = sliding_count(l, c, full, old, t)
+  if count + cost <= l.r then
+    return true, floor(l.r - count - cost), sliding_reset(l, s, t, true), 0
+  end
+  return false, max(floor(l.r - count), 0), sliding_reset(l, s, t, false),
+    max(sliding_retry_at(l, s, t) - t, 0)
+end
+
+local function sliding_commit(l, s, t)
+  local g = l.g
+  local cur = fdiv(t, l.b)
+  if cur > s[1] then
+    if cur - s[1] > g then
+      for k = 2, g + 2 do s[k] = 0 end
+    else
+      for i = s[1] + 1, cur do s[slot(g, i)] = 0 end
+    end
+    s[1] = cur
+  end
+  local k = slot(g, s[1])
+  s[k] = s[k] + cost
+end
+
+local function sliding_refund(l, s, a, t)
+  local g, left = l.g, cost
+  local i = max(fdiv(a, l.b), s[1] - g)
+  while i <= s[1] and left > 0 do
+    local k = slot(g, i)
+    local n = min(s[k], left)
+    s[k] = s[k] - n
+    left = left - n
+    i = i + 1
+  end
+end
+
+---------------------------------------------------------------- sliding log
+
+-- A log's state is [next slot, t0..tN-1]. Logs of up to LOGFULL words are
+-- read whole; longer ones are read by GETRANGE, one probe per timestamp
+-- the binary search touches, and written by SETRANGE, so a take costs
+-- O(log N) however large the log.
+local LOGFULL = 512
+
+-- log_open returns the log of limit l in key k: s.w holds the words read
+-- so far (all of them unless s.lazy), s.whole says the state must be
+-- written back whole (a new key, or one fitted from another rate).
+local function log_open(l, k)
+  local n = l.r
+  local s = {k = k, n = n, lazy = false, whole = false}
+  local v
+  if n + 1 > LOGFULL then
+    local len = redis.call('STRLEN', k)
+    if len == 8 * (n + 1) then
+      s.lazy, s.w = true, {}
+      s.w[1] = word(k, unpack1('<d', redis.call('GETRANGE', k, 0, 7)))
+      if s.w[1] >= n then corrupt(k, 'log slot out of range') end
+      return s, true
+    end
+    if len > 0 then v = redis.call('GET', k) end
+  else
+    v = redis.call('GET', k)
+  end
+  if not v then
+    s.w, s.whole = zeros(n + 1), true
+    return s, false
+  end
+  local len = #v
+  if len % 8 ~= 0 or len < 16 then corrupt(k, 'bad length') end
+  local old = len / 8 - 1
+  local w = decode(k, v, old + 1)
+  if w[1] >= old then corrupt(k, 'log slot out of range') end
+  if old ~= n then
+    -- algorithm.Fit: keep the newest timestamps, oldest first
+    local keep = min(old, n)
+    local out = zeros(n + 1)
+    for j = 0, keep - 1 do
+      out[2 + n - keep + j] = w[2 + (w[1] + old - keep + j) % old]
+    end
+    w, s.whole = out, true
+  end
+  s.w = w
+  -- algorithm.Verify: timestamps in order from the oldest
+  local prev = 0
+  for j = 0, n - 1 do
+    local x = w[2 + (w[1] + j) % n]
+    if x < prev then corrupt(k, 'log out of order') end
+    prev = x
+  end
+  return s, true
+end
+
+-- log_at returns the timestamp at ring position j (0 = oldest).
+local function log_at(s, j)
+  local p = 2 + (s.w[1] + j) % s.n
+  local x = s.w[p]
+  if x == nil then
+    local o = 8 * (p - 1)
+    x = word(s.k, unpack1('<d', redis.call('GETRANGE', s.k, o, o + 7)))
+    s.w[p] = x
+  end
+  return x
+end
+
+local function log_first_live(l, s, t)
+  local since = t - l.p
+  local lo, hi = 0, s.n
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    local x = log_at(s, mid)
+    if x ~= 0 and x > since then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+local function log_check(l, s, t)
+  local n = s.n
+  local first = log_first_live(l, s, t)
+  local live = n - first
+  local newest = log_at(s, n - 1)
+  if live + cost <= n then
+    return true, n - live - cost, max(max(t, newest) + l.p - t, 0), 0
+  end
+  local expire = log_at(s, first + live + cost - n - 1)
+  return false, n - live, max(newest + l.p - t, 0), max(expire + l.p - t, 0)
+end
+
+local function log_commit(l, s, t)
+  local n = s.n
+  local ts = max(t, log_at(s, n - 1))
+  local start = s.w[1]
+  for j = 0, cost - 1 do s.w[2 + (start + j) % n] = ts end
+  s.w[1] = (start + cost) % n
+  s.from, s.ts = start, ts
+end
+
+-- log_load reads a lazy log whole, for the rare operations that move many
+-- of its words.
+local function log_load(s)
+  if s.lazy then
+    s.w = decode(s.k, redis.call('GET', s.k), s.n + 1)
+    s.lazy = false
+  end
+end
+
+local function log_refund(l, s, a, t)
+  log_load(s)
+  local n = s.n
+  local k = 0
+  while k < n and (log_at(s, k) == 0 or log_at(s, k) < a) do k = k + 1 end
+  local m = min(cost, n - k)
+  local w, base = s.w, s.w[1]
+  local function p(j) return 2 + (base + j) % n end
+  for i = k + m - 1, m, -1 do w[p(i)] = w[p(i - m)] end
+  for i = 0, m - 1 do w[p(i)] = 0 end
+  s.whole = true
+end
+
+-- log_store writes a changed log back with expiry px (ms), or keeping
+-- its expiry when px is nil.
+local function log_store(s, px)
+  if s.whole or not s.lazy then
+    if px then redis.call('SET', s.k, encode(s.w), 'PX', px)
+    else redis.call('SET', s.k, encode(s.w), 'KEEPTTL') end
+    return
+  end
+  -- a lazy log after a take: cost slots from s.from hold s.ts
+  local n, left, p = s.n, cost, s.from
+  local v = pack('<d', s.ts)
+  while left > 0 do
+    local run = min(left, n - p)
+    redis.call('SETRANGE', s.k, 8 + 8 * p, string.rep(v, run))
+    left, p = left - run, 0
+  end
+  redis.call('SETRANGE', s.k, 0, pack('<d', s.w[1]))
+  redis.call('PEXPIRE', s.k, px)
+end
+
+---------------------------------------------------------------- policy
+
+local check = {[0] = gcra_check, fixed_check, sliding_check, sliding_check, log_check}
+local commit = {[0] = gcra_commit, fixed_commit, sliding_commit, sliding_commit, log_commit}
+local refund = {[0] = gcra_refund, fixed_refund, sliding_refund, sliding_refund, log_refund}
+
+local words = {[0] = function() return 1 end, function() return 2 end,
+  function(l) return l.g + 2 end, function(l) return l.g + 2 end}
+
+-- Load every limit's state: reads only, so that a corrupt key fails the
+-- whole request before anything is written.
+local L, S, E = {}, {}, {}
+for i = 1, #KEYS do
+  local j = 6 + (i - 1) * 6
+  local l = {a = tonumber(ARGV[j]), r = tonumber(ARGV[j + 1]), p = tonumber(ARGV[j + 2]),
+    g = tonumber(ARGV[j + 3]), b = tonumber(ARGV[j + 4]), off = tonumber(ARGV[j + 5])}
+  local k = KEYS[i]
+  if l.a == 4 then
+    S[i], E[i] = log_open(l, k)
+  else
+    local n = words[l.a](l)
+    local v = redis.call('GET', k)
+    if not v then
+      S[i], E[i] = zeros(n), false
+    elseif #v ~= 8 * n then
+      corrupt(k, 'bad length')
+    else
+      S[i], E[i] = decode(k, v, n), true
+    end
+  end
+  L[i] = l
+end
+
+if op == 2 then
+  for i = 1, #KEYS do
+    local l, s = L[i], S[i]
+    if E[i] then
+      refund[l.a](l, s, at - l.off, now - l.off)
+      if l.a == 4 then
+        log_store(s, nil)
+      else
+        redis.call('SET', KEYS[i], encode(s), 'KEEPTTL')
+      end
+    end
+  end
+  return {1, 1, 0, 0, 0, now}
+end
+
+-- Check every limit; the binding one describes the decision (see
+-- sluice.Decision.Binds): a denial, the longest retry, the fewest remaining.
+local ok, bi, brem, breset, bretry
+local resets = {}
+for i = 1, #KEYS do
+  local l = L[i]
+  local a, rem, reset, retry = check[l.a](l, S[i], now - l.off)
+  resets[i] = reset
+  local binds
+  if i == 1 then
+    binds = true
+  elseif a ~= ok then
+    binds = not a
+  elseif not a then
+    binds = retry > bretry
+  else
+    binds = rem < brem
+  end
+  if binds then ok, bi, brem, breset, bretry = a, i, rem, reset, retry end
+end
+
+if op == 0 and ok then
+  for i = 1, #KEYS do
+    local l, s = L[i], S[i]
+    commit[l.a](l, s, now - l.off)
+    local px = max(math.ceil(resets[i] / 1000) + slack, 1)
+    if l.a == 4 then
+      log_store(s, px)
+    else
+      redis.call('SET', KEYS[i], encode(s), 'PX', px)
+    end
+  end
+end
+
+if ok then ok = 1 else ok = 0 end
+return {ok, bi, brem, breset, bretry, now}

@@ -1,0 +1,232 @@
+// Package redistest starts real redis-server processes for tests, on free
+// loopback ports with their own temporary directories, and stops them when
+// the test ends. It never touches a shared server.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long a server may take to answer PING.
+const startTimeout = 10 * time.Second
+
+// Binary returns the path of name (redis-server, redis-cli,
+// redis-benchmark), or ends the test: with t.Fatal when env CI=true, since
+// CI must have it, and with t.Skip otherwise.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s not found: install it (scripts/setup.sh): %v", name, err)
+		}
+		t.Skipf("%s not found (CI=true would fail): %v", name, err)
+	}
+	return p
+}
+
+// A Server is a redis-server process owned by a test.
+type Server struct {
+	Addr string   // host:port
+	Port int      // port
+	Dir  string   // its working directory
+	args []string // extra arguments
+	bin  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Start starts a redis-server on a free loopback port with persistence
+// off and extra args appended ("--maxmemory", "1mb", ...). It is stopped
+// when the test ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s, err := Launch(Binary(t, "redis-server"), t.TempDir(), args...)
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts redis-server bin in dir on a free loopback port, for
+// servers that outlive one test (started in TestMain); the caller stops
+// it.
+func Launch(bin, dir string, args ...string) (*Server, error) {
+	s := &Server{bin: bin, Dir: dir, args: args}
+	var err error
+	for range 5 { // another process may take the port between pick and bind
+		if s.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		if err = s.start(); err == nil {
+			return s, nil
+		}
+	}
+	return nil, err
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start() error {
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.Dir,
+		"--logfile", filepath.Join(s.Dir, "redis.log"),
+		"--protected-mode", "no",
+	}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		if _, err := s.Do("PING"); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			s.cmd = nil
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redis-server exited: %s", lastLines(string(log), 5))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	s.Stop()
+	return fmt.Errorf("redis-server on %s did not answer PING within %v", s.Addr, startTimeout)
+}
+
+// Stop kills the server, if it runs, and waits for it to exit.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port, with an empty data
+// set: a crashed and restarted Redis.
+func (s *Server) Restart() error {
+	s.Stop()
+	var err error
+	for range 50 { // the port may linger for a moment
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("restart redis-server on %s: %w", s.Addr, err)
+}
+
+// Do sends one command over a fresh connection and returns the reply in
+// RESP form, parsed loosely: a status, error, integer or bulk string as
+// text; an array as its elements joined by newlines. It is for test
+// setup and inspection (INFO, CONFIG SET, SCRIPT FLUSH), not for load.
+func (s *Server) Do(args ...string) (string, error) {
+	return Do(s.Addr, args...)
+}
+
+// Do is Server.Do on any address.
+func Do(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("redis: %s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		parts := make([]string, 0, max(n, 0))
+		for range n {
+			p, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("unknown reply %q", line)
+}
+
+// Info returns the fields of INFO section as a map.
+func (s *Server) Info(section string) (map[string]string, error) {
+	out, err := s.Do("INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, line := range strings.Split(out, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}

@@ -1,0 +1,284 @@
+package redis
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+//go:embed decide.lua
+var decideLua string
+
+// scriptSHA is the SHA-1 that EVALSHA names the script by.
+var scriptSHA = func() string {
+	sum := sha1.Sum([]byte(decideLua))
+	return hex.EncodeToString(sum[:])
+}()
+
+// Config configures a Store. Its zero value dials a Redis server on
+// 127.0.0.1:6379.
+type Config struct {
+	// Addrs are the addresses New dials: one Redis server, or seed nodes
+	// of a Redis Cluster (detected by the client). Default
+	// ["127.0.0.1:6379"]. Ignored when Client or GoRedis is set.
+	Addrs []string
+	// Username and Password authenticate the connections New dials.
+	// Default none.
+	Username, Password string
+	// Client is a rueidis client to use instead of dialing Addrs: build
+	// one with rueidis.NewClient for TLS, Sentinel (ClientOption.Sentinel)
+	// or any other option. The Store does not close it. Default nil.
+	Client rueidis.Client
+	// GoRedis is a go-redis client to use instead: a *Client, a
+	// *ClusterClient, a failover (Sentinel) client or a *Ring whose
+	// shards hash on key tags. The Store does not close it. Concurrent
+	// calls each take a pooled connection; rueidis pipelines them over
+	// shared connections instead, which measured faster (see the package
+	// documentation). Default nil.
+	GoRedis goredis.UniversalClient
+	// TTLSlack is how much longer than its state needs each key is kept
+	// before Redis expires it, so that a client whose clock runs behind
+	// the server's, or a test on a frozen clock, does not see its state
+	// vanish early. Default 1s; negative means none.
+	TTLSlack time.Duration
+}
+
+// A Store keeps limiter state in Redis and decides each request with one
+// Lua script call (EVALSHA): one network round trip, atomic on the
+// server, for every algorithm and for multi-limit policies. By default
+// times come from the Redis server's clock (TIME), so application servers
+// with skewed clocks agree; a Request.Now overrides it.
+//
+// The script works in microseconds: request times are truncated to a
+// whole microsecond, and a limit's emission interval (GCRA), period and
+// sub-window width are rounded up to one, so a limit finer than that is
+// applied a little more strictly than package algorithm would, never more
+// leniently. Limits whose intervals and periods are whole microseconds,
+// on whole-microsecond times, get exactly the decisions of package
+// algorithm.
+//
+// Create a Store with New; the zero value is not usable. A Store is safe
+// for concurrent use; concurrent decisions share connections and round
+// trips (auto-pipelining).
+type Store struct {
+	c     client
+	owned bool
+	slack int64 // ms
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a Store on the client c names, dialing Addrs when it names
+// none. Dialing fails when no server answers.
+func New(c Config) (*Store, error) {
+	s := &Store{slack: int64(time.Second / time.Millisecond)}
+	if c.TTLSlack != 0 {
+		s.slack = max(int64((c.TTLSlack+time.Millisecond-1)/time.Millisecond), 0)
+	}
+	switch {
+	case c.Client != nil && c.GoRedis != nil:
+		return nil, fmt.Errorf("%w: redis: set Client or GoRedis, not both", sluice.ErrInvalidRequest)
+	case c.Client != nil:
+		s.c = newRueidisClient(c.Client)
+	case c.GoRedis != nil:
+		s.c = newGoRedisClient(c.GoRedis)
+	default:
+		addrs := c.Addrs
+		if len(addrs) == 0 {
+			addrs = []string{"127.0.0.1:6379"}
+		}
+		rc, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress:  addrs,
+			Username:     c.Username,
+			Password:     c.Password,
+			DisableCache: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: redis: %w", sluice.ErrStore, err)
+		}
+		s.c, s.owned = newRueidisClient(rc), true
+	}
+	return s, nil
+}
+
+// Close closes the client New dialed; a client passed in Config stays
+// open.
+func (s *Store) Close() error {
+	if s.owned {
+		s.c.close()
+	}
+	return nil
+}
+
+// Decide decides r in one script call; see sluice.Store.
+func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	keys, args, err := s.encode(&r)
+	if err != nil {
+		return sluice.Decision{}, err
+	}
+	reply, err := s.c.eval(ctx, keys, args)
+	return decodeReply(&r, reply, err)
+}
+
+// DecideBatch decides many requests, for any keys, in one round trip per
+// Redis server they live on: each is decided atomically on its own, as
+// Decide would, and ds[i], errs[i] answer rs[i].
+func (s *Store) DecideBatch(ctx context.Context, rs []sluice.Request) (ds []sluice.Decision, errs []error) {
+	ds, errs = make([]sluice.Decision, len(rs)), make([]error, len(rs))
+	calls := make([]call, 0, len(rs))
+	idx := make([]int, 0, len(rs))
+	for i := range rs {
+		keys, args, err := s.encode(&rs[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		calls = append(calls, call{keys, args})
+		idx = append(idx, i)
+	}
+	if len(calls) == 0 {
+		return ds, errs
+	}
+	replies, rerrs := s.c.evalMulti(ctx, calls)
+	for j, i := range idx {
+		ds[i], errs[i] = decodeReply(&rs[i], replies[j], rerrs[j])
+	}
+	return ds, errs
+}
+
+// maxCount bounds a limit's Rate and MaxBurst, so that counts stay exact
+// in the script's doubles.
+const maxCount = 1 << 50
+
+// encode validates r and returns the script's keys and arguments. Every
+// key comes from one buffer and every argument from another, so a
+// request costs a few allocations whatever its number of limits.
+func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
+	if err := r.Validate(); err != nil {
+		return nil, nil, err
+	}
+	now := int64(-1)
+	if !r.Now.IsZero() {
+		now = micros(r.Now.UnixNano())
+	}
+	var at int64
+	if !r.At.IsZero() {
+		at = micros(r.At.UnixNano())
+	}
+	n := len(r.Limits)
+	var kb []byte
+	ab := make([]byte, 0, 32+n*48)
+	ends := make([]int, 0, 5+6*n)
+	num := func(v int64) {
+		ab = strconv.AppendInt(ab, v, 10)
+		ends = append(ends, len(ab))
+	}
+	num(int64(r.Op))
+	num(int64(r.Cost))
+	num(now)
+	num(at)
+	num(s.slack)
+	var name string // Prefix+Key, built only for staggered windows
+	kends := make([]int, n)
+	for i, l := range r.Limits {
+		if l.MaxBurst() > maxCount {
+			return nil, nil, fmt.Errorf("%w: redis: rate %d is more than the Redis store counts exactly (%d)", sluice.ErrInvalidLimit, l.MaxBurst(), int64(maxCount))
+		}
+		kb = appendKey(kb, r.Prefix, r.Key, l.StateID())
+		kends[i] = len(kb)
+		var g, b, off int64
+		p := ceilMicros(int64(l.Period))
+		switch l.Algorithm {
+		case sluice.GCRA:
+			p = ceilMicros(int64(l.Interval()))
+		case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+			g = int64(l.BucketCount())
+			b = ceilMicros((int64(l.Period) + g - 1) / g)
+		case sluice.FixedWindow:
+			if l.Staggered {
+				if name == "" {
+					name = r.Prefix + r.Key
+				}
+				off = ceilMicros(algorithm.Offset(l, name))
+			}
+		}
+		num(int64(l.Algorithm))
+		num(int64(l.MaxBurst()))
+		num(p)
+		num(g)
+		num(b)
+		num(off)
+	}
+	keys = splitAt(string(kb), kends)
+	args = splitAt(string(ab), ends)
+	return keys, args, nil
+}
+
+// splitAt cuts s at the given end offsets.
+func splitAt(s string, ends []int) []string {
+	out := make([]string, len(ends))
+	start := 0
+	for i, e := range ends {
+		out[i] = s[start:e]
+		start = e
+	}
+	return out
+}
+
+// micros is ⌊ns/1000⌋; request times are positive.
+func micros(ns int64) int64 { return ns / 1000 }
+
+// ceilMicros is ⌈ns/1000⌉ for ns ≥ 0.
+func ceilMicros(ns int64) int64 { return (ns + 999) / 1000 }
+
+// corruptPrefix starts the error reply of the script for a key holding a
+// value it did not write.
+const corruptPrefix = "SLUICE_CORRUPT"
+
+// decodeReply turns the script's reply into r's Decision.
+func decodeReply(r *sluice.Request, v []int64, err error) (sluice.Decision, error) {
+	if err != nil {
+		if strings.Contains(err.Error(), corruptPrefix) {
+			return sluice.Decision{}, fmt.Errorf("%w: redis: %w", sluice.ErrCorruptState, err)
+		}
+		return sluice.Decision{}, fmt.Errorf("%w: redis: %w", sluice.ErrStore, err)
+	}
+	if len(v) != 6 || v[0] < 0 || v[0] > 1 || v[1] < 1 || v[1] > int64(len(r.Limits)) ||
+		v[2] < 0 || v[3] < 0 || v[4] < 0 || v[5] <= 0 {
+		return sluice.Decision{}, fmt.Errorf("%w: redis: unexpected script reply %v", sluice.ErrStore, v)
+	}
+	d := sluice.Decision{
+		Allowed:    v[0] == 1,
+		Limit:      r.Limits[v[1]-1],
+		Remaining:  int(v[2]),
+		ResetAfter: time.Duration(v[3]) * time.Microsecond,
+		RetryAfter: time.Duration(v[4]) * time.Microsecond,
+		Time:       r.Now,
+	}
+	if r.Now.IsZero() {
+		d.Time = time.UnixMicro(v[5])
+	}
+	if r.Op == sluice.OpRefund || r.Op == sluice.OpReset {
+		d = sluice.Decision{Allowed: true, Limit: d.Limit, Time: d.Time}
+	}
+	return d, nil
+}
+
+// errNoScript reports whether err is Redis's NOSCRIPT reply.
+func errNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+var errReply = errors.New("reply is not an array of integers")
