@@ -1,0 +1,60 @@
+package guard
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// flagResolution is the granularity of a flag's remaining time.
+const flagResolution = time.Second
+
+// A flag marks keys in a sluice Store for a while: a ban, a known-good
+// address, a notification already sent. It needs nothing of a store but
+// Decide, so every store (and every process sharing one) sees it.
+//
+// It is a GCRA limit that refills one token a second with a bucket as deep
+// as the longest flag: setting a flag for d takes ⌈d⌉ seconds of tokens
+// from an empty bucket, and a peek for the whole bucket is denied exactly
+// while any of them is missing, with RetryAfter the time left. When the
+// flag lapses the state is back to empty, so stores forget it.
+type flag struct {
+	lim   *sluice.Limiter
+	depth int // seconds: the longest flag
+}
+
+func newFlag(store sluice.Store, namespace, action string, longest time.Duration, clock func() time.Time) (*flag, error) {
+	depth := int(max((longest+flagResolution-1)/flagResolution, 1))
+	l := sluice.Limit{Rate: depth, Period: time.Duration(depth) * flagResolution}
+	lim, err := sluice.New(store, sluice.Config{Limits: []sluice.Limit{l}, Action: action, Namespace: namespace, Clock: clock})
+	if err != nil {
+		return nil, err
+	}
+	return &flag{lim: lim, depth: depth}, nil
+}
+
+// set flags key for d (at most the flag's longest, at least a second),
+// replacing any flag it had.
+func (f *flag) set(ctx context.Context, key string, d time.Duration) error {
+	if err := f.lim.Reset(ctx, key); err != nil {
+		return err
+	}
+	n := int(min(max((d+flagResolution-1)/flagResolution, 1), time.Duration(f.depth)))
+	_, err := f.lim.AllowN(ctx, key, n)
+	return err
+}
+
+// get reports whether key is flagged, and for how much longer.
+func (f *flag) get(ctx context.Context, key string) (time.Duration, bool, error) {
+	d, err := f.lim.PeekN(ctx, key, f.depth)
+	if err != nil || d.Allowed {
+		return 0, false, err
+	}
+	return d.RetryAfter, true, nil
+}
+
+// clear removes key's flag.
+func (f *flag) clear(ctx context.Context, key string) error {
+	return f.lim.Reset(ctx, key)
+}

@@ -1,0 +1,244 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Bounds of a Jail.
+const (
+	// MaxOffences is the most offences a Jail remembers per actor.
+	MaxOffences = 64
+)
+
+// JailConfig configures a Jail. The zero value of each field means its
+// default.
+type JailConfig struct {
+	// Name identifies the jail in its store keys, bans and logs. Default
+	// "jail".
+	Name string
+	// MaxFailures failures within FindTime earn a ban. Default 5.
+	MaxFailures int
+	// FindTime is the window failures are counted in, exactly (a sliding
+	// log). Default 10 minutes.
+	FindTime time.Duration
+	// BanTime is the length of a first ban. Default 10 minutes.
+	BanTime time.Duration
+	// Growth multiplies the ban's length for each earlier offence still
+	// remembered: BanTime·Growth^(offences-1). Default 2; 1 keeps bans
+	// constant.
+	Growth float64
+	// MaxBanTime caps a ban's length. Default 7 days.
+	MaxBanTime time.Duration
+	// Jitter lengthens each ban by a random fraction up to Jitter of it, so
+	// that a botnet's bans do not all lapse at once. Default 0.1; negative
+	// means none.
+	Jitter float64
+	// OffenceMemory is how long a ban counts as an earlier offence.
+	// Default 7 days.
+	OffenceMemory time.Duration
+	// Registry lists the bans. Default a new MemoryRegistry.
+	Registry Registry
+	// OnBan, if set, is called after each ban, by Fail or by Ban, to tell
+	// an admin. It runs on the caller's goroutine: keep it fast.
+	OnBan func(Ban)
+	// Namespace prefixes the jail's store keys. Default "sluice".
+	Namespace string
+	// Clock returns the time of bans in the Registry and of decisions.
+	// Default nil: decisions use the store's clock and the Registry
+	// time.Now.
+	Clock func() time.Time
+}
+
+// A Jail bans actors that fail too often: fail2ban for applications.
+// MaxFailures failures within FindTime ban the actor for BanTime, longer
+// for each earlier ban within OffenceMemory, with jitter. Failures, bans
+// and offences live in the sluice Store, so every process sharing it
+// counts the same failures and enforces the same bans; the Registry lists
+// them with reasons for admins.
+//
+// Create Jails with NewJail. A Jail is safe for concurrent use.
+type Jail struct {
+	c        JailConfig
+	failures *sluice.Limiter
+	offences *sluice.Limiter
+	bans     *flag
+}
+
+// NewJail returns a Jail keeping its state in store.
+func NewJail(store sluice.Store, c JailConfig) (*Jail, error) {
+	if c.Name == "" {
+		c.Name = "jail"
+	}
+	if c.MaxFailures <= 0 {
+		c.MaxFailures = 5
+	}
+	if c.FindTime <= 0 {
+		c.FindTime = 10 * time.Minute
+	}
+	if c.BanTime <= 0 {
+		c.BanTime = 10 * time.Minute
+	}
+	if c.Growth <= 0 {
+		c.Growth = 2
+	}
+	if c.MaxBanTime <= 0 {
+		c.MaxBanTime = 7 * 24 * time.Hour
+	}
+	if c.Jitter == 0 {
+		c.Jitter = 0.1
+	}
+	if c.OffenceMemory <= 0 {
+		c.OffenceMemory = 7 * 24 * time.Hour
+	}
+	if c.Registry == nil {
+		c.Registry = &MemoryRegistry{}
+	}
+	if c.Growth < 1 || c.MaxBanTime < c.BanTime || c.MaxBanTime > sluice.MaxPeriod {
+		return nil, fmt.Errorf("%w: guard: jail %q: growth %v must be ≥ 1 and ban times %v ≤ %v ≤ %v", sluice.ErrInvalidRequest, c.Name, c.Growth, c.BanTime, c.MaxBanTime, sluice.MaxPeriod)
+	}
+	j := &Jail{c: c}
+	var err error
+	if j.failures, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: c.MaxFailures, Period: c.FindTime, Algorithm: sluice.SlidingLog}},
+		Action: "jail-failures:" + c.Name, Namespace: c.Namespace, Clock: c.Clock}); err != nil {
+		return nil, err
+	}
+	if j.offences, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: MaxOffences, Period: c.OffenceMemory, Algorithm: sluice.SlidingLog}},
+		Action: "jail-offences:" + c.Name, Namespace: c.Namespace, Clock: c.Clock}); err != nil {
+		return nil, err
+	}
+	if j.bans, err = newFlag(store, c.Namespace, "jail-bans:"+c.Name, c.MaxBanTime+time.Duration(float64(c.MaxBanTime)*max(c.Jitter, 0)), c.Clock); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Name returns the jail's name.
+func (j *Jail) Name() string { return j.c.Name }
+
+func (j *Jail) now() time.Time {
+	if j.c.Clock != nil {
+		return j.c.Clock()
+	}
+	return time.Now()
+}
+
+// Fail records a failure of key (an address, a username) and bans it if it
+// has now failed MaxFailures times within FindTime. It returns the ban
+// when it made one. A key already banned is not banned again.
+func (j *Jail) Fail(ctx context.Context, key, reason string) (Ban, bool, error) {
+	d, err := j.failures.Allow(ctx, key)
+	if err != nil {
+		return Ban{}, false, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	if d.Allowed && d.Remaining > 0 {
+		return Ban{}, false, nil
+	}
+	if _, banned, err := j.bans.get(ctx, key); err != nil || banned {
+		return Ban{}, false, err
+	}
+	if reason == "" {
+		reason = "failures"
+	}
+	b, err := j.ban(ctx, key, 0, fmt.Sprintf("%d %s within %v", j.c.MaxFailures, reason, j.c.FindTime))
+	if err != nil {
+		return Ban{}, false, err
+	}
+	return b, true, nil
+}
+
+// Ban bans key by hand for d (zero: the length Fail would choose),
+// counting it as an offence.
+func (j *Jail) Ban(ctx context.Context, key string, d time.Duration, reason string) (Ban, error) {
+	return j.ban(ctx, key, d, reason)
+}
+
+func (j *Jail) ban(ctx context.Context, key string, d time.Duration, reason string) (Ban, error) {
+	od, err := j.offences.Allow(ctx, key)
+	if err != nil {
+		return Ban{}, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	n := MaxOffences
+	if od.Allowed {
+		n = MaxOffences - od.Remaining
+	}
+	if d <= 0 {
+		d = j.length(n)
+	}
+	if err := j.failures.Reset(ctx, key); err != nil {
+		return Ban{}, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	if err := j.bans.set(ctx, key, d); err != nil {
+		return Ban{}, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	now := j.now()
+	b := Ban{Jail: j.c.Name, Key: key, Reason: reason, Since: now, Until: now.Add(d.Round(flagResolution)), Offences: n}
+	if err := j.c.Registry.Put(ctx, b); err != nil {
+		return b, fmt.Errorf("guard: jail %s: registry: %w", j.c.Name, err)
+	}
+	if j.c.OnBan != nil {
+		j.c.OnBan(b)
+	}
+	return b, nil
+}
+
+// length returns the length of a ban for the nth offence, jittered.
+func (j *Jail) length(n int) time.Duration {
+	d := float64(j.c.BanTime)
+	for i := 1; i < n && d < float64(j.c.MaxBanTime); i++ {
+		d *= j.c.Growth
+	}
+	d = min(d, float64(j.c.MaxBanTime))
+	if j.c.Jitter > 0 {
+		d += d * j.c.Jitter * rand.Float64()
+	}
+	return time.Duration(d)
+}
+
+// Banned reports whether key is banned, and for how much longer.
+func (j *Jail) Banned(ctx context.Context, key string) (time.Duration, bool, error) {
+	left, banned, err := j.bans.get(ctx, key)
+	if err != nil {
+		return 0, false, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	return left, banned, nil
+}
+
+// Lift ends key's ban and forgets its failures; its earlier offences still
+// count if it offends again.
+func (j *Jail) Lift(ctx context.Context, key string) error {
+	if err := j.bans.clear(ctx, key); err != nil {
+		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	if err := j.failures.Reset(ctx, key); err != nil {
+		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	return j.c.Registry.Delete(ctx, j.c.Name, key)
+}
+
+// Pardon lifts key's ban and forgets its offences too.
+func (j *Jail) Pardon(ctx context.Context, key string) error {
+	if err := j.Lift(ctx, key); err != nil {
+		return err
+	}
+	return j.offences.Reset(ctx, key)
+}
+
+// Bans lists the jail's bans in force, from its Registry.
+func (j *Jail) Bans(ctx context.Context) ([]Ban, error) {
+	all, err := j.c.Registry.List(ctx, j.now())
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, b := range all {
+		if b.Jail == j.c.Name {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,187 @@
+package guard
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice"
+)
+
+// A List is a set of networks (CIDR prefixes) and keys (usernames, API
+// keys), for allow and deny lists checked before any limit.
+//
+// Lookups are lock-free and cost one map lookup per distinct prefix length
+// in the list (a list of single addresses and /24s costs two), whatever
+// its size. Edits copy the list, so they suit lists edited by hand or by
+// an admin API, not one edit per request.
+//
+// The zero value is an empty list, ready to use. A List is safe for
+// concurrent use.
+type List struct {
+	mu   sync.Mutex // serialises edits
+	snap atomic.Pointer[listSnap]
+}
+
+type listSnap struct {
+	prefixes map[netip.Prefix]struct{}
+	lens4    []int // distinct prefix lengths of IPv4 entries, longest first
+	lens6    []int
+	keys     map[string]struct{}
+}
+
+var emptySnap = &listSnap{}
+
+func (l *List) load() *listSnap {
+	if s := l.snap.Load(); s != nil {
+		return s
+	}
+	return emptySnap
+}
+
+// edit applies fn to a copy of the list and publishes it.
+func (l *List) edit(fn func(s *listSnap)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.load()
+	s := &listSnap{prefixes: make(map[netip.Prefix]struct{}, len(old.prefixes)), keys: make(map[string]struct{}, len(old.keys))}
+	for p := range old.prefixes {
+		s.prefixes[p] = struct{}{}
+	}
+	for k := range old.keys {
+		s.keys[k] = struct{}{}
+	}
+	fn(s)
+	for p := range s.prefixes {
+		lens := &s.lens6
+		if p.Addr().Is4() {
+			lens = &s.lens4
+		}
+		if !slices.Contains(*lens, p.Bits()) {
+			*lens = append(*lens, p.Bits())
+		}
+	}
+	slices.SortFunc(s.lens4, func(a, b int) int { return b - a })
+	slices.SortFunc(s.lens6, func(a, b int) int { return b - a })
+	l.snap.Store(s)
+}
+
+// normalize masks p and maps IPv4-mapped IPv6 prefixes to IPv4.
+func normalize(p netip.Prefix) netip.Prefix {
+	a, bits := p.Addr(), p.Bits()
+	if a.Is4In6() && bits >= 96 {
+		a, bits = a.Unmap(), bits-96
+	}
+	q, _ := a.WithZone("").Prefix(bits)
+	return q
+}
+
+// AddPrefix adds the network p. Invalid prefixes are ignored.
+func (l *List) AddPrefix(p netip.Prefix) {
+	if !p.IsValid() {
+		return
+	}
+	l.edit(func(s *listSnap) { s.prefixes[normalize(p)] = struct{}{} })
+}
+
+// RemovePrefix removes the network p, as it was added.
+func (l *List) RemovePrefix(p netip.Prefix) {
+	l.edit(func(s *listSnap) { delete(s.prefixes, normalize(p)) })
+}
+
+// AddKey adds a key.
+func (l *List) AddKey(key string) { l.edit(func(s *listSnap) { s.keys[key] = struct{}{} }) }
+
+// RemoveKey removes a key.
+func (l *List) RemoveKey(key string) { l.edit(func(s *listSnap) { delete(s.keys, key) }) }
+
+// Add adds an entry written as text: an address ("203.0.113.7",
+// "2001:db8::1"), a network ("203.0.113.0/24"), or a key prefixed with
+// "key:" ("key:alice"). Errors wrap sluice.ErrInvalidRequest.
+func (l *List) Add(entry string) error {
+	if k, ok := strings.CutPrefix(entry, "key:"); ok {
+		l.AddKey(k)
+		return nil
+	}
+	p, err := ParsePrefix(entry)
+	if err != nil {
+		return err
+	}
+	l.AddPrefix(p)
+	return nil
+}
+
+// ParsePrefix parses an address (as a single-address prefix) or a
+// network in CIDR notation. Errors wrap sluice.ErrInvalidRequest.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%w: guard: %q is not an address or network: %v", sluice.ErrInvalidRequest, s, err)
+		}
+		return normalize(p), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%w: guard: %q is not an address or network: %v", sluice.ErrInvalidRequest, s, err)
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Contains reports whether a lies in a network of the list.
+func (l *List) Contains(a netip.Addr) bool {
+	s := l.load()
+	if len(s.prefixes) == 0 || !a.IsValid() {
+		return false
+	}
+	a = a.Unmap().WithZone("")
+	lens := s.lens6
+	if a.Is4() {
+		lens = s.lens4
+	}
+	for _, bits := range lens {
+		p, _ := a.Prefix(bits)
+		if _, ok := s.prefixes[p]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ContainsKey reports whether key is in the list.
+func (l *List) ContainsKey(key string) bool {
+	_, ok := l.load().keys[key]
+	return ok
+}
+
+// Prefixes returns the networks of the list, sorted.
+func (l *List) Prefixes() []netip.Prefix {
+	s := l.load()
+	out := make([]netip.Prefix, 0, len(s.prefixes))
+	for p := range s.prefixes {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return out
+}
+
+// Keys returns the keys of the list, sorted.
+func (l *List) Keys() []string {
+	s := l.load()
+	out := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,409 @@
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// LoginConfig configures a Login. The zero value of each field means its
+// default. Limits count failed attempts only.
+type LoginConfig struct {
+	// PerIPUser limits failures per address and username: a dictionary
+	// attack from one address on one account. Default 5 per 15 minutes.
+	PerIPUser sluice.Limit
+	// PerIP limits failures per address, on any account: credential
+	// stuffing from one address. Default 50 per hour.
+	PerIP sluice.Limit
+	// PerUser limits failures per username, from any address: a botnet
+	// against one account. When it is exhausted the account is under
+	// attack: only its known-good addresses, and clients that solved a
+	// CAPTCHA, may still try. Default 20 per hour.
+	PerUser sluice.Limit
+	// Global limits failures of all logins together. When it is
+	// exhausted the site is under attack: every client but known-good
+	// addresses must solve a CAPTCHA. Default 1000 per minute.
+	Global sluice.Limit
+	// CaptchaAfter is how many recent failures of the address and
+	// username, or of the username, make Attempt.Captcha true. Default 3.
+	CaptchaAfter int
+	// Delay is the progressive delay after the first failure, doubled for
+	// each further recent failure (of the address and username, or of the
+	// username from an address that is not known-good): slowing down
+	// instead of locking out. Default 250 ms; negative means none.
+	Delay time.Duration
+	// MaxDelay caps the delay. Default 8 s.
+	MaxDelay time.Duration
+	// KnownGoodFor is how long an address from which an account logged in
+	// stays known-good for it. Default 30 days.
+	KnownGoodFor time.Duration
+	// Jail, if set, is fed each failure by address, so that an address
+	// failing too often is banned, for Login and for whatever else checks
+	// the jail (guard.Middleware). Default none.
+	Jail *Jail
+	// Secret keys the hash of usernames (HMAC-SHA-256), so that no
+	// plaintext username, nor a hash reversible by trying a list of
+	// names, sits in the store. Every process sharing a store must use
+	// the same secret. Default nil: plain SHA-256.
+	Secret []byte
+	// OnAttack, if set, is told when an account or the site comes under
+	// attack, at most once per account (or for the site) per the limit's
+	// period. It runs on the caller's goroutine: keep it fast.
+	OnAttack func(Attack)
+	// Namespace prefixes the store keys. Default "sluice".
+	Namespace string
+	// Clock returns the time of decisions. Default nil: the store's.
+	Clock func() time.Time
+}
+
+// An Attack is what LoginConfig.OnAttack is told.
+type Attack struct {
+	// Scope is "account" when one account's failures crossed PerUser,
+	// "site" when all failures crossed Global.
+	Scope string
+	// User is the hashed username, for an account.
+	User string
+	// From is the address whose failure crossed the threshold.
+	From netip.Addr
+	// Limit is the limit crossed.
+	Limit sluice.Limit
+}
+
+// A Login protects a login form as one construct: it counts failed
+// attempts per address and username, per address, per username and
+// globally; lets an account's known-good addresses through while the
+// account is under attack; slows clients down progressively rather than
+// locking accounts; says when to demand a CAPTCHA; and bans addresses
+// through a Jail. Its decisions depend only on the address and the
+// (hashed) username, never on whether the account exists, so the same
+// calls cost the same for real and invented names: answer every failure
+// the same way and no username can be enumerated.
+//
+// Use: Begin before checking the password, then Fail or Succeed. The
+// attempt is reserved atomically under every limit at Begin, so concurrent
+// attempts cannot overrun a limit, and a success gives its units back.
+//
+// Create Logins with NewLogin. A Login is safe for concurrent use.
+type Login struct {
+	c                             LoginConfig
+	perIPUser, perIP, user, world *sluice.Limiter
+	known, told                   *flag
+	newHash                       func() hash.Hash
+}
+
+// NewLogin returns a Login keeping its state in store.
+func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
+	def := func(l *sluice.Limit, rate int, period time.Duration) {
+		if *l == (sluice.Limit{}) {
+			*l = sluice.Limit{Rate: rate, Period: period}
+		}
+	}
+	def(&c.PerIPUser, 5, 15*time.Minute)
+	def(&c.PerIP, 50, time.Hour)
+	def(&c.PerUser, 20, time.Hour)
+	def(&c.Global, 1000, time.Minute)
+	if c.CaptchaAfter <= 0 {
+		c.CaptchaAfter = 3
+	}
+	if c.Delay == 0 {
+		c.Delay = 250 * time.Millisecond
+	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = 8 * time.Second
+	}
+	if c.KnownGoodFor <= 0 {
+		c.KnownGoodFor = 30 * 24 * time.Hour
+	}
+	l := &Login{c: c, newHash: sha256.New}
+	if c.Secret != nil {
+		secret := append([]byte(nil), c.Secret...)
+		l.newHash = func() hash.Hash { return hmac.New(sha256.New, secret) }
+	}
+	mk := func(action string, lim sluice.Limit) (*sluice.Limiter, error) {
+		return sluice.New(store, sluice.Config{Limits: []sluice.Limit{lim}, Action: action, Namespace: c.Namespace, Clock: c.Clock})
+	}
+	var errs []error
+	add := func(lim *sluice.Limiter, err error) *sluice.Limiter { errs = append(errs, err); return lim }
+	l.perIPUser = add(mk("login-ip-user", c.PerIPUser))
+	l.perIP = add(mk("login-ip", c.PerIP))
+	l.user = add(mk("login-user", c.PerUser))
+	l.world = add(mk("login-global", c.Global))
+	var err error
+	l.known, err = newFlag(store, c.Namespace, "login-known", c.KnownGoodFor, c.Clock)
+	errs = append(errs, err)
+	l.told, err = newFlag(store, c.Namespace, "login-told", max(c.PerUser.Period, c.Global.Period), c.Clock)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("guard: login: %w", err)
+	}
+	return l, nil
+}
+
+// HashUser returns the key a Login uses for username: the unpadded
+// base64url of its (keyed) SHA-256, after trimming spaces and lower-casing
+// so that "Alice " and "alice" are one account. Any bytes are accepted.
+func (l *Login) HashUser(username string) string {
+	h := l.newHash()
+	h.Write([]byte(strings.ToLower(strings.TrimSpace(username))))
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))
+}
+
+// A Try is one login attempt, as Begin sees it.
+type Try struct {
+	// IP is the client's address (see httplimit.ClientIP).
+	IP netip.Addr
+	// Username is what the client typed, any bytes.
+	Username string
+	// CaptchaSolved reports that the client solved a CAPTCHA the
+	// application demanded: it lets the attempt past an account or the
+	// site under attack (but not past the limits per address).
+	CaptchaSolved bool
+}
+
+// An Attempt is Login's decision on a Try, and the handle to report how
+// it ended.
+type Attempt struct {
+	// Allowed reports whether the application may check the password.
+	// When false, answer as for a wrong password, or with 429 and
+	// RetryAfter — the same whether the account exists or not.
+	Allowed bool
+	// Captcha reports that the application should demand a CAPTCHA:
+	// recent failures crossed CaptchaAfter, or the account or the site is
+	// under attack. When Allowed is false and Captcha true, a solved
+	// CAPTCHA would let the attempt through.
+	Captcha bool
+	// Delay is how long to wait before answering: the progressive delay
+	// for the recent failures (see Wait).
+	Delay time.Duration
+	// RetryAfter is, when not Allowed, how long until the attempt would
+	// be allowed without a CAPTCHA.
+	RetryAfter time.Duration
+	// KnownGood reports that the address logged in to this account
+	// before, within KnownGoodFor.
+	KnownGood bool
+	// Reason says which rule decided, for logs; never show it to the
+	// client.
+	Reason string
+
+	l    *Login
+	try  Try
+	user string // hashed
+	res  []*sluice.Reservation
+}
+
+// Begin decides whether try may proceed to the password check, and
+// reserves one failure under every limit that applies: call Fail or
+// Succeed on the Attempt once the password is checked. An Attempt that is
+// not Allowed has reserved nothing. Errors are store failures (wrapping
+// sluice.ErrStore); the Attempt is then nil.
+func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
+	try.IP = try.IP.Unmap().WithZone("")
+	ip := try.IP.String()
+	a := &Attempt{l: l, try: try, user: l.HashUser(try.Username)}
+	fail := func(err error) (*Attempt, error) {
+		a.release(ctx)
+		return nil, fmt.Errorf("guard: login: %w", err)
+	}
+	if l.c.Jail != nil {
+		left, banned, err := l.c.Jail.Banned(ctx, ip)
+		if err != nil {
+			return fail(err)
+		}
+		if banned {
+			a.RetryAfter, a.Reason = left, "address banned by jail "+l.c.Jail.Name()
+			return a, nil
+		}
+	}
+	_, known, err := l.known.get(ctx, a.user+"|"+ip)
+	if err != nil {
+		return fail(err)
+	}
+	a.KnownGood = known
+	failures := 0
+	// reserve takes one unit under lim; it reports false when denied.
+	reserve := func(lim *sluice.Limiter, key, reason string) (sluice.Decision, bool, error) {
+		r, err := lim.Reserve(ctx, key, 1)
+		if err != nil {
+			return sluice.Decision{}, false, err
+		}
+		if !r.Allowed {
+			a.release(ctx)
+			a.RetryAfter, a.Reason = r.RetryAfter, reason
+			return r.Decision, false, nil
+		}
+		a.res = append(a.res, r)
+		return r.Decision, true, nil
+	}
+	d, ok, err := reserve(l.perIPUser, a.user+"|"+ip, "too many failures for this address and username")
+	if err != nil || !ok {
+		if err != nil {
+			return fail(err)
+		}
+		return a, nil
+	}
+	failures = d.Limit.Rate - d.Remaining - 1
+	if _, ok, err := reserve(l.perIP, ip, "too many failures from this address"); err != nil || !ok {
+		if err != nil {
+			return fail(err)
+		}
+		return a, nil
+	}
+	if !known {
+		d, ok, err := reserve(l.user, a.user, "account under attack")
+		switch {
+		case err != nil:
+			return fail(err)
+		case !ok && !try.CaptchaSolved:
+			a.Captcha = true
+			l.tell(ctx, "account", a.user, try.IP, l.c.PerUser)
+			return a, nil
+		case !ok:
+			// A solved CAPTCHA passes: the per-address limits still hold.
+			// Reserve released what it had: take those units again.
+			return l.retryPast(ctx, try, a)
+		}
+		failures = max(failures, d.Limit.Rate-d.Remaining-1)
+		d, ok, err = reserve(l.world, "", "site under attack")
+		switch {
+		case err != nil:
+			return fail(err)
+		case !ok && !try.CaptchaSolved:
+			a.Captcha = true
+			l.tell(ctx, "site", "", try.IP, l.c.Global)
+			return a, nil
+		case !ok:
+			return l.retryPast(ctx, try, a)
+		}
+	}
+	a.Allowed = true
+	a.RetryAfter, a.Reason = 0, ""
+	a.Captcha = a.Captcha || failures >= l.c.CaptchaAfter
+	a.Delay = l.delay(failures)
+	return a, nil
+}
+
+// retryPast is Begin for a client that solved a CAPTCHA while the account
+// or the site is under attack: it reserves under the limits per address
+// only.
+func (l *Login) retryPast(ctx context.Context, try Try, a *Attempt) (*Attempt, error) {
+	ip := try.IP.String()
+	b := &Attempt{l: l, try: try, user: a.user, KnownGood: a.KnownGood, Captcha: true}
+	for _, x := range []struct {
+		lim *sluice.Limiter
+		key string
+	}{{l.perIPUser, a.user + "|" + ip}, {l.perIP, ip}} {
+		r, err := x.lim.Reserve(ctx, x.key, 1)
+		if err != nil {
+			b.release(ctx)
+			return nil, fmt.Errorf("guard: login: %w", err)
+		}
+		if !r.Allowed {
+			b.release(ctx)
+			b.RetryAfter, b.Reason = r.RetryAfter, a.Reason
+			return b, nil
+		}
+		b.res = append(b.res, r)
+	}
+	b.Allowed = true
+	b.Delay = l.delay(l.c.CaptchaAfter)
+	return b, nil
+}
+
+// delay is the progressive delay after n recent failures.
+func (l *Login) delay(n int) time.Duration {
+	if n <= 0 || l.c.Delay < 0 {
+		return 0
+	}
+	d := l.c.Delay
+	for i := 1; i < n && d < l.c.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, l.c.MaxDelay)
+}
+
+// tell calls OnAttack once per scope and user per the limit's period.
+func (l *Login) tell(ctx context.Context, scope, user string, from netip.Addr, lim sluice.Limit) {
+	if l.c.OnAttack == nil {
+		return
+	}
+	key := scope + "|" + user
+	if _, told, err := l.told.get(ctx, key); err != nil || told {
+		return
+	}
+	if err := l.told.set(ctx, key, lim.Period); err != nil {
+		return
+	}
+	l.c.OnAttack(Attack{Scope: scope, User: user, From: from, Limit: lim})
+}
+
+// release refunds every reservation: the attempt will not happen.
+func (a *Attempt) release(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	for _, r := range a.res {
+		_ = r.Refund(ctx) // a failed refund leaves the unit counted: the safe side
+	}
+	a.res = nil
+}
+
+// Wait sleeps for the attempt's Delay, or until ctx is done.
+func (a *Attempt) Wait(ctx context.Context) error {
+	if a.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(a.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Fail reports that the password was wrong (or the account unknown): the
+// reserved failures count, and the address's failure goes to the Jail.
+// It returns the ban the jail made, if any.
+func (a *Attempt) Fail(ctx context.Context) (Ban, bool, error) {
+	if !a.Allowed {
+		return Ban{}, false, nil
+	}
+	for _, r := range a.res {
+		_ = r.Commit()
+	}
+	a.res = nil
+	if j := a.l.c.Jail; j != nil {
+		b, banned, err := j.Fail(context.WithoutCancel(ctx), a.try.IP.String(), "failed logins")
+		if err != nil {
+			return Ban{}, false, fmt.Errorf("guard: login: %w", err)
+		}
+		return b, banned, nil
+	}
+	return Ban{}, false, nil
+}
+
+// Succeed reports that the password was right: the reserved failures are
+// given back, the failures of this address on this account forgotten,
+// and the address becomes known-good for the account.
+func (a *Attempt) Succeed(ctx context.Context) error {
+	if !a.Allowed {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	a.release(ctx)
+	ip := a.try.IP.String()
+	l := a.l
+	return errors.Join(
+		l.perIPUser.Reset(ctx, a.user+"|"+ip),
+		l.known.set(ctx, a.user+"|"+ip, l.c.KnownGoodFor),
+	)
+}
