@@ -1,0 +1,60 @@
+// Package server is the HTTP API of sluice serve: clients name a rule and
+// a key, and the server answers whether that key may act now under the
+// rule's limits, keeping the state in one [sluice.Store] shared by every
+// rule.
+//
+// # Endpoints
+//
+//	POST /v1/check   {"rule":"login","key":"203.0.113.7","cost":1,"peek":false}
+//	POST /v1/reset   {"rule":"login","key":"203.0.113.7"}
+//	GET  /healthz    the process serves
+//	GET  /readyz     the store answers
+//
+// Request bodies are JSON objects (Content-Type: application/json) of at
+// most [DefaultMaxBodyBytes] by default. Unknown fields are refused, so a
+// misspelt "cots" is an error rather than a silent cost of 1.
+//
+// # Check
+//
+// A check takes cost units (default 1) from key under every limit of the
+// rule, all or nothing; with "peek":true it only reports whether it would.
+// The answer is 200 whether the key is allowed or not, with a
+// [CheckResponse]:
+//
+//	{"allowed":false,"rule":"login","limit":5,"policy":"5/min","remaining":0,
+//	 "reset_after":59.2,"retry_after":11.2}
+//
+// limit, policy and remaining describe the limit that binds (for a denial,
+// the one with the longest wait; otherwise the one with the fewest
+// remaining). reset_after and retry_after are seconds as decimal numbers,
+// rounded up to the millisecond so that a client that waits retry_after is
+// not denied again for having waited too little; retry_after is 0 when
+// allowed.
+//
+// The response also carries the fields of the IETF RateLimit header draft:
+// RateLimit-Policy lists every limit of the rule (`"login-1m";q=5;w=60`),
+// RateLimit gives the binding one's remaining units and seconds to reset
+// (`"login-1m";r=0;t=60`), and a denial adds Retry-After in whole seconds,
+// rounded up. A rule of one limit names its item after the rule; a rule of
+// several appends each limit's period.
+//
+// # Reset
+//
+// A reset forgets key's state under every limit of the rule (after a
+// successful sign-in, the failures before it no longer count) and answers
+// 204 No Content.
+//
+// # Errors
+//
+// Errors are JSON objects {"error":"..."} ([ErrorResponse]) with status
+//
+//	400  malformed JSON, an unknown field, a missing or unknown rule, a
+//	     missing key, a cost below 0 or above the rule's burst
+//	404  no such endpoint
+//	405  a method other than POST (GET for the probes)
+//	413  a body larger than the limit
+//	415  a body that is not application/json
+//	503  the store failed to decide (details go to the log, not the client)
+//
+// Over the limit is not an error: it is a 200 with "allowed":false.
+package server

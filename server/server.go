@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// DefaultMaxBodyBytes is the default bound on a request body: far more
+// than any valid request needs, little enough that no client can make the
+// server buffer much.
+const DefaultMaxBodyBytes = 64 << 10
+
+// Config configures a Server. The zero value of each field but Store and
+// Rules means its default.
+type Config struct {
+	// Store keeps the state of every rule. Required.
+	Store sluice.Store
+	// Rules are the rules clients may name: at least one, with unique
+	// names, as config.Parse returns them.
+	Rules []config.Rule
+	// Namespace prefixes every key the rules store, to share a store
+	// with other applications. Default "sluice".
+	Namespace string
+	// Clock returns the time of each request. Default nil: the store's
+	// own clock.
+	Clock func() time.Time
+	// Logger receives store failures. Default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body; larger ones get 413. Default
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// A Pinger is a store that can tell whether it is reachable. Stores that
+// implement it are pinged by GET /readyz; others are always ready.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// A Server is the HTTP API of sluice serve: an http.Handler with one
+// sluice.Limiter per rule, all over one store. Create Servers with New;
+// the zero value is not usable. A Server is safe for concurrent use.
+type Server struct {
+	store   sluice.Store
+	rules   map[string]*rule
+	names   string // the rule names, sorted, for error messages
+	log     *slog.Logger
+	maxBody int64
+	mux     *http.ServeMux
+}
+
+// rule is a named policy as the server applies it.
+type rule struct {
+	name    string
+	lim     *sluice.Limiter
+	fields  fields
+	maxCost int // the smallest MaxBurst of the rule's limits
+}
+
+// New returns a Server for c. It builds every rule's limiter now, so an
+// invalid rule is an error here rather than on the first request.
+func New(c Config) (*Server, error) {
+	if c.Store == nil {
+		return nil, fmt.Errorf("server: %w: nil store", sluice.ErrInvalidRequest)
+	}
+	if len(c.Rules) == 0 {
+		return nil, fmt.Errorf("server: %w: no rules", sluice.ErrInvalidRequest)
+	}
+	s := &Server{
+		store:   c.Store,
+		rules:   make(map[string]*rule, len(c.Rules)),
+		log:     c.Logger,
+		maxBody: c.MaxBodyBytes,
+		mux:     http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	names := make([]string, 0, len(c.Rules))
+	for _, r := range c.Rules {
+		if _, dup := s.rules[r.Name]; dup {
+			return nil, fmt.Errorf("server: %w: rule %q defined twice", sluice.ErrInvalidRequest, r.Name)
+		}
+		lim, err := sluice.New(c.Store, sluice.Config{
+			Limits:    r.Limits,
+			Action:    r.Name,
+			Namespace: c.Namespace,
+			Clock:     c.Clock,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("server: rule %q: %w", r.Name, err)
+		}
+		ru := &rule{name: r.Name, lim: lim, fields: newFields(r.Name, r.Limits), maxCost: r.Limits[0].MaxBurst()}
+		for _, l := range r.Limits {
+			ru.maxCost = min(ru.maxCost, l.MaxBurst())
+		}
+		s.rules[r.Name] = ru
+		names = append(names, r.Name)
+	}
+	sort.Strings(names)
+	s.names = strings.Join(names, ", ")
+
+	s.mux.HandleFunc("/v1/check", s.post(s.check))
+	s.mux.HandleFunc("/v1/reset", s.post(s.reset))
+	s.mux.HandleFunc("/healthz", s.get(s.healthz))
+	s.mux.HandleFunc("/readyz", s.get(s.readyz))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check, /v1/reset, /healthz or /readyz)")
+	})
+	return s, nil
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// ServeHTTP serves the API described in the package documentation.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// An apiError is an error answer: a status and a message for the client.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// post adapts an API handler: POST with a JSON body only, errors written
+// as JSON.
+func (s *Server) post(h func(w http.ResponseWriter, r *http.Request) *apiError) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use POST")
+			return
+		}
+		// Only JSON: a browser cannot send it cross-origin without a
+		// preflight, so no web page can spend or reset a visitor's limits.
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		if err := h(w, r); err != nil {
+			writeError(w, err.status, err.msg)
+		}
+	}
+}
+
+// get adapts a probe handler: GET or HEAD only.
+func (s *Server) get(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use GET")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request) *apiError {
+	var req CheckRequest
+	if err := decode(r.Body, &req); err != nil {
+		return err
+	}
+	ru, err := s.rule(req.Rule, req.Key)
+	if err != nil {
+		return err
+	}
+	cost := req.Cost
+	switch {
+	case cost == 0:
+		cost = 1
+	case cost < 0:
+		return badRequest("cost %d must be at least 1", cost)
+	case cost > ru.maxCost:
+		return badRequest("cost %d exceeds the burst of rule %q: at most %d at once", cost, ru.name, ru.maxCost)
+	}
+	var d sluice.Decision
+	var derr error
+	if req.Peek {
+		d, derr = ru.lim.PeekN(r.Context(), req.Key, cost)
+	} else {
+		d, derr = ru.lim.AllowN(r.Context(), req.Key, cost)
+	}
+	if derr != nil {
+		return s.limiterError(r, ru, derr)
+	}
+	ru.fields.write(w.Header(), d)
+	writeJSON(w, http.StatusOK, newCheckResponse(ru.name, d))
+	return nil
+}
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) *apiError {
+	var req ResetRequest
+	if err := decode(r.Body, &req); err != nil {
+		return err
+	}
+	ru, err := s.rule(req.Rule, req.Key)
+	if err != nil {
+		return err
+	}
+	if err := ru.lim.Reset(r.Context(), req.Key); err != nil {
+		return s.limiterError(r, ru, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// rule finds the named rule, and checks that the request names a key.
+func (s *Server) rule(name, key string) (*rule, *apiError) {
+	switch ru := s.rules[name]; {
+	case name == "":
+		return nil, badRequest("rule is required (one of %s)", s.names)
+	case ru == nil:
+		return nil, badRequest("unknown rule %q (want one of %s)", name, s.names)
+	case key == "":
+		return nil, badRequest("key is required")
+	default:
+		return ru, nil
+	}
+}
+
+// limiterError maps an error of a rule's limiter to an answer: the
+// client's fault is a 400, anything else means the store failed.
+func (s *Server) limiterError(r *http.Request, ru *rule, err error) *apiError {
+	switch {
+	case errors.Is(err, sluice.ErrCostExceedsBurst), errors.Is(err, sluice.ErrInvalidRequest):
+		return badRequest("%v", err)
+	case r.Context().Err() != nil:
+		// The client went away or its deadline passed: nobody to tell,
+		// and no store fault to log.
+		return &apiError{http.StatusServiceUnavailable, "request cancelled"}
+	}
+	s.log.ErrorContext(r.Context(), "store failed", "rule", ru.name, "err", err)
+	return &apiError{http.StatusServiceUnavailable, "the store failed to decide; try again"}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if p, ok := s.store.(Pinger); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := p.Ping(ctx); err != nil {
+			s.log.WarnContext(r.Context(), "store not ready", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "store not ready")
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// decode reads exactly one JSON object into v, refusing unknown fields
+// and anything after the object.
+func decode(body io.Reader, v any) *apiError {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("trailing data after the JSON object")
+			if tooLarge(terr) {
+				err = terr
+			}
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case tooLarge(err):
+		return &apiError{http.StatusRequestEntityTooLarge, err.Error()}
+	case errors.Is(err, io.EOF):
+		return badRequest("empty body: want a JSON object")
+	}
+	return badRequest("malformed request: %v", err)
+}
+
+func tooLarge(err error) bool {
+	var mb *http.MaxBytesError
+	return errors.As(err, &mb)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorResponse{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	// The client may be gone; there is no one to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
