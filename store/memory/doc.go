@@ -1,0 +1,28 @@
+// Package memory is the embedded store of sluice: limiter state in the
+// memory of one process, for a service that runs on one machine or that
+// wants a local limiter in front of a shared one.
+//
+// # Model
+//
+// A [Store] applies the algorithms of package algorithm to states kept in
+// maps, sharded by a hash of the key so that concurrent requests for
+// different actors rarely wait on the same lock. A decision on a key the
+// store holds allocates nothing; a new key costs one copy of its bytes.
+// A GCRA state takes one 8-byte word beside its key and map slot.
+//
+// # Bounds
+//
+// Memory is bounded by [Config.MaxBytes]. States that are back to their
+// full allowance are dropped by a sweeper, and, under pressure, evicted;
+// an actor that is over its limit is never evicted, since forgetting it
+// would give it a fresh allowance. When no state may be evicted, Decide
+// fails with an error wrapping [sluice.ErrStoreFull], and the Limiter's
+// caller applies its failure policy.
+//
+// # Time
+//
+// Requests carry their time (Request.Now), or take it from
+// [Config.Clock]. Expiry follows the newest time the store has seen, so a
+// store driven by explicit times, such as a replay of an access log,
+// behaves on that timeline as a live store does on the clock.
+package memory

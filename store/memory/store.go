@@ -1,0 +1,373 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// DefaultMaxBytes is the memory cap of a Store whose Config.MaxBytes is
+// zero: about 4 million GCRA actors with 20-byte keys.
+const DefaultMaxBytes = 256 << 20
+
+// Config configures a Store. The zero value of every field means its
+// default.
+type Config struct {
+	// MaxBytes caps the memory the store counts for its states: each
+	// state counts its key's bytes, 8 bytes per word of state and a fixed
+	// overhead (72 bytes in all for a GCRA state with a 24-byte key).
+	// Default 0: DefaultMaxBytes. Negative: no cap.
+	MaxBytes int64
+	// Shards is the number of independently locked parts of the store,
+	// rounded up to a power of two. Default 0: 16 per GOMAXPROCS, at
+	// least 64.
+	Shards int
+	// SweepInterval is how often a background goroutine drops the states
+	// that are back to empty. Default 0: one minute. Negative: no sweeper
+	// (states are then dropped only to make room under MaxBytes).
+	SweepInterval time.Duration
+	// Clock gives the time of requests whose Now is zero. Default nil:
+	// time.Now.
+	Clock func() time.Time
+}
+
+// sweepLag is how far behind the newest time a shard has seen the sweeper
+// judges states, so that a request whose Now lags that much (a goroutine
+// that read the clock and was scheduled late) still finds the state it
+// would have found.
+const sweepLag = time.Second
+
+// A Store keeps limiter state in the memory of one process: the embedded
+// default store of sluice.
+//
+// Keys are spread over shards by a hash of Prefix+Key; each shard has
+// its own mutex, and a key's states under every limit of a policy live in
+// one shard, so a multi-limit decision is atomic. Decide on a key that
+// exists allocates nothing. A GCRA state takes one map slot and 8 bytes
+// beside its key.
+//
+// States that are back to empty are dropped by a background sweeper
+// every SweepInterval. Under MaxBytes, a shard that has no room for a new
+// state first drops the states of a random sample that are back to empty,
+// then the sampled state closest to its full allowance; it never drops a
+// state that is over its limit, which would hand that actor a fresh
+// allowance. When a sample holds nothing it may drop, Decide returns an
+// error wrapping sluice.ErrStoreFull and changes nothing.
+//
+// Expiry follows the newest request time each shard has seen (and the
+// clock, once a request has used it), so a store driven by explicit
+// request times — a replay of last week's log — expires states on that
+// timeline. Decide ignores its context: it never waits on I/O.
+//
+// Create Stores with New; the zero value is not usable. A Store is safe
+// for concurrent use. Close stops its sweeper.
+type Store struct {
+	shards    []shard
+	mask      uint64
+	maxBytes  int64
+	bytes     atomic.Int64 // counted bytes of every state
+	seed      maphash.Seed
+	clock     func() time.Time
+	usesClock atomic.Bool
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// A shard is one lock's worth of the store. Every field is guarded by mu.
+type shard struct {
+	mu     sync.Mutex
+	store  *Store
+	tables []*table
+	hw     int64 // newest request time seen, Unix ns
+	states int   // number of states
+	added  int   // inserts since the last full sweep
+	rng    uint64
+
+	// Scratch space, reused by every request under mu.
+	key     []byte
+	list    [][]int64
+	tabs    []*table
+	missing []bool
+	zeros   []int64
+
+	_ [64]byte // keep neighbouring shards' locks off one cache line
+}
+
+// New returns a Store configured by c, with its sweeper running.
+func New(c Config) *Store {
+	n := c.Shards
+	if n <= 0 {
+		n = max(64, 16*runtime.GOMAXPROCS(0))
+	}
+	n = 1 << bits.Len(uint(n-1))
+	s := &Store{
+		shards:   make([]shard, n),
+		mask:     uint64(n - 1),
+		maxBytes: c.MaxBytes,
+		seed:     maphash.MakeSeed(),
+		clock:    c.Clock,
+	}
+	switch {
+	case c.MaxBytes == 0:
+		s.maxBytes = DefaultMaxBytes
+	case c.MaxBytes < 0:
+		s.maxBytes = math.MaxInt64
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	for i := range s.shards {
+		s.shards[i].store = s
+		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 + 1
+	}
+	interval := c.SweepInterval
+	if interval == 0 {
+		interval = time.Minute
+	}
+	if interval > 0 {
+		s.stop, s.done = make(chan struct{}), make(chan struct{})
+		go s.sweeper(interval)
+	}
+	return s
+}
+
+// Close stops the sweeper and waits for it to exit. The store still
+// decides afterwards, but only drops states to make room. Close always
+// returns nil; calling it again does nothing.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+	})
+	return nil
+}
+
+// Len returns the number of states the store holds: one per key and
+// kind of limit (StateID).
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.states
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Bytes returns the memory the store counts against Config.MaxBytes.
+func (s *Store) Bytes() int64 { return s.bytes.Load() }
+
+// Decide applies r atomically; see sluice.Store. For OpRefund and
+// OpReset, the Decision is what a peek would get just after: of Cost for
+// a refund, of 1 for a reset. The error wraps sluice.ErrInvalidRequest,
+// sluice.ErrInvalidLimit or sluice.ErrCostExceedsBurst for an invalid
+// request, and sluice.ErrStoreFull when a take needs room for a new
+// state that MaxBytes does not leave (see Store).
+func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return sluice.Decision{}, err
+	}
+	now := r.Now
+	if now.IsZero() {
+		now = s.clock()
+		if !s.usesClock.Load() {
+			s.usesClock.Store(true)
+		}
+	}
+	sh := &s.shards[s.hash(r.Prefix, r.Key)&s.mask]
+	sh.mu.Lock()
+	d, err := sh.decide(&r, now.UnixNano())
+	sh.mu.Unlock()
+	d.Time = now
+	return d, err
+}
+
+// hash returns the hash of prefix+key without building the string.
+func (s *Store) hash(prefix, key string) uint64 {
+	if len(prefix)+len(key) <= 64 {
+		var buf [64]byte
+		n := copy(buf[:], prefix)
+		n += copy(buf[n:], key)
+		return maphash.Bytes(s.seed, buf[:n])
+	}
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(prefix)
+	h.WriteString(key)
+	return h.Sum64()
+}
+
+// table returns the shard's table for l's kind, creating it if need be.
+func (sh *shard) table(l sluice.Limit) *table {
+	k := kindOf(l)
+	for _, t := range sh.tables {
+		if t.kind == k {
+			return t
+		}
+	}
+	t := newTable(l)
+	sh.tables = append(sh.tables, t)
+	return t
+}
+
+// decide applies r at now to the shard's states. It requires sh.mu.
+func (sh *shard) decide(r *sluice.Request, now int64) (sluice.Decision, error) {
+	sh.hw = max(sh.hw, now)
+	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
+	defer sh.trimScratch()
+	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op != sluice.OpReset {
+		return sh.decideGCRA(r, now)
+	}
+	return sh.decideAll(r, now)
+}
+
+// decideGCRA is decideAll for the common case of one GCRA limit, whose
+// state is a single word.
+func (sh *shard) decideGCRA(r *sluice.Request, now int64) (sluice.Decision, error) {
+	l := r.Limits[0]
+	t := sh.table(l)
+	i, ok := t.index[string(sh.key)]
+	var tat int64
+	if ok {
+		tat = t.slab[i]
+	}
+	if r.Op == sluice.OpRefund {
+		if !ok {
+			_, d := algorithm.GCRA(l, 0, now, r.Cost)
+			return d, nil
+		}
+		s := t.slot(i)
+		algorithm.Refund(l, s, r.At.UnixNano(), now, r.Cost)
+		tat = s[0]
+	}
+	next, d := algorithm.GCRA(l, tat, now, r.Cost)
+	if r.Op != sluice.OpTake || !d.Allowed {
+		return d, nil
+	}
+	if ok {
+		t.slab[i] = next
+		return d, nil
+	}
+	if err := sh.makeRoom(entryBytes("", 1) + int64(len(sh.key))); err != nil {
+		return sluice.Decision{}, err
+	}
+	sh.zeros = append(sh.zeros[:0], next)
+	sh.add(t, string(sh.key), sh.zeros[:1])
+	return d, nil
+}
+
+// decideAll applies r under every limit of its policy, all or nothing.
+func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error) {
+	n := len(r.Limits)
+	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
+	words, need := 0, int64(0)
+	for _, l := range r.Limits {
+		t := sh.table(l)
+		s, ok, delta := t.get(sh.key, l)
+		sh.store.bytes.Add(delta)
+		if !ok {
+			words += algorithm.Words(l)
+			need += entryBytes("", algorithm.Words(l)) + int64(len(sh.key))
+		}
+		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
+	}
+	// Fresh states for the missing ones: zeros, inserted only if a take
+	// commits to them (a fresh state is what a peek, a refund or a reset
+	// of a missing state leaves).
+	if cap(sh.zeros) < words {
+		sh.zeros = make([]int64, words)
+	}
+	zeros := sh.zeros[:words]
+	clear(zeros)
+	for i := range n {
+		if sh.missing[i] {
+			w := algorithm.Words(r.Limits[i])
+			sh.list[i], zeros = zeros[:w:w], zeros[w:]
+		}
+	}
+	name := unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) // read only during this call
+	states := sh.list
+	switch r.Op {
+	case sluice.OpPeek:
+		return algorithm.Decide(r.Limits, states, name, now, r.Cost, false), nil
+	case sluice.OpRefund:
+		algorithm.RefundAll(r.Limits, states, name, r.At.UnixNano(), now, r.Cost)
+		return algorithm.Decide(r.Limits, states, name, now, r.Cost, false), nil
+	case sluice.OpReset:
+		for i, t := range sh.tabs {
+			if !sh.missing[i] {
+				clear(states[i]) // the peek below sees a fresh state
+				sh.drop(t, string(sh.key), states[i])
+			}
+		}
+		return algorithm.Decide(r.Limits, states, name, now, 1, false), nil
+	}
+	if need == 0 {
+		return algorithm.Decide(r.Limits, states, name, now, r.Cost, true), nil
+	}
+	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+	if !d.Allowed {
+		return d, nil
+	}
+	if err := sh.makeRoom(need); err != nil {
+		return sluice.Decision{}, err
+	}
+	for i, l := range r.Limits {
+		algorithm.Commit(l, states[i], now-algorithm.Offset(l, name), r.Cost)
+	}
+	key := string(sh.key)
+	for i, t := range sh.tabs {
+		if sh.missing[i] {
+			t.limit = r.Limits[i]
+			sh.add(t, key, states[i])
+		}
+	}
+	return d, nil
+}
+
+// add inserts key's state s into t and counts it.
+func (sh *shard) add(t *table, key string, s []int64) {
+	sh.store.bytes.Add(t.insert(key, s))
+	sh.states++
+	sh.added++
+}
+
+// drop removes key's state s from t and uncounts it.
+func (sh *shard) drop(t *table, key string, s []int64) {
+	sh.store.bytes.Add(-t.remove(key, s))
+	sh.states--
+}
+
+// trimScratch lets go of scratch space a huge key or log left behind.
+func (sh *shard) trimScratch() {
+	if cap(sh.key) > 64<<10 {
+		sh.key = nil
+	}
+	if cap(sh.zeros) > 64<<10 {
+		sh.zeros = nil
+	}
+	clear(sh.list) // do not keep states alive through the scratch list
+	clear(sh.tabs)
+}
+
+// errFull is the error of a shard that cannot make room.
+func errFull(need, maxBytes int64) error {
+	return fmt.Errorf("%w: memory store: no room for %d more bytes under MaxBytes %d", sluice.ErrStoreFull, need, maxBytes)
+}

@@ -1,0 +1,149 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// t0 is a real date on which tests drive the store with explicit times.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestConformance(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"default", Config{}},
+		{"one shard", Config{Shards: 1, SweepInterval: -1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) sluice.Store {
+				s := New(c.cfg)
+				t.Cleanup(func() { s.Close() })
+				return s
+			})
+		})
+	}
+}
+
+// allocLimits is a policy of each algorithm, and a multi-limit one.
+var allocLimits = [][]sluice.Limit{
+	{{Rate: 10, Period: time.Second}},
+	{{Rate: 10, Period: time.Second, Algorithm: sluice.FixedWindow}},
+	{{Rate: 10, Period: time.Second, Algorithm: sluice.FixedWindow, Staggered: true}},
+	{{Rate: 10, Period: time.Second, Algorithm: sluice.SlidingWindow}},
+	{{Rate: 10, Period: time.Second, Algorithm: sluice.ApproxSlidingWindow, Buckets: 4}},
+	{{Rate: 10, Period: time.Second, Algorithm: sluice.SlidingLog}},
+	{{Rate: 10, Period: time.Second}, {Rate: 100, Period: time.Minute, Algorithm: sluice.SlidingWindow}},
+}
+
+// TestZeroAllocs checks that deciding on a key the store holds allocates
+// nothing, for every algorithm and operation, with and without Now.
+func TestZeroAllocs(t *testing.T) {
+	s := New(Config{})
+	defer s.Close()
+	ctx := context.Background()
+	for _, limits := range allocLimits {
+		name := fmt.Sprint(limits)
+		r := sluice.Request{Prefix: "sluice:login:", Key: "198.51.100.23", Limits: limits, Cost: 1, Now: t0}
+		if _, err := s.Decide(ctx, r); err != nil {
+			t.Fatalf("Decide(%s) error: %v", name, err)
+		}
+		step := 0
+		for _, op := range []sluice.Op{sluice.OpTake, sluice.OpPeek, sluice.OpRefund} {
+			for _, clock := range []bool{false, true} {
+				got := testing.AllocsPerRun(200, func() {
+					r := r
+					r.Op = op
+					step++
+					r.Now = t0.Add(time.Duration(step) * 7 * time.Millisecond)
+					r.At = r.Now
+					if clock {
+						r.Now = time.Time{}
+					}
+					if _, err := s.Decide(ctx, r); err != nil {
+						t.Fatalf("Decide(%s) error: %v", name, err)
+					}
+				})
+				if got != 0 {
+					t.Errorf("Decide(%s, %v, store clock %v) allocs = %v, want 0", name, op, clock, got)
+				}
+			}
+		}
+	}
+}
+
+// TestSweeper checks that the background sweeper drops states back to
+// empty, keeps the others, and stops on Close.
+func TestSweeper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{SweepInterval: time.Minute})
+		fast := []sluice.Limit{{Rate: 10, Period: time.Second}, {Rate: 10, Period: time.Second, Algorithm: sluice.SlidingLog}}
+		slow := []sluice.Limit{{Rate: 1, Period: time.Hour}, {Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}}
+		for i := range 100 {
+			mustDecide(t, s, sluice.Request{Key: fmt.Sprint("fast", i), Limits: fast, Cost: 1})
+		}
+		mustDecide(t, s, sluice.Request{Key: "slow", Limits: slow, Cost: 1})
+		if got := s.Len(); got != 202 {
+			t.Fatalf("Len() = %d, want 202", got)
+		}
+		time.Sleep(59 * time.Second)
+		synctest.Wait()
+		if got := s.Len(); got != 202 {
+			t.Errorf("Len() before the first sweep = %d, want 202", got)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := s.Len(); got != 2 {
+			t.Errorf("Len() after a sweep = %d, want 2 (the slow key's)", got)
+		}
+		// The slow key kept its state: it is still over its limit.
+		if d := mustDecide(t, s, sluice.Request{Key: "slow", Limits: slow, Cost: 1}); d.Allowed {
+			t.Errorf("slow key after a sweep: allowed, want denied")
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if got, gotBytes := s.Len(), s.Bytes(); got != 0 || gotBytes != 0 {
+			t.Errorf("Len(), Bytes() after two hours = %d, %d; want 0, 0", got, gotBytes)
+		}
+		s.Close()
+		s.Close() // a second Close does nothing
+	})
+}
+
+// TestSweepExplicitTime checks that a store driven by explicit times, far
+// from its clock, expires states on the requests' timeline.
+func TestSweepExplicitTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Config{SweepInterval: time.Minute, Shards: 1})
+		defer s.Close()
+		hourly := []sluice.Limit{{Rate: 1, Period: time.Hour}}
+		mustDecide(t, s, sluice.Request{Key: "a", Limits: hourly, Cost: 1, Now: t0})
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if got := s.Len(); got != 1 {
+			t.Fatalf("Len() = %d, want 1: the state is not empty at the requests' time", got)
+		}
+		mustDecide(t, s, sluice.Request{Key: "b", Limits: hourly, Cost: 1, Now: t0.Add(2 * time.Hour)})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := s.Len(); got != 1 {
+			t.Errorf("Len() = %d, want 1: a is empty two hours on", got)
+		}
+	})
+}
+
+func mustDecide(t *testing.T, s *Store, r sluice.Request) sluice.Decision {
+	t.Helper()
+	d, err := s.Decide(context.Background(), r)
+	if err != nil {
+		t.Fatalf("Decide(%q) error: %v", r.Key, err)
+	}
+	return d
+}
