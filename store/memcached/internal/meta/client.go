@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -43,7 +44,10 @@ type Config struct {
 }
 
 // A Client sends batches of meta commands to one memcached server over a
-// pool of connections, opened on demand and kept up to MaxIdle idle.
+// pool of connections, opened on demand and kept up to MaxIdle idle. The
+// most recently used idle connection is reused first, so that a caller
+// running alone sends everything on one connection, in order: what it
+// sent with Send is applied before its next batch.
 //
 // Create Clients with New; the zero value is not usable. A Client is safe
 // for concurrent use.
@@ -51,7 +55,9 @@ type Client struct {
 	addr        string
 	timeout     time.Duration
 	dialTimeout time.Duration
-	idle        chan *conn
+	maxIdle     int
+	mu          sync.Mutex
+	idle        []*conn // a stack: a caller that runs alone reuses one connection
 	closed      atomic.Bool
 	dropped     atomic.Int64
 }
@@ -73,7 +79,7 @@ func New(c Config) *Client {
 	if c.MaxIdle <= 0 {
 		c.MaxIdle = 64
 	}
-	return &Client{addr: c.Addr, timeout: c.Timeout, dialTimeout: c.DialTimeout, idle: make(chan *conn, c.MaxIdle)}
+	return &Client{addr: c.Addr, timeout: c.Timeout, dialTimeout: c.DialTimeout, maxIdle: c.MaxIdle}
 }
 
 // Addr returns the server's address.
@@ -201,11 +207,14 @@ func (c *Client) drain(cn *conn) error {
 }
 
 func (c *Client) get(ctx context.Context) (*conn, error) {
-	select {
-	case cn := <-c.idle:
+	c.mu.Lock()
+	if n := len(c.idle); n > 0 {
+		cn := c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
 		return cn, nil
-	default:
 	}
+	c.mu.Unlock()
 	d := net.Dialer{Timeout: c.dialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
@@ -224,13 +233,13 @@ func (c *Client) put(cn *conn) {
 			return
 		}
 	}
-	if !c.closed.Load() {
-		select {
-		case c.idle <- cn:
-			return
-		default:
-		}
+	c.mu.Lock()
+	if !c.closed.Load() && len(c.idle) < c.maxIdle {
+		c.idle = append(c.idle, cn)
+		c.mu.Unlock()
+		return
 	}
+	c.mu.Unlock()
 	c.drain(cn)
 	cn.nc.Close()
 }
@@ -238,15 +247,15 @@ func (c *Client) put(cn *conn) {
 // Close closes the idle connections; connections in use close when their
 // call ends. Later calls return ErrClosed.
 func (c *Client) Close() error {
+	c.mu.Lock()
 	c.closed.Store(true)
-	for {
-		select {
-		case cn := <-c.idle:
-			cn.nc.SetDeadline(time.Now().Add(c.timeout))
-			c.drain(cn)
-			cn.nc.Close()
-		default:
-			return nil
-		}
+	idle := c.idle
+	c.idle = nil
+	c.mu.Unlock()
+	for _, cn := range idle {
+		cn.nc.SetDeadline(time.Now().Add(c.timeout))
+		c.drain(cn)
+		cn.nc.Close()
 	}
+	return nil
 }

@@ -1,0 +1,487 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/store/memcached/internal/meta"
+)
+
+// ErrContention means a request found its state changed under it more
+// than Config.MaxRetries times in a row (other processes writing the same
+// GCRA or sliding log state, or clocks that keep disagreeing on the
+// newest window). It wraps sluice.ErrStore, so the caller's failure
+// policy decides.
+var ErrContention = fmt.Errorf("%w: memcached: state kept changing, retries exhausted", sluice.ErrStore)
+
+// Config configures a Store. The zero value of each field but Addrs
+// means its default.
+type Config struct {
+	// Addrs are the memcached servers, "host:port" each. At least one.
+	// Actors are spread over them by ketama consistent hashing of their
+	// names, keyed by these strings: list every server the same way in
+	// every process (and in other ketama clients) to agree on placement.
+	Addrs []string
+	// Weights, when set, gives the ketama weight of each server of Addrs,
+	// in order. Default: all equal.
+	Weights []int
+	// Timeout bounds each round trip to a server when the context has no
+	// earlier deadline. Default 500ms.
+	Timeout time.Duration
+	// DialTimeout bounds connecting to a server. Default 1s.
+	DialTimeout time.Duration
+	// MaxIdleConns is the most idle connections kept per server.
+	// Default 64.
+	MaxIdleConns int
+	// MaxRetries bounds how often a request starts again after losing a
+	// compare-and-set race or reading a stale head; then it fails with
+	// ErrContention. Default 32.
+	MaxRetries int
+	// ExpiryMargin is added to the time each item can still matter when
+	// setting its expiry, to cover memcached's one-second clock and clock
+	// skew between hosts. Default 5s.
+	ExpiryMargin time.Duration
+}
+
+// A Store keeps limiter state in memcached, on one server or spread over
+// a fleet by ketama consistent hashing, every key of one actor on the
+// server its name hashes to. See the package documentation for how each
+// algorithm is kept and what is atomic.
+//
+// Create Stores with New; the zero value is not usable. A Store is safe
+// for concurrent use; Close it to close its connections.
+type Store struct {
+	clients []*meta.Client
+	ring    *ring
+	margin  time.Duration
+	retries int
+	batches sync.Pool
+	locks   [256]sync.Mutex
+	gens    [1024]atomic.Pointer[genEntry]
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a Store over c.Addrs. It does not connect until first used.
+func New(c Config) (*Store, error) {
+	if len(c.Addrs) == 0 {
+		return nil, fmt.Errorf("%w: memcached: no servers", sluice.ErrInvalidRequest)
+	}
+	if len(c.Weights) > len(c.Addrs) {
+		return nil, fmt.Errorf("%w: memcached: %d weights for %d servers", sluice.ErrInvalidRequest, len(c.Weights), len(c.Addrs))
+	}
+	seen := map[string]bool{}
+	for _, a := range c.Addrs {
+		if seen[a] {
+			return nil, fmt.Errorf("%w: memcached: server %q listed twice", sluice.ErrInvalidRequest, a)
+		}
+		seen[a] = true
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 500 * time.Millisecond
+	}
+	if c.MaxRetries <= 0 {
+		c.MaxRetries = 32
+	}
+	if c.ExpiryMargin <= 0 {
+		c.ExpiryMargin = 5 * time.Second
+	}
+	s := &Store{ring: newRing(c.Addrs, c.Weights), margin: c.ExpiryMargin, retries: c.MaxRetries}
+	for _, a := range c.Addrs {
+		s.clients = append(s.clients, meta.New(meta.Config{Addr: a, Timeout: c.Timeout, DialTimeout: c.DialTimeout, MaxIdle: c.MaxIdleConns}))
+	}
+	s.batches.New = func() any { return new(meta.Batch) }
+	return s, nil
+}
+
+// Close closes the Store's idle connections. Requests after Close fail.
+func (s *Store) Close() error {
+	for _, c := range s.clients {
+		c.Close()
+	}
+	return nil
+}
+
+// Server returns the address of the server that holds actor name
+// (Request.Prefix+Request.Key).
+func (s *Store) Server(name string) string {
+	return s.clients[s.ring.server(keyName(name))].Addr()
+}
+
+// Decide implements sluice.Store.
+func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return sluice.Decision{}, err
+	}
+	now := r.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	raw := r.Prefix + r.Key
+	name := keyName(raw)
+	c := s.clients[s.ring.server(name)]
+	p := newPlan(&r, raw, name, now.UnixNano(), s.margin)
+	for i := range p.parts {
+		if p.parts[i].counter {
+			p.parts[i].gen = s.gen(p.parts[i].base)
+		}
+	}
+	b := s.batches.Get().(*meta.Batch)
+	defer s.batches.Put(b)
+	var d sluice.Decision
+	var err error
+	switch r.Op {
+	case sluice.OpReset:
+		err = s.reset(ctx, c, p, b)
+	case sluice.OpRefund:
+		err = s.refund(ctx, c, p, b, r.At.UnixNano())
+	default:
+		d, err = s.decide(ctx, c, p, b, r.Op == sluice.OpTake)
+	}
+	if err != nil {
+		return sluice.Decision{}, wrap(err)
+	}
+	d.Time = now
+	return d, nil
+}
+
+// decide takes or peeks: one round trip, unless a counter limit's head
+// says the plan aimed at the wrong bucket, or GCRA and sliding log states
+// must be written back (a second round trip, and a retry if another
+// process wrote first).
+func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, take bool) (sluice.Decision, error) {
+	if take && p.anyCAS {
+		mu := s.lock(p.raw)
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	for attempt := 0; attempt <= s.retries; attempt++ {
+		b.Reset()
+		p.appendRead(b, take)
+		if err := c.Do(ctx, b); err != nil {
+			return sluice.Decision{}, err
+		}
+		redo, err := p.readReplies(b, take)
+		if err != nil || redo {
+			s.rollback(ctx, c, p, b)
+			if err != nil {
+				return sluice.Decision{}, err
+			}
+			s.learnGens(p)
+			continue
+		}
+		d := algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, false)
+		if !take {
+			return d, nil
+		}
+		if !d.Allowed {
+			s.rollback(ctx, c, p, b)
+			return d, nil
+		}
+		if p.anyCAS {
+			ok, err := s.commitCAS(ctx, c, p, b)
+			if err != nil || !ok {
+				s.rollback(ctx, c, p, b)
+				if err != nil {
+					return sluice.Decision{}, err
+				}
+				backoff(attempt)
+				continue
+			}
+		}
+		s.advanceHeads(ctx, c, p, b)
+		return d, nil
+	}
+	return sluice.Decision{}, ErrContention
+}
+
+// rollback takes back the plan's counter increments, without waiting for
+// the replies: they change nothing in the caller's answer. It runs even
+// when ctx is done, so that a cancelled request leaves no count behind.
+func (s *Store) rollback(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) {
+	b.Reset()
+	for i := range p.parts {
+		if k := p.parts[i].incrKey; k != "" {
+			b.Decr(k, uint64(p.cost))
+			p.parts[i].incrKey = ""
+		}
+	}
+	c.Send(context.WithoutCancel(ctx), b)
+}
+
+// advanceHeads records, for each counter limit whose take opened a newer
+// bucket than its head names, that bucket as the newest. It does not wait
+// for the replies (see the package doc on what that means).
+func (s *Store) advanceHeads(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) {
+	b.Reset()
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if pt.counter && pt.headFound && pt.newest < pt.target {
+			b.CompareAndSet(headKey(pt.base), headValue(pt.gen, pt.target), pt.bucketTTL(p, pt.target), pt.headCAS)
+		}
+	}
+	c.Send(context.WithoutCancel(ctx), b)
+}
+
+// commitCAS writes the new GCRA and sliding log states of an allowed
+// take, each only if no one wrote it since it was read. It reports false
+// if some write lost that race; the writes that won are refunded.
+func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) (bool, error) {
+	b.Reset()
+	var parts []int
+	var buf []byte
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if pt.counter {
+			continue
+		}
+		st := slices.Clone(p.states[i])
+		algorithm.Commit(pt.l, st, p.now, p.cost)
+		buf = algorithm.AppendState(buf[:0], pt.l, st)
+		if pt.found {
+			b.CompareAndSet(stateKey(pt.base), buf, pt.stateTTL(p), pt.cas)
+		} else {
+			b.Add(stateKey(pt.base), buf, pt.stateTTL(p))
+		}
+		parts = append(parts, i)
+	}
+	if err := c.Do(ctx, b); err != nil {
+		return false, err
+	}
+	var won []int
+	lost := false
+	for j, i := range parts {
+		switch r := &b.Replies[j]; r.Status {
+		case meta.StatusOK:
+			won = append(won, i)
+		case meta.StatusExists, meta.StatusNotFound, meta.StatusNotStored:
+			lost = true
+		default:
+			return false, unexpected(r)
+		}
+	}
+	if !lost {
+		return true, nil
+	}
+	for _, i := range won {
+		if err := s.refundCAS(ctx, c, p, i, b, p.now, nil); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// refundCAS refunds cost taken at at from one GCRA or sliding log state,
+// by compare-and-set, retrying when another write came first. When st is
+// given it is the state already read (with the part's CAS token).
+func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b *meta.Batch, at int64, st []int64) error {
+	pt := &p.parts[i]
+	for attempt := 0; attempt <= s.retries; attempt++ {
+		if st == nil {
+			b.Reset()
+			b.GetCAS(stateKey(pt.base))
+			if err := c.Do(ctx, b); err != nil {
+				return err
+			}
+			pt.found = false
+			var err error
+			if st, err = p.readState(pt, &b.Replies[0]); err != nil {
+				return err
+			}
+		}
+		if !pt.found {
+			return nil // nothing to give back
+		}
+		after := slices.Clone(st)
+		algorithm.Refund(pt.l, after, at, p.now, p.cost)
+		if slices.Equal(after, st) {
+			return nil
+		}
+		b.Reset()
+		b.CompareAndSet(stateKey(pt.base), algorithm.AppendState(nil, pt.l, after), pt.stateTTL(p), pt.cas)
+		if err := c.Do(ctx, b); err != nil {
+			return err
+		}
+		switch r := &b.Replies[0]; r.Status {
+		case meta.StatusOK:
+			return nil
+		case meta.StatusExists, meta.StatusNotFound:
+			st = nil
+			backoff(attempt)
+		default:
+			return unexpected(r)
+		}
+	}
+	return ErrContention
+}
+
+// refund gives back cost taken at at under every limit. Counter limits
+// are decremented bucket by bucket as the reference's Refund would change
+// them; GCRA and sliding log states by compare-and-set.
+func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, at int64) error {
+	p.refund = true
+	if p.anyCAS {
+		mu := s.lock(p.raw)
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > s.retries {
+			return ErrContention
+		}
+		b.Reset()
+		p.appendRead(b, false)
+		if err := c.Do(ctx, b); err != nil {
+			return err
+		}
+		redo, err := p.readReplies(b, false)
+		if err != nil {
+			return err
+		}
+		if !redo {
+			break
+		}
+		s.learnGens(p)
+	}
+	b.Reset()
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if !pt.counter || !pt.headFound {
+			continue
+		}
+		before := p.states[i]
+		after := slices.Clone(before)
+		algorithm.Refund(pt.l, after, at-pt.off, p.now-pt.off, p.cost)
+		for j := int64(0); j <= pt.view; j++ {
+			idx := pt.target - pt.view + j
+			w := 1
+			if pt.view > 0 {
+				w = slot(pt.view, idx)
+			}
+			if diff := before[w] - after[w]; diff > 0 {
+				b.Decr(bucketKey(pt.base, pt.gen, idx), uint64(diff))
+			}
+		}
+	}
+	if b.Len() > 0 {
+		if err := c.Do(ctx, b); err != nil {
+			return err
+		}
+		for j := range b.Replies {
+			if r := &b.Replies[j]; r.Status != meta.StatusOK && r.Status != meta.StatusNotFound {
+				return unexpected(r)
+			}
+		}
+	}
+	for i := range p.parts {
+		if !p.parts[i].counter {
+			if err := s.refundCAS(ctx, c, p, i, b, at, p.states[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// reset forgets the state under every limit in one round trip: a counter
+// limit's head starts a new generation, so its old counters are never
+// read again; a GCRA or sliding log state is deleted.
+func (s *Store) reset(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) error {
+	b.Reset()
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if pt.counter {
+			gen := rand.Uint64() | 1
+			b.Set(headKey(pt.base), headValue(gen, 0), pt.headTTLAfterReset(p))
+			s.setGen(pt.base, gen)
+		} else {
+			b.Delete(stateKey(pt.base))
+		}
+	}
+	if err := c.Do(ctx, b); err != nil {
+		return err
+	}
+	for j := range b.Replies {
+		if r := &b.Replies[j]; r.Status != meta.StatusOK && r.Status != meta.StatusNotFound {
+			return unexpected(r)
+		}
+	}
+	return nil
+}
+
+// lock returns the mutex that serialises, within this process, the
+// requests that compare-and-set an actor's state, so that its goroutines
+// never lose races to each other: only other processes can make a
+// request retry.
+func (s *Store) lock(name string) *sync.Mutex {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h = (h ^ uint32(name[i])) * 16777619
+	}
+	return &s.locks[h%uint32(len(s.locks))]
+}
+
+// genEntry remembers a counter limit's generation, so that after a reset
+// the actor's requests aim at the right keys in one round trip.
+type genEntry struct {
+	base string
+	gen  uint64
+}
+
+func (s *Store) genSlot(base string) *atomic.Pointer[genEntry] {
+	h := uint32(2166136261)
+	for i := 0; i < len(base); i++ {
+		h = (h ^ uint32(base[i])) * 16777619
+	}
+	return &s.gens[h%uint32(len(s.gens))]
+}
+
+func (s *Store) gen(base string) uint64 {
+	if e := s.genSlot(base).Load(); e != nil && e.base == base {
+		return e.gen
+	}
+	return 0
+}
+
+func (s *Store) setGen(base string, gen uint64) {
+	slot := s.genSlot(base)
+	if gen == 0 {
+		if e := slot.Load(); e != nil && e.base == base {
+			slot.CompareAndSwap(e, nil)
+		}
+		return
+	}
+	slot.Store(&genEntry{base, gen})
+}
+
+func (s *Store) learnGens(p *plan) {
+	for i := range p.parts {
+		if pt := &p.parts[i]; pt.counter {
+			s.setGen(pt.base, pt.gen)
+		}
+	}
+}
+
+// backoff waits a random while, longer after each lost race, so that
+// processes contending for one state spread out.
+func backoff(attempt int) {
+	d := time.Duration(20<<min(attempt, 8)) * time.Microsecond
+	time.Sleep(rand.N(d) + time.Microsecond)
+}
+
+// wrap makes err an error of the store, wrapping sluice.ErrStore; errors
+// of the connection already name the server.
+func wrap(err error) error {
+	if errors.Is(err, sluice.ErrStore) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sluice.ErrStore, err)
+}
