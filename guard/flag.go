@@ -15,7 +15,8 @@ const flagResolution = time.Second
 // Decide, so every store (and every process sharing one) sees it.
 //
 // It is a GCRA limit that refills one token a second with a bucket as deep
-// as the longest flag: setting a flag for d takes ⌈d⌉ seconds of tokens
+// as sluice.MaxPeriod, the same for every flag so that processes
+// configured differently share the state: setting a flag for d takes ⌈d⌉ seconds of tokens
 // from an empty bucket, and a peek for the whole bucket is denied exactly
 // while any of them is missing, with RetryAfter the time left. When the
 // flag lapses the state is back to empty, so stores forget it.
@@ -24,8 +25,8 @@ type flag struct {
 	depth int // seconds: the longest flag
 }
 
-func newFlag(store sluice.Store, namespace, action string, longest time.Duration, clock func() time.Time) (*flag, error) {
-	depth := int(max((longest+flagResolution-1)/flagResolution, 1))
+func newFlag(store sluice.Store, namespace, action string, clock func() time.Time) (*flag, error) {
+	depth := int(sluice.MaxPeriod / flagResolution)
 	l := sluice.Limit{Rate: depth, Period: time.Duration(depth) * flagResolution}
 	lim, err := sluice.New(store, sluice.Config{Limits: []sluice.Limit{l}, Action: action, Namespace: namespace, Clock: clock})
 	if err != nil {
@@ -34,7 +35,7 @@ func newFlag(store sluice.Store, namespace, action string, longest time.Duration
 	return &flag{lim: lim, depth: depth}, nil
 }
 
-// set flags key for d (at most the flag's longest, at least a second),
+// set flags key for d (at most sluice.MaxPeriod, at least a second),
 // replacing any flag it had.
 func (f *flag) set(ctx context.Context, key string, d time.Duration) error {
 	if err := f.lim.Reset(ctx, key); err != nil {

@@ -98,8 +98,8 @@ func NewJail(store sluice.Store, c JailConfig) (*Jail, error) {
 	if c.Registry == nil {
 		c.Registry = &MemoryRegistry{}
 	}
-	if c.Growth < 1 || c.MaxBanTime < c.BanTime || c.MaxBanTime > sluice.MaxPeriod {
-		return nil, fmt.Errorf("%w: guard: jail %q: growth %v must be ≥ 1 and ban times %v ≤ %v ≤ %v", sluice.ErrInvalidRequest, c.Name, c.Growth, c.BanTime, c.MaxBanTime, sluice.MaxPeriod)
+	if c.Growth < 1 || c.MaxBanTime < c.BanTime || c.MaxBanTime > sluice.MaxPeriod/2 || c.Jitter > 1 {
+		return nil, fmt.Errorf("%w: guard: jail %q: growth %v must be ≥ 1, jitter %v ≤ 1, and ban times %v ≤ %v ≤ %v", sluice.ErrInvalidRequest, c.Name, c.Growth, c.Jitter, c.BanTime, c.MaxBanTime, sluice.MaxPeriod/2)
 	}
 	j := &Jail{c: c}
 	var err error
@@ -111,7 +111,7 @@ func NewJail(store sluice.Store, c JailConfig) (*Jail, error) {
 		Action: "jail-offences:" + c.Name, Namespace: c.Namespace, Clock: c.Clock}); err != nil {
 		return nil, err
 	}
-	if j.bans, err = newFlag(store, c.Namespace, "jail-bans:"+c.Name, c.MaxBanTime+time.Duration(float64(c.MaxBanTime)*max(c.Jitter, 0)), c.Clock); err != nil {
+	if j.bans, err = newFlag(store, c.Namespace, "jail-bans:"+c.Name, c.Clock); err != nil {
 		return nil, err
 	}
 	return j, nil

@@ -138,9 +138,9 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	l.user = add(mk("login-user", c.PerUser))
 	l.world = add(mk("login-global", c.Global))
 	var err error
-	l.known, err = newFlag(store, c.Namespace, "login-known", c.KnownGoodFor, c.Clock)
+	l.known, err = newFlag(store, c.Namespace, "login-known", c.Clock)
 	errs = append(errs, err)
-	l.told, err = newFlag(store, c.Namespace, "login-told", max(c.PerUser.Period, c.Global.Period), c.Clock)
+	l.told, err = newFlag(store, c.Namespace, "login-told", c.Clock)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("guard: login: %w", err)

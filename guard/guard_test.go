@@ -1,0 +1,255 @@
+package guard_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func TestList(t *testing.T) {
+	var l guard.List
+	for _, e := range []string{"203.0.113.0/24", "2001:db8:1::/48", "198.51.100.7", "::ffff:192.0.2.0/120", "key:alice"} {
+		if err := l.Add(e); err != nil {
+			t.Fatalf("Add(%q): %v", e, err)
+		}
+	}
+	for _, bad := range []string{"", "nope", "1.2.3.4/33", "::/129"} {
+		if err := l.Add(bad); err == nil {
+			t.Errorf("Add(%q) = nil, want an error", bad)
+		}
+	}
+	for _, tt := range []struct {
+		addr string
+		want bool
+	}{
+		{"203.0.113.1", true}, {"203.0.114.1", false}, {"198.51.100.7", true}, {"198.51.100.8", false},
+		{"2001:db8:1:ffff::1", true}, {"2001:db8:2::1", false}, {"::ffff:203.0.113.9", true},
+		{"192.0.2.55", true}, {"fe80::1%eth0", false},
+	} {
+		if got := l.Contains(netip.MustParseAddr(tt.addr)); got != tt.want {
+			t.Errorf("Contains(%s) = %v, want %v", tt.addr, got, tt.want)
+		}
+	}
+	if !l.ContainsKey("alice") || l.ContainsKey("bob") {
+		t.Errorf("ContainsKey(alice, bob) = %v, %v; want true, false", l.ContainsKey("alice"), l.ContainsKey("bob"))
+	}
+	l.RemovePrefix(netip.MustParsePrefix("203.0.113.0/24"))
+	l.RemoveKey("alice")
+	if l.Contains(netip.MustParseAddr("203.0.113.1")) || l.ContainsKey("alice") {
+		t.Error("entries still there after Remove")
+	}
+	if got := len(l.Prefixes()); got != 3 {
+		t.Errorf("len(Prefixes()) = %d, want 3: %v", got, l.Prefixes())
+	}
+	if (&guard.List{}).Contains(netip.MustParseAddr("1.2.3.4")) {
+		t.Error("zero List contains an address")
+	}
+}
+
+// TestListConcurrent edits a list while others read it (run with -race).
+func TestListConcurrent(t *testing.T) {
+	var l guard.List
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(g), byte(i), 0}), 24)
+				l.AddPrefix(p)
+				if !l.Contains(netip.AddrFrom4([4]byte{10, byte(g), byte(i), 9})) {
+					t.Errorf("added %v, not contained", p)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := len(l.Prefixes()); got != 800 {
+		t.Errorf("len(Prefixes()) = %d, want 800", got)
+	}
+}
+
+func TestJail(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	s := newStore(t)
+	var told []guard.Ban
+	cfg := guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Jitter: -1, Clock: c.now,
+		OnBan: func(b guard.Ban) { told = append(told, b) }}
+	j, err := guard.NewJail(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process: same store, same name, its own registry.
+	other, err := guard.NewJail(s, guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Clock: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ip = "203.0.113.7"
+	fail := func(wantBan bool) guard.Ban {
+		t.Helper()
+		b, banned, err := j.Fail(ctx, ip, "failed logins")
+		if err != nil || banned != wantBan {
+			t.Fatalf("Fail() = %v, %v, want banned %v", banned, err, wantBan)
+		}
+		return b
+	}
+	// Failures spread over more than FindTime do not ban.
+	fail(false)
+	fail(false)
+	c.advance(61 * time.Second)
+	fail(false)
+	fail(false)
+	b := fail(true)
+	if b.Offences != 1 || b.Until.Sub(b.Since) != time.Minute || !strings.Contains(b.Reason, "3 failed logins within 1m0s") {
+		t.Errorf("first ban = %+v, want 1 offence, 1m, reason", b)
+	}
+	if left, banned, _ := other.Banned(ctx, ip); !banned || left != time.Minute {
+		t.Errorf("other process: Banned() = %v, %v, want true, 1m", left, banned)
+	}
+	c.advance(59 * time.Second)
+	if _, banned, _ := j.Banned(ctx, ip); !banned {
+		t.Error("ban lapsed early")
+	}
+	c.advance(time.Second)
+	if _, banned, _ := j.Banned(ctx, ip); banned {
+		t.Error("ban did not lapse")
+	}
+	// Repeat offences: 2m, 4m, 8m, then capped at 10m.
+	for i, want := range []time.Duration{2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute} {
+		fail(false)
+		fail(false)
+		b := fail(true)
+		if got := b.Until.Sub(b.Since); got != want || b.Offences != i+2 {
+			t.Errorf("offence %d: ban %v with %d offences, want %v with %d", i+2, got, b.Offences, want, i+2)
+		}
+		if i < 3 {
+			c.advance(want)
+		}
+	}
+	bans, err := j.Bans(ctx)
+	if err != nil || len(bans) != 1 || bans[0].Key != ip {
+		t.Fatalf("Bans() = %v, %v, want the ban of %s", bans, err, ip)
+	}
+	if len(told) != 5 {
+		t.Errorf("OnBan called %d times, want 5", len(told))
+	}
+	if err := other.Lift(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	if _, banned, _ := j.Banned(ctx, ip); banned {
+		t.Error("lifted in another process, still banned here")
+	}
+	// By hand, and Pardon forgets offences.
+	if b, err := j.Ban(ctx, "198.51.100.0/24", time.Hour, "spam wave"); err != nil || b.Until.Sub(b.Since) != time.Hour {
+		t.Errorf("Ban() = %+v, %v", b, err)
+	}
+	if err := j.Pardon(ctx, ip); err != nil {
+		t.Fatal(err)
+	}
+	fail(false)
+	fail(false)
+	if b := fail(true); b.Offences != 1 {
+		t.Errorf("after Pardon, offences = %d, want 1", b.Offences)
+	}
+}
+
+func TestJailJitter(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	j, err := guard.NewJail(newStore(t), guard.JailConfig{MaxFailures: 1, BanTime: time.Hour, Jitter: 0.5, Clock: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[time.Duration]bool{}
+	for i := range 20 {
+		b, _, err := j.Fail(ctx, "10.0.0."+string(rune('a'+i)), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := b.Until.Sub(b.Since)
+		if d < time.Hour || d > 90*time.Minute {
+			t.Errorf("jittered ban %v, want within [1h, 1h30m]", d)
+		}
+		distinct[d] = true
+	}
+	if len(distinct) < 10 {
+		t.Errorf("%d distinct ban lengths among 20, want jitter to spread them", len(distinct))
+	}
+}
+
+func TestNewJailRejects(t *testing.T) {
+	for _, c := range []guard.JailConfig{
+		{Growth: 0.5},
+		{BanTime: time.Hour, MaxBanTime: time.Minute},
+		{MaxFailures: 200_000},
+	} {
+		if _, err := guard.NewJail(newStore(t), c); err == nil {
+			t.Errorf("NewJail(%+v) = nil error, want one", c)
+		}
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	s := newStore(t)
+	j, _ := guard.NewJail(s, guard.JailConfig{Clock: c.now})
+	var allow, deny guard.List
+	_ = allow.Add("192.0.2.0/24")
+	_ = deny.Add("198.51.100.0/24")
+	if _, err := j.Ban(ctx, "203.0.113.66", 90*time.Second, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// The limit after the guard allows one request per address an hour:
+	// allow-listed addresses are exempt from it.
+	lim, _ := sluice.New(s, sluice.Config{Limits: []sluice.Limit{sluice.PerHour(1)}, Clock: c.now})
+	limits, _ := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim}}, Logger: slog.New(slog.DiscardHandler)})
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	h := guard.Middleware(guard.MiddlewareConfig{Allow: &allow, Deny: &deny, Jails: []*guard.Jail{j}, Logger: slog.New(slog.DiscardHandler)})(limits.Handler(ok))
+	for _, tt := range []struct {
+		remote     string
+		want       int
+		retryAfter string
+	}{
+		{"192.0.2.5:1", 200, ""},
+		{"192.0.2.5:1", 200, ""},
+		{"192.0.2.5:1", 200, ""},
+		{"198.51.100.5:1", 403, ""},
+		{"203.0.113.66:1", 403, "90"},
+		{"203.0.113.67:1", 200, ""},
+		{"203.0.113.67:1", 429, "3600"},
+		{"@", 200, ""},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tt.want || w.Header().Get("Retry-After") != tt.retryAfter {
+			t.Errorf("%s: %d Retry-After %q, want %d %q", tt.remote, w.Code, w.Header().Get("Retry-After"), tt.want, tt.retryAfter)
+		}
+	}
+}
