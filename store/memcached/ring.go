@@ -6,10 +6,6 @@ import (
 	"strconv"
 )
 
-// pointsPerServer is ketama's number of points per server of average
-// weight: 40 MD5 digests of 4 points each.
-const pointsPerServer = 160
-
 // A ring places keys on servers by ketama consistent hashing, as libketama
 // and the clients compatible with it (libmemcached's ketama mode,
 // spymemcached's, pylibmc's, twemproxy's) do: each server gets points on

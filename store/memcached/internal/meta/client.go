@@ -60,6 +60,8 @@ type Client struct {
 	idle        []*conn // a stack: a caller that runs alone reuses one connection
 	closed      atomic.Bool
 	dropped     atomic.Int64
+	roundTrips  atomic.Int64
+	sends       atomic.Int64
 }
 
 type conn struct {
@@ -89,6 +91,13 @@ func (c *Client) Addr() string { return c.addr }
 // (or were lost with their connection): their effect is unknown.
 func (c *Client) Dropped() int64 { return c.dropped.Load() }
 
+// RoundTrips returns how many batches Do has sent, and Sends how many
+// Send has: a Do is one round trip, a Send one write with no wait.
+func (c *Client) RoundTrips() int64 { return c.roundTrips.Load() }
+
+// Sends returns how many batches Send has written.
+func (c *Client) Sends() int64 { return c.sends.Load() }
+
 // Do sends b and reads one reply per command into b.Replies, in one
 // round trip. An error means the batch failed as a whole (a network
 // error, a timeout, the context ended, a protocol error): some commands
@@ -101,6 +110,7 @@ func (c *Client) Do(ctx context.Context, b *Batch) error {
 	if b.n == 0 {
 		return nil
 	}
+	c.roundTrips.Add(1)
 	return c.exchange(ctx, b, true)
 }
 
@@ -116,6 +126,7 @@ func (c *Client) Send(ctx context.Context, b *Batch) error {
 	if b.n == 0 {
 		return nil
 	}
+	c.sends.Add(1)
 	b.buf = append(b.buf, "mn\r\n"...)
 	defer func() { b.buf = b.buf[:len(b.buf)-len("mn\r\n")] }()
 	return c.exchange(ctx, b, false)
