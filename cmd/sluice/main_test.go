@@ -152,8 +152,8 @@ func TestServeConfig(t *testing.T) {
 	if _, _, err := runCmd(t, "check", "once", "k"); err != nil {
 		t.Errorf("first check of 1/h: %v, want allowed", err)
 	}
-	if out, _, err := runCmd(t, "check", "once", "k"); !errors.Is(err, errDenied) || !strings.Contains(out, "retry in 59m59.99") {
-		t.Errorf("second check of 1/h = %q, %v; want denied, retry in about an hour", out, err)
+	if out, _, err := runCmd(t, "check", "once", "k"); !errors.Is(err, errDenied) || !strings.Contains(out, "denied: once k: 0 of 1/h left, retry in ") {
+		t.Errorf("second check of 1/h = %q, %v; want denied by 1/h", out, err)
 	}
 
 	bad := filepath.Join(dir, "bad.yaml")
