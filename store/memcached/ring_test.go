@@ -1,0 +1,169 @@
+package memcached
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+)
+
+// TestKetamaCompatible checks placement against the published ketama
+// algorithm: ten servers "server0".."server9" of weight 1 and the keys
+// "foo0".."foo99999" give these counts per server with libketama's Perl
+// binding Algorithm::ConsistentHash::Ketama (the figures other ketama
+// ports, such as dgryski/go-ketama, test against).
+func TestKetamaCompatible(t *testing.T) {
+	want := []int{9478, 9029, 10863, 10011, 9734, 9444, 10756, 10021, 10762, 9902}
+	var addrs []string
+	for i := range want {
+		addrs = append(addrs, "server"+strconv.Itoa(i))
+	}
+	r := newRing(addrs, nil)
+	if got := len(r.points); got != 160*len(addrs) {
+		t.Errorf("%d points for %d servers, want 160 each", got, len(addrs))
+	}
+	got := make([]int, len(addrs))
+	for i := range 100000 {
+		got[r.server("foo"+strconv.Itoa(i))]++
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("server%d owns %d of the keys foo0..foo99999, want %d (libketama)", i, got[i], want[i])
+		}
+	}
+}
+
+func TestKetamaWeights(t *testing.T) {
+	for _, tc := range []struct {
+		weights []int
+		points  []int
+	}{
+		{nil, []int{160, 160, 160}},
+		{[]int{1, 2, 1}, []int{120, 240, 120}},
+		{[]int{1, 1, 3}, []int{96, 96, 288}},
+	} {
+		r := newRing([]string{"a:1", "b:1", "c:1"}, tc.weights)
+		got := make([]int, 3)
+		for _, s := range r.servers {
+			got[s]++
+		}
+		for i := range got {
+			if got[i] != tc.points[i] {
+				t.Errorf("weights %v: server %d has %d points, want %d", tc.weights, i, got[i], tc.points[i])
+			}
+		}
+	}
+}
+
+func fleetAddrs(n int) []string {
+	var addrs []string
+	for i := range n {
+		addrs = append(addrs, fmt.Sprintf("10.0.0.%d:11211", i+1))
+	}
+	return addrs
+}
+
+// moved returns the share of keys whose server differs between before
+// and after.
+func moved(keys int, before, after func(string) string) float64 {
+	n := 0
+	for i := range keys {
+		k := "actor:" + strconv.Itoa(i)
+		if before(k) != after(k) {
+			n++
+		}
+	}
+	return float64(n) / float64(keys)
+}
+
+func ketamaOf(addrs []string) func(string) string {
+	r := newRing(addrs, nil)
+	return func(k string) string { return addrs[r.server(k)] }
+}
+
+// modNOf places keys as gomemcache's ServerList does: CRC32 mod N.
+func modNOf(addrs []string) func(string) string {
+	return func(k string) string { return addrs[crc32.ChecksumIEEE([]byte(k))%uint32(len(addrs))] }
+}
+
+// TestRemapShare measures, without servers, the share of 100,000 keys
+// that move when a fleet grows from 4 to 5 servers or shrinks to 3.
+func TestRemapShare(t *testing.T) {
+	four, five, three := fleetAddrs(4), fleetAddrs(5), fleetAddrs(4)[:3]
+	for _, tc := range []struct {
+		name        string
+		from, to    []string
+		ketamaMax   float64 // ideal 1/5 when adding, 1/4 when removing
+		modNAtLeast float64
+	}{
+		{"add 5th", four, five, 0.25, 0.5},
+		{"remove 4th", four, three, 0.30, 0.5},
+	} {
+		k := moved(100000, ketamaOf(tc.from), ketamaOf(tc.to))
+		m := moved(100000, modNOf(tc.from), modNOf(tc.to))
+		t.Logf("%s: ketama moved %.1f%% of keys, CRC32 mod N %.1f%%", tc.name, 100*k, 100*m)
+		if k > tc.ketamaMax {
+			t.Errorf("%s: ketama moved %.1f%%, want ≤ %.0f%%", tc.name, 100*k, 100*tc.ketamaMax)
+		}
+		if m < tc.modNAtLeast {
+			t.Errorf("%s: mod N moved %.1f%%, expected most keys", tc.name, 100*m)
+		}
+	}
+}
+
+// TestFleet spreads actors over 4 real memcached servers, then adds a 5th
+// and measures, by what the servers remember, the share of actors that
+// lost their state: about 1/5, at most 25%.
+func TestFleet(t *testing.T) {
+	var addrs []string
+	for range 5 {
+		addrs = append(addrs, mctest.Start(t).Addr)
+	}
+	four := newStore(t, Config{Addrs: addrs[:4]})
+	five := newStore(t, Config{Addrs: addrs})
+	l := sluice.Limit{Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}
+	prefix := uniquePrefix(t)
+	const actors = 3000
+	ctx := context.Background()
+	perServer := map[string]int{}
+	for i := range actors {
+		r := sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Cost: 1, Now: t0}
+		if _, err := four.Decide(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		perServer[four.Server(prefix+strconv.Itoa(i))]++
+	}
+	for _, a := range addrs[:4] {
+		if n := perServer[a]; n < actors/4*7/10 || n > actors/4*13/10 {
+			t.Errorf("server %s holds %d of %d actors, want about a quarter", a, n, actors)
+		}
+	}
+	lost := 0
+	for i := range actors {
+		r := sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Op: sluice.OpPeek, Cost: 1, Now: t0}
+		d, err := five.Decide(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch d.Remaining {
+		case l.Rate - 2: // still sees its take
+		case l.Rate - 1:
+			lost++
+			if got := five.Server(prefix + strconv.Itoa(i)); got != addrs[4] {
+				t.Errorf("actor %d lost its state but is placed on %s, not on the new server", i, got)
+			}
+		default:
+			t.Fatalf("peek Remaining = %d", d.Remaining)
+		}
+	}
+	share := float64(lost) / actors
+	t.Logf("adding a 5th server to 4 remapped %d of %d actors (%.1f%%)", lost, actors, 100*share)
+	if share > 0.25 || share < 0.10 {
+		t.Errorf("adding a 5th server remapped %.1f%% of actors, want about 20%% and at most 25%%", 100*share)
+	}
+}
