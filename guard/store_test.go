@@ -3,65 +3,37 @@ package guard_test
 import (
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
-// testStore is a stopgap until store/memory lands: a mutex-guarded map
-// applying the reference algorithms. It also fails on demand.
+// testStore is the embedded memory store, with a switch that makes it
+// fail as a store whose server is down would: the tests of failure
+// policies need a store that fails on demand.
 type testStore struct {
-	mu     sync.Mutex
-	states map[string][]int64
-	fail   bool
+	*memory.Store
+	fail atomic.Bool
 }
 
 func newStore(t *testing.T) *testStore {
 	t.Helper()
-	return &testStore{states: map[string][]int64{}}
+	s := &testStore{Store: memory.New(memory.Config{})}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
-func (s *testStore) setFail(v bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = v
-}
+func (s *testStore) setFail(v bool) { s.fail.Store(v) }
 
-func (s *testStore) Decide(_ context.Context, r sluice.Request) (sluice.Decision, error) {
-	if err := r.Validate(); err != nil {
-		return sluice.Decision{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail {
+func (s *testStore) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	if s.fail.Load() {
 		return sluice.Decision{}, fmt.Errorf("%w: test store down", sluice.ErrStore)
 	}
-	now := r.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	states := make([][]int64, len(r.Limits))
-	for i, l := range r.Limits {
-		k := fmt.Sprintf("%s%s|%d", r.Prefix, r.Key, l.StateID())
-		if s.states[k] == nil || r.Op == sluice.OpReset {
-			s.states[k] = make([]int64, algorithm.Words(l))
-		}
-		states[i] = s.states[k]
-	}
-	switch r.Op {
-	case sluice.OpReset:
-		return sluice.Decision{Allowed: true, Limit: r.Limits[0], Time: now}, nil
-	case sluice.OpRefund:
-		algorithm.RefundAll(r.Limits, states, r.Key, r.At.UnixNano(), now.UnixNano(), r.Cost)
-		return sluice.Decision{Allowed: true, Limit: r.Limits[0], Time: now}, nil
-	}
-	d := algorithm.Decide(r.Limits, states, r.Key, now.UnixNano(), r.Cost, r.Op == sluice.OpTake)
-	d.Time = now
-	return d, nil
+	return s.Store.Decide(ctx, r)
 }
 
-// newExampleStore is the store of the examples, which have no *testing.T.
-func newExampleStore() *testStore { return &testStore{states: map[string][]int64{}} }
+// newExampleStore is the store of the examples, which have no *testing.T
+// and end with the process.
+func newExampleStore() *memory.Store { return memory.New(memory.Config{}) }

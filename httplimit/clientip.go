@@ -136,20 +136,43 @@ func canonical(a netip.Addr) netip.Addr {
 }
 
 // parseHost parses an address with or without port, IPv6 in brackets or
-// not, as found in RemoteAddr and in X-Forwarded-For.
+// not, as found in RemoteAddr and in X-Forwarded-For. It splits the port
+// off before parsing, so that a valid address costs no allocation.
 func parseHost(s string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return canonical(a), true
+	host := s
+	switch first, last := strings.IndexByte(s, ':'), strings.LastIndexByte(s, ':'); {
+	case strings.HasPrefix(s, "["):
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !isPort(rest[1:])) {
+			return netip.Addr{}, false
+		}
+		host = s[1:end]
+	case first >= 0 && first == last: // IPv4 with a port
+		if !isPort(s[first+1:]) {
+			return netip.Addr{}, false
+		}
+		host = s[:first]
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return canonical(ap.Addr()), true
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}, false
 	}
-	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
-			return canonical(a), true
+	return canonical(a), true
+}
+
+func isPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
 		}
 	}
-	return netip.Addr{}, false
+	return true
 }
 
 // parseHop parses one hop: an X-Forwarded-For member, or a Forwarded
