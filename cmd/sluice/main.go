@@ -3,6 +3,7 @@
 //	sluice serve                      serve the HTTP API (built-in sample rules)
 //	sluice check RULE KEY             ask a running server about one request
 //	sluice config validate FILE...    check rule files
+//	sluice accuracy                   measure every algorithm against an oracle
 //	sluice version                    print the version
 //
 // Run "sluice help" for the flags and an example of each.
@@ -35,6 +36,8 @@ Commands:
   config     validate rule files, or print the built-in sample rules
                sluice config validate sluice.yaml
                sluice config sample > sluice.yaml
+  accuracy   measure every algorithm against a brute-force oracle
+               sluice accuracy -format markdown
   version    print the version of this binary
                sluice version
 
@@ -68,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheck(ctx, args, stdout, stderr)
 	case "config":
 		return runConfig(ctx, args, stdout, stderr)
+	case "accuracy":
+		return runAccuracy(ctx, args, stdout, stderr)
 	case "version":
 		return runVersion(ctx, args, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -176,8 +176,8 @@ func TestServeConfig(t *testing.T) {
 	}
 }
 
-// TestServeShutdownDuringRequest checks that a cancelled serve lets a
-// client that is connected finish, then stops.
+// TestServeShutdownIdle checks that cancelling serve's context stops it
+// cleanly and closes its listener.
 func TestServeShutdownIdle(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout := newLineWriter()
@@ -275,7 +275,7 @@ func TestHelpAndUsage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, cmd := range []string{"serve", "check", "config", "version"} {
+	for _, cmd := range []string{"serve", "check", "config", "accuracy", "version"} {
 		if !strings.Contains(out, "  "+cmd+" ") || !strings.Contains(out, "sluice "+cmd) {
 			t.Errorf("--help does not describe %q with an example:\n%s", cmd, out)
 		}
