@@ -21,14 +21,10 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// trips counts the round trips (Do) and writes without wait (Send) a
-// store has made, over all its servers.
+// trips counts the round trips and writes without wait a store has made.
 func trips(s *Store) (roundTrips, sends int64) {
-	for _, c := range s.clients {
-		roundTrips += c.RoundTrips()
-		sends += c.Sends()
-	}
-	return roundTrips, sends
+	st := s.Stats()
+	return st.RoundTrips, st.Sends
 }
 
 func uniquePrefix(t testing.TB) string {

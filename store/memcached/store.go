@@ -110,6 +110,30 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Stats counts what a Store has sent since it was created, over all its
+// servers.
+type Stats struct {
+	// RoundTrips is the number of batches sent that waited for replies.
+	RoundTrips int64
+	// Sends is the number of batches written without waiting: rollbacks
+	// of denied takes and head updates.
+	Sends int64
+	// DroppedReplies counts error replies (or lost connections) to those
+	// batches: rollbacks or head updates whose effect is unknown.
+	DroppedReplies int64
+}
+
+// Stats returns the Store's counts so far.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for _, c := range s.clients {
+		st.RoundTrips += c.RoundTrips()
+		st.Sends += c.Sends()
+		st.DroppedReplies += c.Dropped()
+	}
+	return st
+}
+
 // Server returns the address of the server that holds actor name
 // (Request.Prefix+Request.Key).
 func (s *Store) Server(name string) string {
