@@ -111,6 +111,10 @@ func (p *plan) appendRead(b *meta.Batch, take bool) {
 			pt.incrKey = bucketKey(pt.base, pt.gen, pt.target)
 			pt.rIncr = b.Len()
 			b.IncrCreate(pt.incrKey, uint64(p.cost), pt.bucketTTL(p, pt.target))
+			// memcached's ma does not mark an item as used: without this
+			// read, a counter in constant use drifts to the cold end of the
+			// LRU and is evicted first under memory pressure.
+			b.Bump(pt.incrKey)
 			last--
 		}
 		pt.rPast = b.Len()
@@ -151,6 +155,9 @@ func (p *plan) readReplies(b *meta.Batch, take bool) (redo bool, err error) {
 			v, err := counterValue(&rep[pt.rIncr])
 			if err != nil {
 				return false, err
+			}
+			if bump := &rep[pt.rIncr+1]; bump.Status != meta.StatusOK && bump.Status != meta.StatusMiss {
+				return false, unexpected(bump)
 			}
 			if v < uint64(p.cost) {
 				return false, fmt.Errorf("%w: counter %d below the increment %d", sluice.ErrCorruptState, v, p.cost)

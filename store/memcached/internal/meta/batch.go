@@ -60,6 +60,13 @@ func (b *Batch) GetCAS(key string) {
 	b.buf = append(b.buf, " v c\r\n"...)
 }
 
+// Bump appends "mg key", answered HD or EN: a read that marks the item as
+// recently used in memcached's LRU, which arithmetic (ma, incr) does not.
+func (b *Batch) Bump(key string) {
+	b.cmd("mg ", key)
+	b.buf = append(b.buf, "\r\n"...)
+}
+
 // IncrCreate appends an atomic create-or-increment: "ma key N<ttl>
 // J<delta> D<delta> v". A missing item is created holding delta with the
 // given time to live; an existing one is incremented by delta and keeps

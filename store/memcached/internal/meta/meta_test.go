@@ -55,8 +55,10 @@ func TestCounters(t *testing.T) {
 	b.Get("ctr")
 	b.Decr("missing", 1)
 	b.Get("missing")
+	b.Bump("ctr")
+	b.Bump("missing")
 	r := do(t, c, &b)
-	want := []Status{StatusValue, StatusValue, StatusOK, StatusValue, StatusOK, StatusValue, StatusNotFound, StatusMiss}
+	want := []Status{StatusValue, StatusValue, StatusOK, StatusValue, StatusOK, StatusValue, StatusNotFound, StatusMiss, StatusOK, StatusMiss}
 	for i, w := range want {
 		if r[i].Status != w {
 			t.Errorf("reply %d = %v, want %v", i, r[i].Status, w)
