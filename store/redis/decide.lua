@@ -6,15 +6,20 @@
 -- KEYS[i]  state of limit i: packed little-endian doubles, the words of
 --          algorithm.Words in µs, absent = empty state.
 -- ARGV     op (0 take, 1 peek, 2 refund, 3 reset), cost, now µs (-1: the
---          server's TIME), at µs (refund), TTL slack in ms, then six values
---          per limit: algorithm (0 gcra, 1 fixed, 2 sliding, 3 approx,
---          4 log), r (GCRA: MaxBurst; others: Rate), p (GCRA: interval;
---          others: period), g (sub-windows), b (sub-window width), off
---          (staggered window offset).
+--          server's TIME), at µs (refund), TTL slack in ms, then seven
+--          values per limit: algorithm (0 gcra, 1 fixed, 2 sliding,
+--          3 approx, 4 log), r (GCRA: MaxBurst; others: Rate), p (GCRA:
+--          interval; others: period), g (sub-windows), b (sub-window
+--          width), off (staggered window offset, rounded up to a µs) and
+--          adj (what that rounding added, in ns).
 -- Returns  {allowed, binding limit (1-based), remaining, reset µs,
---          retry µs, now µs}, or an error reply "SLUICE_CORRUPT ..." when a
---          key holds a value this script did not write. Every read and
---          check comes before the first write, so an error writes nothing.
+--          retry µs, now µs, reset adj ns, retry adj ns}: a duration is
+--          its µs less its adj, so that a staggered window's end and an
+--          approximate window's retry, which fall between microseconds,
+--          come out exact in ns. Or an error reply "SLUICE_CORRUPT ..."
+--          when a key holds a value this script did not write. Every read
+--          and check comes before the first write, so an error writes
+--          nothing.
 
 local op = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
@@ -28,7 +33,7 @@ end
 
 if op == 3 then
   redis.call('DEL', unpack(KEYS))
-  return {1, 1, 0, 0, 0, now}
+  return {1, 1, 0, 0, 0, now, 0, 0}
 end
 
 -- MAXW bounds every stored word, so that a word plus a period and a
@@ -92,9 +97,9 @@ local function gcra_check(l, s, t)
   local base = max(s[1], t)
   local nxt = base + cost * T
   if nxt - t <= tau then
-    return true, fdiv(t + tau - nxt, T), nxt - t, 0
+    return true, fdiv(t + tau - nxt, T), nxt - t, 0, 0, 0
   end
-  return false, fdiv(max(t + tau - base, 0), T), max(base - t, 0), max(nxt - tau - t, 0)
+  return false, fdiv(max(t + tau - base, 0), T), max(base - t, 0), max(nxt - tau - t, 0), 0, 0
 end
 
 local function gcra_commit(l, s, t)
@@ -113,9 +118,9 @@ local function fixed_check(l, s, t)
   if idx > s[1] then count = 0 else idx = s[1] end
   local e = max((idx + 1) * w - t, 0)
   if count + cost <= l.r then
-    return true, l.r - count - cost, e, 0
+    return true, l.r - count - cost, e, 0, l.adj, 0
   end
-  return false, max(l.r - count, 0), e, e
+  return false, max(l.r - count, 0), e, e, l.adj, l.adj
 end
 
 local function fixed_commit(l, s, t)
@@ -167,6 +172,29 @@ local function sliding_reset(l, s, t, taken)
   return max((newest + g + 1) * b - t, 0)
 end
 
+-- sliding_refine returns how many ns before lo µs the take first fits,
+-- lo-1 µs not fitting: the reference bisects in ns, and an approximate
+-- window's count falls continuously. c, full and old describe the bucket
+-- that holds the instants just before lo. d ns before lo, the overlap of
+-- the oldest bucket is d ns longer.
+local function sliding_refine(l, c, full, old, lo)
+  local b = l.b
+  local base = ((c - l.g + 1) * b - (lo - l.p)) * 1000
+  local bn = b * 1000
+  local dlo, dhi = 0, 999
+  while dlo < dhi do
+    local mid = dlo + floor((dhi - dlo + 1) / 2)
+    local overlap = min(max(base + mid, 0), bn)
+    if full + old * overlap / bn + cost <= l.r then dlo = mid else dhi = mid - 1 end
+  end
+  return dlo
+end
+
+-- sliding_retry_at returns the earliest time, in µs less ns, at which a
+-- take of cost fits, if nothing else is taken meanwhile. The count only
+-- falls as time passes, so it walks forward bucket by bucket, keeping
+-- full and old up to date, and bisects within the first bucket where the
+-- take fits, as the reference does.
 local function sliding_retry_at(l, s, t)
   local g, b, newest = l.g, l.b, s[1]
   local function cnt(i)
@@ -176,7 +204,9 @@ local function sliding_retry_at(l, s, t)
   local function fits(c, full, old, x)
     return sliding_count(l, c, full, old, x) + cost <= l.r
   end
+  local now = t
   local c, full, old = sliding_view(l, s, t)
+  local pc, pfull, pold
   for _ = 0, g + 2 do
     local e = (c + 1) * b
     if fits(c, full, old, e - 1) then
@@ -185,8 +215,11 @@ local function sliding_retry_at(l, s, t)
         local mid = lo + floor((hi - lo) / 2)
         if fits(c, full, old, mid) then hi = mid else lo = mid + 1 end
       end
-      return lo
+      if l.a == 2 or lo == now then return lo, 0 end
+      if lo > t then return lo, sliding_refine(l, c, full, old, lo) end
+      return lo, sliding_refine(l, pc, pfull, pold, lo)
     end
+    pc, pfull, pold = c, full, old
     c, t = c + 1, e
     old = cnt(c - g)
     full = full - old
@@ -198,10 +231,10 @@ local function sliding_check(l, s, t)
   local c, full, old = sliding_view(l, s, t)
   local count = sliding_count(l, c, full, old, t)
   if count + cost <= l.r then
-    return true, floor(l.r - count - cost), sliding_reset(l, s, t, true), 0
+    return true, floor(l.r - count - cost), sliding_reset(l, s, t, true), 0, 0, 0
   end
-  return false, max(floor(l.r - count), 0), sliding_reset(l, s, t, false),
-    max(sliding_retry_at(l, s, t) - t, 0)
+  local at, adj = sliding_retry_at(l, s, t)
+  return false, max(floor(l.r - count), 0), sliding_reset(l, s, t, false), at - t, 0, adj
 end
 
 local function sliding_commit(l, s, t)
@@ -316,10 +349,10 @@ local function log_check(l, s, t)
   local live = n - first
   local newest = log_at(s, n - 1)
   if live + cost <= n then
-    return true, n - live - cost, max(max(t, newest) + l.p - t, 0), 0
+    return true, n - live - cost, max(max(t, newest) + l.p - t, 0), 0, 0, 0
   end
   local expire = log_at(s, first + live + cost - n - 1)
-  return false, n - live, max(newest + l.p - t, 0), max(expire + l.p - t, 0)
+  return false, n - live, max(newest + l.p - t, 0), max(expire + l.p - t, 0), 0, 0
 end
 
 local function log_commit(l, s, t)
@@ -386,9 +419,10 @@ local words = {[0] = function() return 1 end, function() return 2 end,
 -- whole request before anything is written.
 local L, S, E = {}, {}, {}
 for i = 1, #KEYS do
-  local j = 6 + (i - 1) * 6
+  local j = 6 + (i - 1) * 7
   local l = {a = tonumber(ARGV[j]), r = tonumber(ARGV[j + 1]), p = tonumber(ARGV[j + 2]),
-    g = tonumber(ARGV[j + 3]), b = tonumber(ARGV[j + 4]), off = tonumber(ARGV[j + 5])}
+    g = tonumber(ARGV[j + 3]), b = tonumber(ARGV[j + 4]), off = tonumber(ARGV[j + 5]),
+    adj = tonumber(ARGV[j + 6])}
   local k = KEYS[i]
   if l.a == 4 then
     S[i], E[i] = log_open(l, k)
@@ -418,16 +452,16 @@ if op == 2 then
       end
     end
   end
-  return {1, 1, 0, 0, 0, now}
+  return {1, 1, 0, 0, 0, now, 0, 0}
 end
 
 -- Check every limit; the binding one describes the decision (see
 -- sluice.Decision.Binds): a denial, the longest retry, the fewest remaining.
-local ok, bi, brem, breset, bretry
+local ok, bi, brem, breset, bretry, bresetadj, bretryadj
 local resets = {}
 for i = 1, #KEYS do
   local l = L[i]
-  local a, rem, reset, retry = check[l.a](l, S[i], now - l.off)
+  local a, rem, reset, retry, resetadj, retryadj = check[l.a](l, S[i], now - l.off)
   resets[i] = reset
   local binds
   if i == 1 then
@@ -435,11 +469,13 @@ for i = 1, #KEYS do
   elseif a ~= ok then
     binds = not a
   elseif not a then
-    binds = retry > bretry
+    binds = retry > bretry or (retry == bretry and retryadj < bretryadj)
   else
     binds = rem < brem
   end
-  if binds then ok, bi, brem, breset, bretry = a, i, rem, reset, retry end
+  if binds then
+    ok, bi, brem, breset, bretry, bresetadj, bretryadj = a, i, rem, reset, retry, resetadj, retryadj
+  end
 end
 
 if op == 0 and ok then
@@ -456,4 +492,4 @@ if op == 0 and ok then
 end
 
 if ok then ok = 1 else ok = 0 end
-return {ok, bi, brem, breset, bretry, now}
+return {ok, bi, brem, breset, bretry, now, bresetadj, bretryadj}

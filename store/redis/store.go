@@ -180,7 +180,7 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 	n := len(r.Limits)
 	var kb []byte
 	ab := make([]byte, 0, 32+n*48)
-	ends := make([]int, 0, 5+6*n)
+	ends := make([]int, 0, 5+7*n)
 	num := func(v int64) {
 		ab = strconv.AppendInt(ab, v, 10)
 		ends = append(ends, len(ab))
@@ -198,7 +198,7 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 		}
 		kb = appendKey(kb, r.Prefix, r.Key, l.StateID())
 		kends[i] = len(kb)
-		var g, b, off int64
+		var g, b, off, adj int64
 		p := ceilMicros(int64(l.Period))
 		switch l.Algorithm {
 		case sluice.GCRA:
@@ -211,7 +211,8 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 				if name == "" {
 					name = r.Prefix + r.Key
 				}
-				off = ceilMicros(algorithm.Offset(l, name))
+				ns := algorithm.Offset(l, name)
+				off, adj = ceilMicros(ns), (1000-ns%1000)%1000
 			}
 		}
 		num(int64(l.Algorithm))
@@ -220,6 +221,7 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 		num(g)
 		num(b)
 		num(off)
+		num(adj)
 	}
 	keys = splitAt(string(kb), kends)
 	args = splitAt(string(ab), ends)
@@ -255,16 +257,16 @@ func decodeReply(r *sluice.Request, v []int64, err error) (sluice.Decision, erro
 		}
 		return sluice.Decision{}, fmt.Errorf("%w: redis: %w", sluice.ErrStore, err)
 	}
-	if len(v) != 6 || v[0] < 0 || v[0] > 1 || v[1] < 1 || v[1] > int64(len(r.Limits)) ||
-		v[2] < 0 || v[3] < 0 || v[4] < 0 || v[5] <= 0 {
+	if len(v) != 8 || v[0] < 0 || v[0] > 1 || v[1] < 1 || v[1] > int64(len(r.Limits)) ||
+		v[2] < 0 || v[5] <= 0 || !duration(v[3], v[6]) || !duration(v[4], v[7]) {
 		return sluice.Decision{}, fmt.Errorf("%w: redis: unexpected script reply %v", sluice.ErrStore, v)
 	}
 	d := sluice.Decision{
 		Allowed:    v[0] == 1,
 		Limit:      r.Limits[v[1]-1],
 		Remaining:  int(v[2]),
-		ResetAfter: time.Duration(v[3]) * time.Microsecond,
-		RetryAfter: time.Duration(v[4]) * time.Microsecond,
+		ResetAfter: time.Duration(v[3])*time.Microsecond - time.Duration(v[6]),
+		RetryAfter: time.Duration(v[4])*time.Microsecond - time.Duration(v[7]),
 		Time:       r.Now,
 	}
 	if r.Now.IsZero() {
@@ -274,6 +276,11 @@ func decodeReply(r *sluice.Request, v []int64, err error) (sluice.Decision, erro
 		d = sluice.Decision{Allowed: true, Limit: d.Limit, Time: d.Time}
 	}
 	return d, nil
+}
+
+// duration reports whether us µs less adj ns is a valid duration.
+func duration(us, adj int64) bool {
+	return us >= 0 && us <= int64(sluice.MaxPeriod/time.Microsecond)*2 && adj >= 0 && adj < 1000 && (us > 0 || adj == 0)
 }
 
 // errNoScript reports whether err is Redis's NOSCRIPT reply.
