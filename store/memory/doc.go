@@ -5,10 +5,11 @@
 // # Model
 //
 // A [Store] applies the algorithms of package algorithm to states kept in
-// maps, sharded by a hash of the key so that concurrent requests for
-// different actors rarely wait on the same lock. A decision on a key the
-// store holds allocates nothing; a new key costs one copy of its bytes.
-// A GCRA state takes one 8-byte word beside its key and map slot.
+// hash tables, sharded by a hash of the key so that concurrent requests
+// for different actors rarely wait on the same lock. A decision on a key
+// the store holds allocates nothing; a new key costs one copy of its
+// bytes. A GCRA state takes about 56 bytes beside its key's bytes (8 of
+// them the state itself), measured over a million keys.
 //
 // # Bounds
 //

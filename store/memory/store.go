@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultMaxBytes is the memory cap of a Store whose Config.MaxBytes is
-// zero: about 4 million GCRA actors with 20-byte keys.
+// zero: about 3 million GCRA actors with 24-byte keys.
 const DefaultMaxBytes = 256 << 20
 
 // Config configures a Store. The zero value of every field means its
@@ -25,7 +25,7 @@ const DefaultMaxBytes = 256 << 20
 type Config struct {
 	// MaxBytes caps the memory the store counts for its states: each
 	// state counts its key's bytes, 8 bytes per word of state and a fixed
-	// overhead (72 bytes in all for a GCRA state with a 24-byte key).
+	// overhead (80 bytes in all for a GCRA state with a 24-byte key).
 	// Default 0: DefaultMaxBytes. Negative: no cap.
 	MaxBytes int64
 	// Shards is the number of independently locked parts of the store,
@@ -53,8 +53,8 @@ const sweepLag = time.Second
 // Keys are spread over shards by a hash of Prefix+Key; each shard has
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
-// exists allocates nothing. A GCRA state takes one map slot and 8 bytes
-// beside its key.
+// exists allocates nothing. A GCRA state takes about 56 bytes beside its
+// key's bytes.
 //
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
@@ -98,7 +98,8 @@ type shard struct {
 	rng    uint64
 
 	// Scratch space, reused by every request under mu.
-	key     []byte
+	key     []byte // Prefix+Key of the request being decided
+	hash    uint64 // its hash
 	list    [][]int64
 	tabs    []*table
 	missing []bool
@@ -191,15 +192,17 @@ func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, er
 			s.usesClock.Store(true)
 		}
 	}
-	sh := &s.shards[s.hash(r.Prefix, r.Key)&s.mask]
+	h := s.hash(r.Prefix, r.Key)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	d, err := sh.decide(&r, now.UnixNano())
+	d, err := sh.decide(&r, h, now.UnixNano())
 	sh.mu.Unlock()
 	d.Time = now
 	return d, err
 }
 
-// hash returns the hash of prefix+key without building the string.
+// hash returns the hash of prefix+key without building the string: the
+// same as maphash.String(s.seed, prefix+key).
 func (s *Store) hash(prefix, key string) uint64 {
 	if len(prefix)+len(key) <= 64 {
 		var buf [64]byte
@@ -228,8 +231,9 @@ func (sh *shard) table(l sluice.Limit) *table {
 }
 
 // decide applies r at now to the shard's states. It requires sh.mu.
-func (sh *shard) decide(r *sluice.Request, now int64) (sluice.Decision, error) {
+func (sh *shard) decide(r *sluice.Request, h uint64, now int64) (sluice.Decision, error) {
 	sh.hw = max(sh.hw, now)
+	sh.hash = h
 	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
 	defer sh.trimScratch()
 	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op != sluice.OpReset {
@@ -243,17 +247,16 @@ func (sh *shard) decide(r *sluice.Request, now int64) (sluice.Decision, error) {
 func (sh *shard) decideGCRA(r *sluice.Request, now int64) (sluice.Decision, error) {
 	l := r.Limits[0]
 	t := sh.table(l)
-	i, ok := t.index[string(sh.key)]
+	s, ok, _ := t.get(sh.key, sh.hash, l)
 	var tat int64
 	if ok {
-		tat = t.slab[i]
+		tat = s[0]
 	}
 	if r.Op == sluice.OpRefund {
 		if !ok {
 			_, d := algorithm.GCRA(l, 0, now, r.Cost)
 			return d, nil
 		}
-		s := t.slot(i)
 		algorithm.Refund(l, s, r.At.UnixNano(), now, r.Cost)
 		tat = s[0]
 	}
@@ -262,7 +265,7 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64) (sluice.Decision, erro
 		return d, nil
 	}
 	if ok {
-		t.slab[i] = next
+		s[0] = next
 		return d, nil
 	}
 	if err := sh.makeRoom(entryBytes("", 1) + int64(len(sh.key))); err != nil {
@@ -280,7 +283,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error
 	words, need := 0, int64(0)
 	for _, l := range r.Limits {
 		t := sh.table(l)
-		s, ok, delta := t.get(sh.key, l)
+		s, ok, delta := t.get(sh.key, sh.hash, l)
 		sh.store.bytes.Add(delta)
 		if !ok {
 			words += algorithm.Words(l)
@@ -314,7 +317,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
 				clear(states[i]) // the peek below sees a fresh state
-				sh.drop(t, string(sh.key), states[i])
+				sh.drop(t, string(sh.key), sh.hash, states[i])
 			}
 		}
 		return algorithm.Decide(r.Limits, states, name, now, 1, false), nil
@@ -342,16 +345,17 @@ func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error
 	return d, nil
 }
 
-// add inserts key's state s into t and counts it.
+// add inserts the state s of the request's key, named key, into t and
+// counts it.
 func (sh *shard) add(t *table, key string, s []int64) {
-	sh.store.bytes.Add(t.insert(key, s))
+	sh.store.bytes.Add(t.insert(key, sh.hash, s))
 	sh.states++
 	sh.added++
 }
 
-// drop removes key's state s from t and uncounts it.
-func (sh *shard) drop(t *table, key string, s []int64) {
-	sh.store.bytes.Add(-t.remove(key, s))
+// drop removes the state s of key, whose hash is h, from t and uncounts it.
+func (sh *shard) drop(t *table, key string, h uint64, s []int64) {
+	sh.store.bytes.Add(-t.remove(key, h, s))
 	sh.states--
 }
 

@@ -45,9 +45,9 @@ func (s *Store) sweep() {
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
 	for _, tb := range sh.tables {
-		tb.each(func(key string, s []int64) bool {
+		tb.each(0, func(key string, h uint64, s []int64) bool {
 			if idle(tb.kind, s, t) {
-				sh.drop(tb, key, s)
+				sh.drop(tb, key, h, s)
 			}
 			return true
 		})
@@ -109,6 +109,7 @@ func (sh *shard) evict(t int64) bool {
 	var (
 		best      *table
 		bestKey   string
+		bestHash  uint64
 		bestState []int64
 		bestScore = -1.0
 		dropped   bool
@@ -119,7 +120,7 @@ func (sh *shard) evict(t int64) bool {
 	for j := range sh.tables {
 		tb := sh.tables[(start+j)%len(sh.tables)]
 		taken := 0
-		tb.each(func(key string, s []int64) bool {
+		tb.each(sh.next(), func(key string, h uint64, s []int64) bool {
 			if taken >= quota || seen >= sampleSize {
 				return false
 			}
@@ -129,12 +130,12 @@ func (sh *shard) evict(t int64) bool {
 				return true // the request being decided
 			}
 			if idle(tb.kind, s, t) {
-				sh.drop(tb, key, s)
+				sh.drop(tb, key, h, s)
 				dropped = true
 				return true
 			}
 			if score := fullness(tb, key, s, t); score > bestScore {
-				best, bestKey, bestState, bestScore = tb, key, s, score
+				best, bestKey, bestHash, bestState, bestScore = tb, key, h, s, score
 			}
 			return true
 		})
@@ -145,7 +146,7 @@ func (sh *shard) evict(t int64) bool {
 	if best == nil {
 		return false
 	}
-	sh.drop(best, bestKey, bestState)
+	sh.drop(best, bestKey, bestHash, bestState)
 	return true
 }
 

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -28,26 +29,29 @@ func kindOf(l sluice.Limit) kind {
 }
 
 // entryOverhead is what the store counts against MaxBytes for one state
-// besides its key bytes and its words: the map slot (string header and
-// slot index, or slice header), its control byte and the map's spare
-// capacity. It is an estimate, checked against runtime.MemStats by
-// BenchmarkBytesPerKey.
-const entryOverhead = 40
+// besides its key bytes and its words: its index positions, the key's
+// string header and allocation rounding, spare slab room. It is an
+// estimate, measured by BenchmarkBytesPerKey (56 bytes beyond the key for
+// a GCRA state among a million).
+const entryOverhead = 48
 
 // A table holds the states of one kind of limit in one shard.
 //
 // States of a fixed size (every algorithm but the sliding log) live in
-// slab, words int64s each, found through index; a freed slot is zeroed
-// and kept in free for the next insert. This keeps a GCRA state at one
-// map slot plus 8 bytes, and lets Decide update a state in place, without
-// the allocation a map assignment of a string(bytes) key would make.
-// Sliding logs, whose size follows the limit's Rate, live in logs.
+// slab, words int64s per slot, with the slot's key in keys; a freed slot
+// is zeroed and kept in free for the next insert. They are found through
+// index, an open-addressing hash table keyed by the 64-bit hash of the key
+// that also chose the shard, so the key is hashed once per request. So a
+// GCRA state costs about 21 bytes of index, a string header and one word,
+// and Decide updates it in place without allocating. Sliding logs, whose
+// size follows the limit's Rate, live in logs, by name.
 type table struct {
 	kind  kind
 	words int          // words per slab slot; 0 for sliding logs
 	limit sluice.Limit // the limit of the latest insert, to judge evictions
 
-	index map[string]uint32
+	index index
+	keys  []string
 	slab  []int64
 	free  []uint32
 
@@ -60,7 +64,6 @@ func newTable(l sluice.Limit) *table {
 		t.logs = make(map[string][]int64)
 	} else {
 		t.words = algorithm.Words(l)
-		t.index = make(map[string]uint32)
 	}
 	return t
 }
@@ -70,7 +73,7 @@ func (t *table) len() int {
 	if t.logs != nil {
 		return len(t.logs)
 	}
-	return len(t.index)
+	return t.index.n
 }
 
 // slot returns the state in slab slot i.
@@ -79,15 +82,15 @@ func (t *table) slot(i uint32) []int64 {
 	return t.slab[j : j+t.words : j+t.words]
 }
 
-// get returns key's state for l, in place. A sliding log kept for another
-// Rate is fitted to l first; delta is then the change in its counted bytes.
-func (t *table) get(key []byte, l sluice.Limit) (s []int64, ok bool, delta int64) {
+// get returns the state of key, whose hash is h, for l, in place. A
+// sliding log kept for another Rate is fitted to l first; delta is then
+// the change in its counted bytes.
+func (t *table) get(key []byte, h uint64, l sluice.Limit) (s []int64, ok bool, delta int64) {
 	if t.logs == nil {
-		i, ok := t.index[string(key)]
-		if !ok {
-			return nil, false, 0
+		if p := find(t, key, h); p >= 0 {
+			return t.slot(t.index.slots[p] - 1), true, 0
 		}
-		return t.slot(i), true, 0
+		return nil, false, 0
 	}
 	s, ok = t.logs[string(key)]
 	if ok && len(s) != algorithm.Words(l) {
@@ -99,8 +102,26 @@ func (t *table) get(key []byte, l sluice.Limit) (s []int64, ok bool, delta int64
 	return s, ok, delta
 }
 
-// insert stores a copy of s as key's state and returns the bytes it counts.
-func (t *table) insert(key string, s []int64) int64 {
+// find returns the index position of key, whose hash is h, or -1.
+func find[K string | []byte](t *table, key K, h uint64) int {
+	x := &t.index
+	if x.n == 0 {
+		return -1
+	}
+	for p := x.home(h); ; p = (p + 1) & x.mask {
+		slot := x.slots[p]
+		if slot == 0 {
+			return -1
+		}
+		if x.hashes[p] == h && t.keys[slot-1] == string(key) {
+			return int(p)
+		}
+	}
+}
+
+// insert stores a copy of s as the state of key, whose hash is h, and
+// returns the bytes it counts. key must not be in t.
+func (t *table) insert(key string, h uint64, s []int64) int64 {
 	if t.logs != nil {
 		t.logs[key] = append([]int64(nil), s...)
 		return entryBytes(key, len(s))
@@ -109,65 +130,138 @@ func (t *table) insert(key string, s []int64) int64 {
 	if n := len(t.free); n > 0 {
 		i, t.free = t.free[n-1], t.free[:n-1]
 	} else {
-		i = uint32(len(t.slab) / t.words)
+		i = uint32(len(t.keys))
+		t.keys = append(t.keys, "")
 		t.slab = append(t.slab, make([]int64, t.words)...)
 	}
 	copy(t.slot(i), s)
-	t.index[key] = i
+	t.keys[i] = key
+	t.index.add(h, i+1)
 	return entryBytes(key, t.words)
 }
 
-// remove forgets key, whose state is s, and returns the bytes it counted.
-func (t *table) remove(key string, s []int64) int64 {
+// remove forgets key, whose hash is h and whose state is s, and returns
+// the bytes it counted.
+func (t *table) remove(key string, h uint64, s []int64) int64 {
 	if t.logs != nil {
 		delete(t.logs, key)
 		return entryBytes(key, len(s))
 	}
-	i := t.index[key]
-	delete(t.index, key)
+	p := find(t, key, h)
+	if p < 0 {
+		return 0
+	}
+	i := t.index.slots[p] - 1
+	t.index.del(uint64(p))
 	clear(t.slot(i))
+	t.keys[i] = ""
 	t.free = append(t.free, i)
 	return entryBytes(key, t.words)
 }
 
-// each calls fn for the states of t, from a random starting point (Go's
-// map iteration order), until fn returns false. fn may remove the state
-// it is given.
-func (t *table) each(fn func(key string, s []int64) bool) {
+// each calls fn for the states of t, starting at a position chosen by
+// start, until fn returns false. fn may remove the state it is given;
+// states moved by that removal may then be skipped or seen twice, which
+// sweeps and samples tolerate.
+func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool) {
 	if t.logs != nil {
-		for k, s := range t.logs {
-			if !fn(k, s) {
+		for k, s := range t.logs { // Go's map order is random already
+			if !fn(k, 0, s) {
 				return
 			}
 		}
 		return
 	}
-	for k, i := range t.index {
-		if !fn(k, t.slot(i)) {
-			return
+	x := &t.index
+	if x.n == 0 {
+		return
+	}
+	p := start & x.mask
+	for visited := 0; visited < len(x.slots); {
+		if slot := x.slots[p]; slot != 0 {
+			if !fn(t.keys[slot-1], x.hashes[p], t.slot(slot-1)) {
+				return
+			}
+			if moved := x.slots[p]; moved != 0 && moved != slot {
+				continue // fn removed it and a later entry moved in: visit it
+			}
+		}
+		p = (p + 1) & x.mask
+		visited++
+	}
+}
+
+// compact rebuilds t's index and slab when most of their room is unused,
+// and lets go of the room a burst of actors that went idle held.
+func (t *table) compact() {
+	if t.logs != nil {
+		return // a log's slice is freed with its entry; Go map slots stay
+	}
+	n, slots := t.len(), len(t.keys)
+	if slots < 1024 || n > slots/4 {
+		return
+	}
+	old := *t
+	t.index, t.keys, t.slab, t.free = index{}, make([]string, 0, n), make([]int64, 0, n*t.words), nil
+	old.each(0, func(key string, h uint64, s []int64) bool {
+		t.insert(key, h, s)
+		return true
+	})
+}
+
+// An index is an open-addressing hash table with linear probing from a
+// 64-bit hash to a slab slot plus one (0 marks a free position). It keeps
+// between 3/8 and 3/4 of its positions used, 12 bytes each: probes stay
+// short (2.5 positions on average for a key present, at the fullest).
+type index struct {
+	hashes []uint64
+	slots  []uint32
+	mask   uint64
+	shift  uint8
+	n      int
+}
+
+// home is where the probe for h starts. The low bits of h chose the
+// shard, so all of it is mixed in (Fibonacci hashing).
+func (x *index) home(h uint64) uint64 { return (h * 0x9e3779b97f4a7c15) >> x.shift }
+
+func (x *index) add(h uint64, slot uint32) {
+	if 4*(x.n+1) > 3*len(x.slots) {
+		x.grow()
+	}
+	p := x.home(h)
+	for x.slots[p] != 0 {
+		p = (p + 1) & x.mask
+	}
+	x.hashes[p], x.slots[p] = h, slot
+	x.n++
+}
+
+func (x *index) grow() {
+	size := max(2*len(x.slots), 16)
+	old := *x
+	x.hashes, x.slots = make([]uint64, size), make([]uint32, size)
+	x.mask, x.shift, x.n = uint64(size-1), uint8(64-bits.TrailingZeros(uint(size))), 0
+	for p, slot := range old.slots {
+		if slot != 0 {
+			x.add(old.hashes[p], slot)
 		}
 	}
 }
 
-// compact rebuilds t's map and slab when most of their room is unused:
-// Go maps never shrink, and a burst of actors that went idle should not
-// hold its memory for ever.
-func (t *table) compact() {
-	n := t.len()
-	if t.logs != nil {
-		return // a log's slice is freed with its entry; its map slots stay
+// del empties position p and shifts back the entries after it that
+// probed past it, so that no probe meets a hole before its entry.
+func (x *index) del(p uint64) {
+	for q := (p + 1) & x.mask; x.slots[q] != 0; q = (q + 1) & x.mask {
+		home := x.home(x.hashes[q])
+		// Move q to p unless its home lies cyclically in (p, q].
+		if (q-home)&x.mask >= (q-p)&x.mask {
+			x.hashes[p], x.slots[p] = x.hashes[q], x.slots[q]
+			p = q
+		}
 	}
-	slots := len(t.slab) / t.words
-	if slots < 1024 || n > slots/4 {
-		return
-	}
-	index := make(map[string]uint32, n)
-	slab := make([]int64, 0, n*t.words)
-	for k, i := range t.index {
-		index[k] = uint32(len(slab) / t.words)
-		slab = append(slab, t.slot(i)...)
-	}
-	t.index, t.slab, t.free = index, slab, nil
+	x.hashes[p], x.slots[p] = 0, 0
+	x.n--
 }
 
 func entryBytes(key string, words int) int64 {

@@ -1,0 +1,190 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Benchmarks: one hot key or 1,000,000 uniformly random keys, serial or
+// parallel, admit-heavy (the limit is twice the offered rate) or
+// deny-heavy (a tenth of it), with Request.Now set from a precomputed
+// time grid (1 µs of request time per decision, per goroutine × procs)
+// unless the name says "clock", where the store reads time.Now.
+
+const (
+	manyKeys  = 1_000_000
+	benchPref = "sluice:login:"
+)
+
+// benchKeys are 1M distinct keys shaped like IPv4 addresses, and a random
+// sequence of indexes into them: nothing is formatted in timed loops.
+var benchKeys = sync.OnceValues(func() ([]string, []uint32) {
+	keys := make([]string, manyKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&0xff, i&0xff)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]uint32, 1<<20)
+	for i := range order {
+		order[i] = uint32(rng.IntN(manyKeys))
+	}
+	return keys, order
+})
+
+// benchAlgorithms gives, per algorithm, the limit for an offered rate of
+// perSecond requests per key per second, times factor.
+var benchAlgorithms = []struct {
+	name  string
+	limit func(perSecond, factor float64) []sluice.Limit
+}{
+	{"gcra", func(r, f float64) []sluice.Limit { return []sluice.Limit{limitFor(r*f, sluice.GCRA)} }},
+	{"fixed", func(r, f float64) []sluice.Limit { return []sluice.Limit{limitFor(r*f, sluice.FixedWindow)} }},
+	{"sliding", func(r, f float64) []sluice.Limit { return []sluice.Limit{limitFor(r*f, sluice.SlidingWindow)} }},
+	{"approx", func(r, f float64) []sluice.Limit { return []sluice.Limit{limitFor(r*f, sluice.ApproxSlidingWindow)} }},
+	{"log", func(r, f float64) []sluice.Limit { return []sluice.Limit{limitFor(r*f, sluice.SlidingLog)} }},
+	{"policy", func(r, f float64) []sluice.Limit {
+		return []sluice.Limit{limitFor(r*f, sluice.GCRA), limitFor(r*f*1.5, sluice.SlidingWindow)}
+	}},
+}
+
+// limitFor returns a limit of the algorithm allowing perSecond events per
+// second, with the shortest period that makes its Rate whole (so that a
+// slow limit has a small burst and denies from the start) and a Rate of
+// at most 2000.
+func limitFor(perSecond float64, alg sluice.Algorithm) sluice.Limit {
+	period := time.Second
+	rate := perSecond
+	for rate < 1 {
+		period *= 10
+		rate *= 10
+	}
+	for rate > 2000 {
+		period /= 10
+		rate /= 10
+	}
+	return sluice.Limit{Rate: int(rate), Period: period, Algorithm: alg}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	for _, keys := range []string{"hot", "1M"} {
+		for _, alg := range benchAlgorithms {
+			for _, load := range []struct {
+				name   string
+				factor float64
+			}{{"admit", 2}, {"deny", 0.1}} {
+				name := fmt.Sprintf("keys=%s/alg=%s/load=%s", keys, alg.name, load.name)
+				// Offered rate per key: 1M/s on the hot key, 1/s on each of 1M keys.
+				perKey := 1e6
+				if keys == "1M" {
+					perKey = 1
+				}
+				limits := alg.limit(perKey, load.factor)
+				b.Run(name+"/serial", func(b *testing.B) { benchDecide(b, keys == "hot", limits, false, false) })
+				b.Run(name+"/parallel", func(b *testing.B) { benchDecide(b, keys == "hot", limits, true, false) })
+				if alg.name == "gcra" {
+					b.Run(name+"/serial/clock", func(b *testing.B) { benchDecide(b, keys == "hot", limits, false, true) })
+					b.Run(name+"/parallel/clock", func(b *testing.B) { benchDecide(b, keys == "hot", limits, true, true) })
+				}
+			}
+		}
+	}
+}
+
+func benchDecide(b *testing.B, hot bool, limits []sluice.Limit, parallel, clock bool) {
+	keys, order := benchKeys()
+	s := New(Config{SweepInterval: -1, MaxBytes: -1})
+	defer s.Close()
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !hot {
+		// Every key exists: the timed loop measures decisions, not inserts.
+		for _, k := range keys {
+			if _, err := s.Decide(ctx, sluice.Request{Prefix: benchPref, Key: k, Limits: limits, Cost: 1, Now: base}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	procs := runtime.GOMAXPROCS(0)
+	var admitted atomic.Int64
+	var worker atomic.Uint32
+	run := func(next func() bool, step time.Duration) {
+		id := worker.Add(1)
+		r := sluice.Request{Prefix: benchPref, Key: keys[0], Limits: limits, Cost: 1}
+		now := base.Add(time.Duration(id) * time.Microsecond)
+		n, i := int64(0), int(id)*7919
+		for next() {
+			if !hot {
+				r.Key = keys[order[i&(len(order)-1)]]
+				i++
+			}
+			if !clock {
+				now = now.Add(step)
+				r.Now = now
+			}
+			d, err := s.Decide(ctx, r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d.Allowed {
+				n++
+			}
+		}
+		admitted.Add(n)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) { run(pb.Next, time.Duration(procs)*time.Microsecond) })
+	} else {
+		run(b.Loop, time.Microsecond)
+	}
+	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
+}
+
+// BenchmarkBytesPerKey measures the heap a million actors take, after GC,
+// per key: in all (B/key, which includes the store's copy of the key)
+// and beyond the key's bytes (B/key-overhead).
+func BenchmarkBytesPerKey(b *testing.B) {
+	for _, alg := range benchAlgorithms[:3] {
+		b.Run("alg="+alg.name, func(b *testing.B) {
+			keys, _ := benchKeys()
+			limits := alg.limit(1, 1)
+			var keyBytes int64
+			for _, k := range keys {
+				keyBytes += int64(len(k))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				s := New(Config{SweepInterval: -1, MaxBytes: -1})
+				now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+				for _, k := range keys {
+					if _, err := s.Decide(context.Background(), sluice.Request{Prefix: benchPref, Key: k, Limits: limits, Cost: 1, Now: now}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if s.Len() != manyKeys {
+					b.Fatalf("Len() = %d, want %d", s.Len(), manyKeys)
+				}
+				heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+				b.ReportMetric(heap/manyKeys, "B/key")
+				b.ReportMetric((heap-float64(keyBytes)-manyKeys*float64(len(benchPref)))/manyKeys, "B/key-overhead")
+				b.ReportMetric(float64(s.Bytes())/manyKeys, "counted-B/key")
+				runtime.KeepAlive(s)
+				s.Close()
+			}
+		})
+	}
+}

@@ -1,0 +1,115 @@
+package memory
+
+import (
+	"hash/maphash"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TestTableCollisions drives a table with hashes chosen to collide: keys
+// that share a hash keep states of their own through inserts, removals
+// and compaction.
+func TestTableCollisions(t *testing.T) {
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow})
+	// Keys a0..a2 share hash 7; b has hash 8.
+	put := map[string]uint64{"a0": 7, "a1": 7, "a2": 7, "b": 8}
+	for k, h := range put {
+		tb.insert(k, h, []int64{int64(len(k)), int64(k[len(k)-1])})
+	}
+	check := func(want map[string]uint64) {
+		t.Helper()
+		if tb.len() != len(want) {
+			t.Errorf("len() = %d, want %d", tb.len(), len(want))
+		}
+		for k, h := range want {
+			s, ok, _ := tb.get([]byte(k), h, tb.limit)
+			if w := []int64{int64(len(k)), int64(k[len(k)-1])}; !ok || !slices.Equal(s, w) {
+				t.Errorf("get(%q, %d) = %v, %v; want %v, true", k, h, s, ok, w)
+			}
+		}
+	}
+	check(put)
+	if _, ok, _ := tb.get([]byte("a3"), 7, tb.limit); ok {
+		t.Errorf("get(a3, 7) found a state for a key never inserted")
+	}
+	s, _, _ := tb.get([]byte("a0"), 7, tb.limit)
+	tb.remove("a0", 7, s)
+	delete(put, "a0")
+	check(put)
+	s, _, _ = tb.get([]byte("a2"), 7, tb.limit)
+	tb.remove("a2", 7, s)
+	delete(put, "a2")
+	check(put)
+	tb.insert("a0", 7, []int64{2, '0'})
+	put["a0"] = 7
+	check(put)
+	// each visits every state once; overflow keys are rehashed with the
+	// seed, so compare keys only.
+	var seen []string
+	tb.each(0, func(k string, _ uint64, _ []int64) bool { seen = append(seen, k); return true })
+	slices.Sort(seen)
+	if want := []string{"a0", "a1", "b"}; !slices.Equal(seen, want) {
+		t.Errorf("each visited %v, want %v", seen, want)
+	}
+}
+
+// TestHashSplit checks that the shard hash is the hash of Prefix+Key,
+// wherever the cut, for short and long names.
+func TestHashSplit(t *testing.T) {
+	s := New(Config{SweepInterval: -1})
+	defer s.Close()
+	for _, name := range []string{"", "ab", strings.Repeat("x", 64), strings.Repeat("xy", 100)} {
+		want := maphash.String(s.seed, name)
+		for cut := range len(name) + 1 {
+			if got := s.hash(name[:cut], name[cut:]); got != want {
+				t.Fatalf("hash(%q, %q) = %x, want %x", name[:cut], name[cut:], got, want)
+			}
+		}
+	}
+}
+
+// TestIndexRandom checks the open-addressing index against a map on a
+// random sequence of inserts and removals, with many colliding hashes.
+func TestIndexRandom(t *testing.T) {
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second})
+	want := map[string]uint64{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for step := range 20000 {
+		k := strconv.Itoa(rng.IntN(3000))
+		h := uint64(rng.IntN(500)) << 40 // few distinct hashes: long probe runs
+		if old, ok := want[k]; ok {
+			h = old
+		}
+		_, in := want[k]
+		if s, ok, _ := tb.get([]byte(k), h, tb.limit); ok != in {
+			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
+		} else if ok {
+			if tb.remove(k, h, s) == 0 {
+				t.Fatalf("step %d: remove(%q) removed nothing", step, k)
+			}
+			delete(want, k)
+		} else {
+			tb.insert(k, h, []int64{int64(len(k))})
+			want[k] = h
+		}
+		if tb.len() != len(want) {
+			t.Fatalf("step %d: len() = %d, want %d", step, tb.len(), len(want))
+		}
+	}
+	for k, h := range want {
+		if s, ok, _ := tb.get([]byte(k), h, tb.limit); !ok || s[0] != int64(len(k)) {
+			t.Errorf("get(%q) = %v, %v; want [%d], true", k, s, ok, len(k))
+		}
+	}
+	n := 0
+	tb.each(12345, func(string, uint64, []int64) bool { n++; return true })
+	if n != len(want) {
+		t.Errorf("each visited %d states, want %d", n, len(want))
+	}
+}
