@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strconv"
@@ -165,5 +166,54 @@ func TestFleet(t *testing.T) {
 	t.Logf("adding a 5th server to 4 remapped %d of %d actors (%.1f%%)", lost, actors, 100*share)
 	if share > 0.25 || share < 0.10 {
 		t.Errorf("adding a 5th server remapped %.1f%% of actors, want about 20%% and at most 25%%", 100*share)
+	}
+}
+
+// TestNodeDeath kills one of 4 servers: the actors it held get an error
+// wrapping sluice.ErrStore at once (for the failure policy of package
+// store/fallback to answer), and every other actor keeps its state and
+// its decisions.
+func TestNodeDeath(t *testing.T) {
+	var srvs []*mctest.Server
+	var addrs []string
+	for range 4 {
+		srv := mctest.Start(t)
+		srvs = append(srvs, srv)
+		addrs = append(addrs, srv.Addr)
+	}
+	s := newStore(t, Config{Addrs: addrs, Timeout: 300 * time.Millisecond})
+	l := sluice.Limit{Rate: 2, Period: time.Hour, Algorithm: sluice.SlidingWindow}
+	prefix := uniquePrefix(t)
+	ctx := context.Background()
+	take := func(i int) (sluice.Decision, error) {
+		return s.Decide(ctx, sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Cost: 1, Now: t0})
+	}
+	const actors = 400
+	for i := range actors {
+		if _, err := take(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srvs[2].Stop()
+	failed := 0
+	for i := range actors {
+		d, err := take(i)
+		onDead := s.Server(prefix+strconv.Itoa(i)) == addrs[2]
+		switch {
+		case onDead && err == nil:
+			t.Errorf("actor %d on the dead server: no error", i)
+		case onDead && !errors.Is(err, sluice.ErrStore):
+			t.Errorf("actor %d on the dead server: %v, want an error wrapping ErrStore", i, err)
+		case onDead:
+			failed++
+		case err != nil:
+			t.Errorf("actor %d on a live server: %v", i, err)
+		case !d.Allowed || d.Remaining != 0:
+			t.Errorf("actor %d on a live server: second take = allowed %v, Remaining %d; want true, 0", i, d.Allowed, d.Remaining)
+		}
+	}
+	t.Logf("%d of %d actors were on the dead server", failed, actors)
+	if failed == 0 || failed > actors/2 {
+		t.Errorf("%d of %d actors on the dead server, want about a quarter", failed, actors)
 	}
 }
