@@ -84,11 +84,6 @@ func memReference(t *testing.T, model string, tr memTrace) int {
 	return admitted
 }
 
-// memKnownDeviations are the differences from the reference that the
-// peers show on these traces, written down rather than hidden. Keys are
-// "trace/impl".
-var memKnownDeviations = map[string]string{}
-
 // TestAdmitted checks that every implementation admits what its model
 // admits on fixed traces: the same count as the reference semantics, and
 // never an error. Implementations that read their own clock run only the
@@ -125,12 +120,7 @@ func TestAdmitted(t *testing.T) {
 						got++
 					}
 				}
-				want := memReference(t, impl.model, tr)
-				if why, known := memKnownDeviations[tr.name+"/"+impl.name]; known {
-					t.Logf("%s admitted %d, reference %d: %s", impl.name, got, want, why)
-					return
-				}
-				if got != want {
+				if want := memReference(t, impl.model, tr); got != want {
 					t.Errorf("%s admitted %d of %d requests under %v, want %d", impl.name, got, len(tr.events), tr.limit, want)
 				}
 			})
