@@ -340,6 +340,9 @@ func (m *Middleware) settle(ctx context.Context, as []applied, status int) {
 }
 
 func (ru *rule) nameOf(l sluice.Limit) string {
+	if len(ru.limits) == 1 {
+		return ru.names[0]
+	}
 	id := l.StateID()
 	for i, x := range ru.limits {
 		if x.StateID() == id {

@@ -40,7 +40,7 @@ type reqState struct {
 	context.Context
 	out  Outcome
 	vals [5]string
-	arr  [160]byte
+	arr  [128]byte
 }
 
 // Value returns the Outcome for its key and defers to the parent context

@@ -98,7 +98,9 @@ func newApp(store sluice.Store, c appConfig) (*app, error) {
 	var err error
 	a.jail, err = guard.NewJail(store, guard.JailConfig{
 		Name: "login", MaxFailures: 30, FindTime: 10 * time.Minute, BanTime: 15 * time.Minute, Clock: c.Clock,
-		OnBan: func(b guard.Ban) { c.Logger.Warn("ban", "key", b.Key, "until", b.Until, "offences", b.Offences, "reason", b.Reason) },
+		OnBan: func(b guard.Ban) {
+			c.Logger.Warn("ban", "key", b.Key, "until", b.Until, "offences", b.Offences, "reason", b.Reason)
+		},
 	})
 	if err != nil {
 		return nil, err

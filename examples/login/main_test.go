@@ -20,7 +20,7 @@ const password = "correct horse battery staple"
 
 type clock struct{ ns atomic.Int64 }
 
-func (c *clock) now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 type harness struct {
