@@ -3,6 +3,7 @@ package memcached
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -226,7 +227,8 @@ func (pt *part) readHead(r *meta.Reply) error {
 		return nil
 	case meta.StatusValue:
 		gen, newest, ok := parseHead(r.Value)
-		if !ok {
+		// Bucket numbers of times up to 2200 keep their ends in int64.
+		if !ok || newest < -1 || newest > math.MaxInt64/4/pt.width {
 			return fmt.Errorf("%w: head %q", sluice.ErrCorruptState, r.Value)
 		}
 		pt.headFound, pt.headCAS, pt.headGen, pt.newest = true, r.CAS, gen, newest
