@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/sluicehq/sluice/internal/accuracy"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // runAccuracy implements "sluice accuracy": it replays the adversarial
@@ -15,17 +16,20 @@ import (
 // decision with a brute-force oracle, prints the table (algorithm, trace,
 // admitted, max in any window, limit, stated bound, over- and
 // under-admitted, windows over the bound) and fails if any algorithm
-// breaks its stated bound.
+// breaks its stated bound. With -store memory, the traces go through the
+// memory store instead, followed by a second table of the memory store at
+// its cap (eviction), which is reported but not held to the bounds.
 func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("accuracy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice accuracy [-seed N] [-format text|markdown]")
+		fmt.Fprintln(stderr, "usage: sluice accuracy [-seed N] [-format text|markdown] [-store direct|memory]")
 		fmt.Fprintln(stderr, "\nMeasures every algorithm against a brute-force oracle on adversarial traces.")
 		fs.PrintDefaults()
 	}
 	seed := fs.Uint64("seed", 1, "seed of the random traces (the same seed gives the same table)")
 	format := fs.String("format", "text", "table format: text or markdown")
+	store := fs.String("store", "direct", "where the algorithms run: direct (package algorithm on states in a map) or memory (store/memory, plus its eviction at a small cap)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,13 +45,31 @@ func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return fmt.Errorf("accuracy: unknown format %q (want text or markdown)", *format)
 	}
-	results, err := accuracy.Run(ctx, accuracy.Direct, *seed)
+	newStore, via := accuracy.Direct, "algorithms applied directly"
+	switch *store {
+	case "direct":
+	case "memory":
+		newStore, via = accuracy.Memory(memory.Config{SweepInterval: -1}), "through the memory store"
+	default:
+		return fmt.Errorf("accuracy: unknown store %q (want direct or memory)", *store)
+	}
+	results, err := accuracy.Run(ctx, newStore, *seed)
 	if err != nil {
 		return fmt.Errorf("accuracy: %w", err)
 	}
-	fmt.Fprintf(stdout, "Accuracy of 100/min per actor on adversarial traces (seed %d); algorithms applied directly.\n\n", *seed)
+	fmt.Fprintf(stdout, "Accuracy of 100/min per actor on adversarial traces (seed %d), %s.\n\n", *seed, via)
 	if err := write(stdout, results); err != nil {
 		return err
+	}
+	if *store == "memory" {
+		evicted, err := accuracy.RunEviction(ctx, *seed)
+		if err != nil {
+			return fmt.Errorf("accuracy: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nThe memory store at its cap (one shard, eviction sampled in map order: figures vary from run to run).\n\n")
+		if err := write(stdout, evicted); err != nil {
+			return err
+		}
 	}
 	var broken []error
 	for _, r := range results {

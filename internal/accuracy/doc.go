@@ -51,6 +51,16 @@
 //
 // Every trace is generated from a seed and is the same on every run.
 //
+// # Stores
+//
+// [Direct] applies package algorithm to states in a map: the algorithms
+// alone. [Memory] runs the same traces through store/memory, which must
+// give the same figures, decision for decision, while under its cap.
+// [RunEviction] then loads a small memory store past its cap: attackers
+// among a stream of light users (the store must keep the attackers), and
+// a crowd too large for it (the store forgets actors part way through
+// their allowance, which shows as over-admission).
+//
 // # The table
 //
 // One row per algorithm and trace, the limit being 100/min:
@@ -76,6 +86,9 @@
 //   - over bound: windows (for GCRA, intervals of every length) holding
 //     more than the stated bound; for the approximate window the finer
 //     bound Rate plus the units of the oldest, partly covered bucket.
+//
+//   - store full: takes failed with ErrStoreFull (counted as denied),
+//     shown only when some are.
 //
 // [Result.Check] states what each algorithm promises of these columns,
 // and the tests hold every row to it.

@@ -2,6 +2,7 @@ package accuracy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -35,6 +36,9 @@ type Result struct {
 	// OverBound counts windows (for GCRA, intervals of any length) that
 	// hold more than the algorithm's stated bound: it must be zero.
 	OverBound int
+	// Full counts takes the store failed with sluice.ErrStoreFull, which
+	// count as denied (failing closed) but not as under-admitted.
+	Full int
 	// InOrder reports whether every actor's request times never went
 	// backwards in the trace.
 	InOrder bool
@@ -78,11 +82,12 @@ func (r Result) Check() error {
 // time of an admitted take of the same actor: package algorithm treats a
 // time that went backwards as the latest time it has seen, so that is the
 // time the take counts at. The oracle decides at the effective time, and
-// windows are measured over effective times. Keys are prefixed with
-// "accuracy:" and the limit and trace, so one store may serve several
-// measurements.
+// windows are measured over effective times. Requests carry an empty
+// Prefix: a trace's keys are the actors' full names, from which a
+// staggered window's offset is computed. Give each measurement an empty
+// store, or traces whose keys no other measurement uses.
 func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) (Result, error) {
-	res := Result{Limit: l, Trace: tr.Name, Requests: len(tr.Requests), Bound: statedBound(l), InOrder: true}
+	res := Result{Limit: l, Trace: tr.Name, Bound: statedBound(l), InOrder: true}
 	type actor struct {
 		o      oracle
 		latest int64 // latest time of an admitted take
@@ -92,8 +97,16 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 	}
 	actors := map[string]*actor{}
 	var keys []string
-	req := sluice.Request{Prefix: "accuracy:" + l.String() + ":" + tr.Name + ":", Limits: []sluice.Limit{l}}
+	req := sluice.Request{Limits: []sluice.Limit{l}}
 	for i, r := range tr.Requests {
+		req.Key, req.Cost, req.Now = r.Key, r.Cost, time.Unix(0, r.Now)
+		if r.Filler {
+			if _, err := store.Decide(ctx, req); err != nil && !errors.Is(err, sluice.ErrStoreFull) {
+				return res, fmt.Errorf("accuracy: %s request %d: %w", tr.Name, i, err)
+			}
+			continue
+		}
+		res.Requests++
 		a := actors[r.Key]
 		if a == nil {
 			o, err := newOracle(l, r.Key)
@@ -108,14 +121,16 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 			res.InOrder = false
 		}
 		a.last = r.Now
-		req.Key, req.Cost, req.Now = r.Key, r.Cost, time.Unix(0, r.Now)
 		d, err := store.Decide(ctx, req)
-		if err != nil {
+		full := errors.Is(err, sluice.ErrStoreFull)
+		if err != nil && !full {
 			return res, fmt.Errorf("accuracy: %s request %d: %w", tr.Name, i, err)
 		}
 		e := max(r.Now, a.latest)
 		want := a.o.allows(e, r.Cost)
 		switch {
+		case full:
+			res.Full++
 		case d.Allowed && !want:
 			res.Over++
 		case !d.Allowed && want:
@@ -186,7 +201,8 @@ func (s *directStore) Decide(_ context.Context, r sluice.Request) (sluice.Decisi
 		s.states[name] = st
 		states[i] = st
 	}
-	d := algorithm.Decide(r.Limits, states, r.Key, r.Now.UnixNano(), r.Cost, r.Op == sluice.OpTake)
+	// Prefix+Key names the actor, also for a staggered window's offset.
+	d := algorithm.Decide(r.Limits, states, r.Prefix+r.Key, r.Now.UnixNano(), r.Cost, r.Op == sluice.OpTake)
 	d.Time = r.Now
 	return d, nil
 }

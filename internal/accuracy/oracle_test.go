@@ -182,8 +182,8 @@ func TestMeasureCounts(t *testing.T) {
 	// Three takes at once, then three a period later: the oracle admits
 	// the first two of each.
 	tr := Trace{Name: "t", Requests: []Request{
-		{"k", t0, 1}, {"k", t0, 1}, {"k", t0, 1},
-		{"k", t0 + int64(time.Second), 1}, {"k", t0 + int64(time.Second), 1}, {"k", t0 + int64(time.Second), 1},
+		{Key: "k", Now: t0, Cost: 1}, {Key: "k", Now: t0, Cost: 1}, {Key: "k", Now: t0, Cost: 1},
+		{Key: "k", Now: t0 + int64(time.Second), Cost: 1}, {Key: "k", Now: t0 + int64(time.Second), Cost: 1}, {Key: "k", Now: t0 + int64(time.Second), Cost: 1},
 	}}
 	tests := []struct {
 		name  string

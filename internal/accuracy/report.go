@@ -83,40 +83,58 @@ func Label(l sluice.Limit) string {
 
 var header = []string{"algorithm", "trace", "admitted", "max in window", "at request times", "limit", "bound", "over-admitted", "under-admitted", "over bound"}
 
-func row(r Result) []string {
-	return []string{
-		Label(r.Limit),
-		r.Trace,
-		fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
-		strconv.Itoa(r.MaxInWindow),
-		strconv.Itoa(r.MaxAtRequestTimes),
-		strconv.Itoa(r.Limit.Rate),
-		strconv.Itoa(r.Bound),
-		strconv.Itoa(r.Over),
-		strconv.Itoa(r.Under),
-		strconv.Itoa(r.OverBound),
+// fullHeader is the column of takes failed with ErrStoreFull, shown only
+// when some result has one.
+const fullHeader = "store full"
+
+// table returns the header and rows of rs.
+func table(rs []Result) (head []string, rows [][]string) {
+	full := false
+	for _, r := range rs {
+		full = full || r.Full > 0
 	}
+	head = header
+	if full {
+		head = append(head[:len(head):len(head)], fullHeader)
+	}
+	for _, r := range rs {
+		row := []string{
+			Label(r.Limit),
+			r.Trace,
+			fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
+			strconv.Itoa(r.MaxInWindow),
+			strconv.Itoa(r.MaxAtRequestTimes),
+			strconv.Itoa(r.Limit.Rate),
+			strconv.Itoa(r.Bound),
+			strconv.Itoa(r.Over),
+			strconv.Itoa(r.Under),
+			strconv.Itoa(r.OverBound),
+		}
+		if full {
+			row = append(row, strconv.Itoa(r.Full))
+		}
+		rows = append(rows, row)
+	}
+	return head, rows
 }
 
 // WriteTable writes rs as an aligned text table, one row per result.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	write := func(cells []string) {
+	head, rows := table(rs)
+	for _, cells := range append([][]string{head}, rows...) {
 		// A trailing tab ends the last cell, so that it is aligned too.
 		fmt.Fprint(tw, strings.Join(cells, "\t")+"\t\n")
-	}
-	write(header)
-	for _, r := range rs {
-		write(row(r))
 	}
 	return tw.Flush()
 }
 
 // WriteMarkdown writes rs as a Markdown table, one row per result.
 func WriteMarkdown(w io.Writer, rs []Result) error {
+	head, rows := table(rs)
 	var b strings.Builder
-	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
-	for i := range header {
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
+	for i := range head {
 		if i < 2 {
 			b.WriteString(" --- |")
 		} else {
@@ -124,8 +142,8 @@ func WriteMarkdown(w io.Writer, rs []Result) error {
 		}
 	}
 	b.WriteString("\n")
-	for _, r := range rs {
-		b.WriteString("| " + strings.Join(row(r), " | ") + " |\n")
+	for _, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -24,6 +24,9 @@ type Request struct {
 	Now int64
 	// Cost is the number of units taken, at least 1.
 	Cost int
+	// Filler marks a take that is applied only to load the store (other
+	// actors competing for its room): it is not judged or counted.
+	Filler bool
 }
 
 // A Trace is a sequence of takes, applied one after another in order.
@@ -133,6 +136,40 @@ func Interleaved(l sluice.Limit, keys int, seed uint64, mult float64, d int64) T
 		reqs[i].Key = "actor-" + strconv.Itoa(rng.IntN(keys))
 	}
 	return Trace{Name: fmt.Sprintf("interleaved-%d-keys", keys), Requests: reqs}
+}
+
+// Crowd is Interleaved traffic from keys actors at mult times the rate
+// each, for the span d: more actors than a small store holds, so that it
+// must evict actors that are part way through their allowance.
+func Crowd(l sluice.Limit, keys int, seed uint64, mult float64, d int64) Trace {
+	tr := Interleaved(l, keys, seed, mult, d)
+	tr.Name = fmt.Sprintf("evict-crowd-%d", keys)
+	return tr
+}
+
+// Attack is attackers actors at mult times the rate each, among light
+// users arriving at lightPerSec per second who make one take each (as
+// Filler), for the span d: a store at its cap must make room for the
+// light users without forgetting the attackers, who are over their limit.
+func Attack(l sluice.Limit, attackers int, seed uint64, mult, lightPerSec float64, d int64) Trace {
+	rng := rand.New(rand.NewPCG(seed, 6))
+	reqs := arrivals(rng, l, "", mult*float64(attackers), d, 1)
+	for i := range reqs {
+		reqs[i].Key = "attacker-" + strconv.Itoa(rng.IntN(attackers))
+	}
+	lights := arrivals(rng, sluice.Limit{Rate: 1, Period: time.Second}, "", lightPerSec, d, 1)
+	for i := range lights {
+		lights[i].Key, lights[i].Filler = "light-"+strconv.Itoa(i), true
+	}
+	merged := make([]Request, 0, len(reqs)+len(lights))
+	for len(reqs)+len(lights) > 0 {
+		if len(lights) == 0 || len(reqs) > 0 && reqs[0].Now <= lights[0].Now {
+			merged, reqs = append(merged, reqs[0]), reqs[1:]
+		} else {
+			merged, lights = append(merged, lights[0]), lights[1:]
+		}
+	}
+	return Trace{Name: fmt.Sprintf("evict-attack-%d", attackers), Requests: merged}
 }
 
 // arrivals returns Poisson arrivals at mult·Rate per Period from Start
