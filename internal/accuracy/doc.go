@@ -85,8 +85,7 @@
 //     denial that is made up later counts once and does not cascade;
 //   - over bound: windows (for GCRA, intervals of every length) holding
 //     more than the stated bound; for the approximate window the finer
-//     bound Rate plus the units of the oldest, partly covered bucket.
-//
+//     bound Rate plus the units of the oldest, partly covered bucket;
 //   - store full: takes failed with ErrStoreFull (counted as denied),
 //     shown only when some are.
 //
