@@ -14,6 +14,7 @@ require (
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/sethvargo/go-limiter v0.7.1 // indirect
 	github.com/throttled/throttled/v2 v2.15.0 // indirect
 	github.com/ulule/limiter/v3 v3.11.2 // indirect

@@ -1,0 +1,344 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/csv"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	limiter "github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/sluicehq/sluice"
+	sredis "github.com/sluicehq/sluice/store/redis"
+)
+
+// The Redis comparison: sluice's Redis store against go-redis/redis_rate
+// (GCRA in Lua on go-redis) and ulule/limiter's Redis store (a fixed
+// window), one hot key (mostly denied) and 100k random keys (all
+// admitted), one goroutine (latency) and 64 (throughput), all against one
+// redis-server on loopback. The physical limit is redis-benchmark running
+// EVALSHA of sluice's own script with the same arguments, from 64
+// connections, unpipelined (-P 1) and pipelined (-P 16).
+
+const (
+	rdParallel = 64
+	rdNumKeys  = 100_000
+)
+
+// rdLimit is the per-minute limit of a scenario: the hot key is asked far
+// more than 1000 times a minute; each of 100k keys a few times against 100.
+func rdLimit(keys string) int {
+	if keys == "hot" {
+		return 1000
+	}
+	return 100
+}
+
+type rdTaker interface {
+	take(ctx context.Context, key string) (bool, error)
+	close()
+}
+
+type rdImpl struct {
+	name string
+	new  func(addr string, rate int) (rdTaker, error)
+}
+
+var rdImpls = []rdImpl{
+	{"sluice-gcra", func(addr string, rate int) (rdTaker, error) {
+		return newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
+	}},
+	{"sluice-gcra-goredis", func(addr string, rate int) (rdTaker, error) {
+		c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: rdParallel})
+		return newSluiceRedis(sredis.Config{GoRedis: c}, c, sluice.Limit{Rate: rate, Period: time.Minute})
+	}},
+	{"sluice-fixed", func(addr string, rate int) (rdTaker, error) {
+		return newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil, sluice.Limit{Rate: rate, Period: time.Minute, Algorithm: sluice.FixedWindow})
+	}},
+	{"redis_rate", func(addr string, rate int) (rdTaker, error) { return newRedisRate(addr, rate), nil }},
+	{"ulule-limiter", func(addr string, rate int) (rdTaker, error) { return newUluleRedis(addr, rate) }},
+}
+
+// sluiceRedis is sluice's Redis store deciding one limit, or a policy.
+type sluiceRedis struct {
+	store *sredis.Store
+	own   *goredis.Client
+	req   sluice.Request
+}
+
+func newSluiceRedis(c sredis.Config, own *goredis.Client, limits ...sluice.Limit) (*sluiceRedis, error) {
+	s, err := sredis.New(c)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "bench:" + strconv.FormatUint(rand.Uint64(), 36) + ":"
+	return &sluiceRedis{store: s, own: own, req: sluice.Request{Prefix: prefix, Limits: limits, Cost: 1}}, nil
+}
+
+func (s *sluiceRedis) take(ctx context.Context, key string) (bool, error) {
+	r := s.req
+	r.Key = key
+	d, err := s.store.Decide(ctx, r)
+	return d.Allowed, err
+}
+
+func (s *sluiceRedis) close() {
+	s.store.Close()
+	if s.own != nil {
+		s.own.Close()
+	}
+}
+
+type redisRate struct {
+	c      *goredis.Client
+	l      *redis_rate.Limiter
+	limit  redis_rate.Limit
+	prefix string
+}
+
+func newRedisRate(addr string, rate int) *redisRate {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: rdParallel})
+	return &redisRate{c: c, l: redis_rate.NewLimiter(c), limit: redis_rate.PerMinute(rate),
+		prefix: "rr:" + strconv.FormatUint(rand.Uint64(), 36) + ":"}
+}
+
+func (r *redisRate) take(ctx context.Context, key string) (bool, error) {
+	res, err := r.l.Allow(ctx, r.prefix+key, r.limit)
+	if err != nil {
+		return false, err
+	}
+	return res.Allowed > 0, nil
+}
+
+func (r *redisRate) close() { r.c.Close() }
+
+type ululeRedis struct {
+	c *goredis.Client
+	l *limiter.Limiter
+}
+
+func newUluleRedis(addr string, rate int) (*ululeRedis, error) {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: rdParallel})
+	store, err := ulredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ul:" + strconv.FormatUint(rand.Uint64(), 36)})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &ululeRedis{c: c, l: limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(rate)})}, nil
+}
+
+func (u *ululeRedis) take(ctx context.Context, key string) (bool, error) {
+	res, err := u.l.Get(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	return !res.Reached, nil
+}
+
+func (u *ululeRedis) close() { u.c.Close() }
+
+// rdKeys are the 100k keys and the random order in which they are asked.
+var rdKeys = mcKeys
+
+// BenchmarkRedis compares sluice's Redis store with redis_rate and
+// ulule/limiter, and with the floor redis-benchmark reaches running
+// sluice's script. Each reports admitted/op, evalsha/op (EVALSHA calls on
+// the server per decision) and decisions/s.
+func BenchmarkRedis(b *testing.B) {
+	addr := startRedis(b)
+	for _, keys := range []string{"hot", "100k"} {
+		b.Run("keys="+keys, func(b *testing.B) {
+			for _, run := range []string{"serial", "parallel64"} {
+				b.Run("run="+run, func(b *testing.B) {
+					for _, impl := range rdImpls {
+						b.Run("impl="+impl.name, func(b *testing.B) { rdRun(b, addr, impl, keys, run == "parallel64") })
+					}
+					pipelines := []int{1, 16}
+					if run == "serial" {
+						pipelines = pipelines[:1]
+					}
+					for _, p := range pipelines {
+						b.Run(fmt.Sprintf("impl=redis-benchmark-P%d", p), func(b *testing.B) {
+							rdFloor(b, addr, keys, run == "parallel64", p)
+						})
+					}
+				})
+			}
+		})
+	}
+	// A policy of three limits, decided in one script call: only sluice
+	// has it, so the figure stands alone.
+	b.Run("keys=100k/run=parallel64/policy=3", func(b *testing.B) {
+		b.Run("impl=sluice", func(b *testing.B) {
+			rdRun(b, addr, rdImpl{"sluice", func(addr string, rate int) (rdTaker, error) {
+				return newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil,
+					sluice.Limit{Rate: 10, Period: time.Second},
+					sluice.Limit{Rate: rate, Period: time.Minute, Algorithm: sluice.SlidingWindow},
+					sluice.Limit{Rate: 1000, Period: time.Hour, Algorithm: sluice.FixedWindow})
+			}}, "100k", true)
+		})
+	})
+}
+
+func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
+	t, err := impl.new(addr, rdLimit(keys))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer t.close()
+	names, seq := rdKeys()
+	ctx := context.Background()
+	var admitted, failed atomic.Int64
+	var next atomic.Uint64
+	key := func() string {
+		if keys == "hot" {
+			return "203.0.113.7"
+		}
+		return names[seq[next.Add(1)&(1<<20-1)]]
+	}
+	if _, err := t.take(ctx, "warm-up"); err != nil { // loads scripts
+		b.Fatal(err)
+	}
+	evals0 := redisCalls(addr, "evalsha") + redisCalls(addr, "eval")
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	if parallel {
+		b.SetParallelism((rdParallel + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ok, err := t.take(ctx, key())
+				if err != nil {
+					failed.Add(1)
+				} else if ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	} else {
+		for range b.N {
+			ok, err := t.take(ctx, key())
+			if err != nil {
+				failed.Add(1)
+			} else if ok {
+				admitted.Add(1)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d decisions failed", n, b.N)
+	}
+	evals := redisCalls(addr, "evalsha") + redisCalls(addr, "eval") - evals0
+	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
+	b.ReportMetric(float64(evals)/float64(b.N), "evalsha/op")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+}
+
+// rdScript loads sluice's script into the server and returns its SHA-1.
+func rdScript(b *testing.B, addr string) string {
+	src, err := os.ReadFile("../store/redis/decide.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := sha1.Sum(src)
+	if _, err := redisDo(addr, "SCRIPT", "LOAD", string(src)); err != nil {
+		b.Fatal(err)
+	}
+	return hex.EncodeToString(sum[:])
+}
+
+// rdFloor runs redis-benchmark with many EVALSHA calls of sluice's script
+// deciding a GCRA take of rdLimit(keys) per minute, with the server's
+// clock, as the store sends it, and reports redis-benchmark's own rate as
+// ns/op and decisions/s: the physical limit of this server and machine.
+func rdFloor(b *testing.B, addr, keys string, parallel bool, pipeline int) {
+	bin := redisBinary(b, "redis-benchmark")
+	sha := rdScript(b, addr)
+	host, port, _ := strings.Cut(addr, ":")
+	// A fixed count, whatever b.N: redis-benchmark reports its own rate,
+	// and a short run would mostly measure connecting.
+	clients, n := 1, 20_000
+	if parallel {
+		clients, n = rdParallel, 200_000
+	}
+	key := "{bench}=floor:" + strconv.FormatUint(rand.Uint64(), 36)
+	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-P", strconv.Itoa(pipeline),
+		"-n", strconv.Itoa(n), "--csv"}
+	if keys != "hot" {
+		args = append(args, "-r", strconv.Itoa(rdNumKeys))
+		key += ":__rand_int__"
+	}
+	interval := strconv.FormatInt(int64(time.Minute/time.Microsecond)/int64(rdLimit(keys)), 10)
+	args = append(args, "EVALSHA", sha, "1", key, "0", "1", "-1", "0", "1000",
+		"0", strconv.Itoa(rdLimit(keys)), interval, "0", "0", "0", "0")
+	b.ReportAllocs()
+	b.ResetTimer()
+	out, err := exec.Command(bin, args...).Output()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v", err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
+	if err != nil || len(rows) < 2 || len(rows[1]) < 2 {
+		b.Fatalf("redis-benchmark output %q: %v", out, err)
+	}
+	rps, err := strconv.ParseFloat(rows[1][1], 64)
+	if err != nil || rps <= 0 {
+		b.Fatalf("redis-benchmark rps %q: %v", rows[1][1], err)
+	}
+	b.ReportMetric(1e9/rps, "ns/op")
+	b.ReportMetric(rps, "decisions/s")
+	b.ReportMetric(1, "evalsha/op")
+}
+
+// TestRedisAdmitted checks that every implementation of the comparison
+// admits exactly the limit on a fresh key asked three times the limit at
+// once, so that the benchmarks compare limiters doing the same work.
+func TestRedisAdmitted(t *testing.T) {
+	addr := startRedis(t)
+	for _, impl := range rdImpls {
+		t.Run(impl.name, func(t *testing.T) {
+			const rate = 50
+			for try := 0; ; try++ {
+				minute := time.Now().Truncate(time.Minute) // a fixed window may split the burst once
+				tk, err := impl.new(addr, rate)
+				if err != nil {
+					t.Fatal(err)
+				}
+				admitted := 0
+				for range 3 * rate {
+					ok, err := tk.take(context.Background(), "fresh")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						admitted++
+					}
+				}
+				tk.close()
+				if !time.Now().Truncate(time.Minute).Equal(minute) && try == 0 {
+					continue
+				}
+				if admitted != rate {
+					t.Errorf("%s admitted %d of %d at once, want %d", impl.name, admitted, 3*rate, rate)
+				}
+				break
+			}
+		})
+	}
+}
