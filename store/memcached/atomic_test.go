@@ -50,7 +50,7 @@ func TestRoundTrips(t *testing.T) {
 		sends      int64
 	}
 	counterSteps := []step{
-		{sluice.OpTake, 0, true, 1, 1},                   // fresh actor: head added without waiting
+		{sluice.OpTake, 0, true, 1, 0},                   // fresh actor: head created in the same pipeline
 		{sluice.OpTake, time.Second, true, 1, 0},         // same window
 		{sluice.OpPeek, time.Second, true, 1, 0},         // peek
 		{sluice.OpTake, 2 * time.Second, true, 1, 0},     // last one

@@ -18,7 +18,8 @@
 // by its number, and a head item holding a generation and the newest
 // bucket a take was counted in. A take is one pipeline, one round trip:
 //
-//	mg head v c         read the head
+//	ms head ME          create the head if missing (a fresh actor)
+//	mg head v c         read it
 //	ma bucket N J D v   create-or-increment the current bucket by the cost
 //	mg bucket           mark it used in the LRU (ma does not)
 //	mg older buckets v  a sliding window's G older buckets

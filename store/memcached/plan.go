@@ -90,8 +90,8 @@ func newPlan(r *sluice.Request, raw string, name string, now int64, margin time.
 }
 
 // appendRead appends the commands that read every limit's state; for a
-// take it also counts the take in each counter limit's target bucket, so
-// that a request is one round trip.
+// take it also creates a missing head and counts the take in each
+// counter limit's target bucket, so that a request is one round trip.
 func (p *plan) appendRead(b *meta.Batch, take bool) {
 	for i := range p.parts {
 		pt := &p.parts[i]
@@ -101,8 +101,12 @@ func (p *plan) appendRead(b *meta.Batch, take bool) {
 			b.GetCAS(stateKey(pt.base))
 			continue
 		}
+		hk := headKey(pt.base)
+		if take {
+			b.Add(hk, headValue(pt.gen, pt.target), pt.bucketTTL(p, pt.target))
+		}
 		pt.rHead = b.Len()
-		b.GetCAS(headKey(pt.base))
+		b.GetCAS(hk)
 		first, last := pt.target-pt.view, pt.target
 		if take {
 			pt.incrKey = bucketKey(pt.base, pt.gen, pt.target)
@@ -138,6 +142,11 @@ func (p *plan) readReplies(b *meta.Batch, take bool) (redo bool, err error) {
 			}
 			p.states[i] = st
 			continue
+		}
+		if take {
+			if add := &rep[pt.rHead-1]; add.Status != meta.StatusOK && add.Status != meta.StatusNotStored {
+				return false, unexpected(add)
+			}
 		}
 		if err := pt.readHead(&rep[pt.rHead]); err != nil {
 			return false, err

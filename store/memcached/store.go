@@ -242,18 +242,13 @@ func (s *Store) rollback(ctx context.Context, c *meta.Client, p *plan, b *meta.B
 }
 
 // advanceHeads records, for each counter limit whose take opened a newer
-// bucket than its head names, that bucket as the newest, creating the
-// head of a fresh actor. It does not wait for the replies (see the
-// package doc on what that means).
+// bucket than its head names, that bucket as the newest. It does not wait
+// for the replies (see the package doc on what that means).
 func (s *Store) advanceHeads(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) {
 	b.Reset()
 	for i := range p.parts {
 		pt := &p.parts[i]
-		switch {
-		case !pt.counter:
-		case !pt.headFound:
-			b.Add(headKey(pt.base), headValue(pt.gen, pt.target), pt.bucketTTL(p, pt.target))
-		case pt.newest < pt.target:
+		if pt.counter && pt.headFound && pt.newest < pt.target {
 			b.CompareAndSet(headKey(pt.base), headValue(pt.gen, pt.target), pt.bucketTTL(p, pt.target), pt.headCAS)
 		}
 	}
