@@ -49,7 +49,7 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func testRules(t *testing.T) []config.Rule {
+func testRules(t testing.TB) []config.Rule {
 	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
@@ -60,7 +60,7 @@ func testRules(t *testing.T) []config.Rule {
 
 // newTestServer returns a server over a fresh memory store, on a clock
 // starting at t0.
-func newTestServer(t *testing.T) (*Server, *clock) {
+func newTestServer(t testing.TB) (*Server, *clock) {
 	t.Helper()
 	st := memory.New(memory.Config{})
 	t.Cleanup(func() { st.Close() })
