@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -120,6 +121,7 @@ func memPrepare(b *testing.B, impl memImpl, sc memScenario) (memTaker, float64) 
 		return memFixture.taker, memFixture.perKey
 	}
 	memReleaseFixture()
+	before := memHeap()
 	var fresh []string
 	if sc.keys != "hot" {
 		keys, _ := memKeyData()
@@ -128,21 +130,21 @@ func memPrepare(b *testing.B, impl memImpl, sc memScenario) (memTaker, float64) 
 			fresh[i] = strings.Clone(k)
 		}
 	}
-	before := memHeap()
 	t, err := impl.new(sc.limit(), nil)
 	if err != nil {
 		b.Fatalf("%s.new(%v) = %v", impl.name, sc.limit(), err)
 	}
 	ctx := context.Background()
-	for i, k := range fresh {
+	for _, k := range fresh {
 		if _, err := t.take(ctx, k); err != nil {
 			b.Fatalf("%s: take(%q) = %v", impl.name, k, err)
 		}
-		fresh[i] = "" // what the limiter did not keep is garbage
 	}
 	var perKey float64
-	if len(fresh) > 0 {
-		perKey = float64(memHeap()-before) / float64(len(fresh))
+	if n := len(fresh); n > 0 {
+		// The copies the limiter did not keep are garbage now.
+		fresh = nil
+		perKey = float64(memHeap()-before) / float64(n)
 	}
 	memFixture.name, memFixture.taker, memFixture.perKey = name, t, perKey
 	return t, perKey
@@ -257,12 +259,22 @@ func memRun(b *testing.B, impl memImpl, sc memScenario) {
 	}
 }
 
-// memHeap returns the live heap after a full collection.
+// memHeap returns the live heap after full collections: repeated until
+// it stops shrinking, so that memory a finished benchmark released
+// through a finalizer or a goroutine's exit is gone too.
 func memHeap() int64 {
-	runtime.GC()
-	runtime.GC()
 	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	last := int64(math.MaxInt64)
+	for range 10 {
+		runtime.GC()
+		runtime.Gosched()
+		runtime.ReadMemStats(&ms)
+		cur := int64(ms.HeapAlloc)
+		if last-cur < 1<<20 {
+			return cur
+		}
+		last = cur
+	}
 	return int64(ms.HeapAlloc)
 }
 

@@ -187,10 +187,10 @@ func (s sethvargoTaker) close() { _ = s.store.Close(context.Background()) }
 type ululeTaker struct{ lim *ulule.Limiter }
 
 func newUlule(l memLimit, _ func() time.Time) (memTaker, error) {
-	st := ululememory.NewStoreWithOptions(ulule.StoreOptions{
-		Prefix:          ulule.DefaultPrefix,
-		CleanUpInterval: ulule.DefaultCleanUpInterval,
-	})
+	// No cleaner goroutine (its default runs every 30 s, longer than a
+	// benchmark keeps a store): it would keep a finished benchmark's 1M
+	// counters alive until a finalizer stops it.
+	st := ululememory.NewStoreWithOptions(ulule.StoreOptions{Prefix: ulule.DefaultPrefix})
 	return ululeTaker{ulule.New(st, ulule.Rate{Period: l.Period, Limit: int64(l.Rate)})}, nil
 }
 
