@@ -162,44 +162,44 @@ func (f *file) config(v *validator) (*Config, error) {
 		c.Store.Type = StoreMemory
 	case StoreMemory:
 	default:
-		return nil, v.errorf("unknown store type %q (want %q)", c.Store.Type, StoreMemory)("store", "type")
+		return nil, v.errorf(at("store", "type"), "unknown store type %q (want %q)", c.Store.Type, StoreMemory)
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	} else if _, port, err := net.SplitHostPort(c.Listen); err != nil {
-		return nil, v.errorf("%q is not host:port: %v", c.Listen, err)("listen")
+		return nil, v.errorf(at("listen"), "%q is not host:port: %v", c.Listen, err)
 	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return nil, v.errorf("port %q is not a number from 0 to 65535", port)("listen")
+		return nil, v.errorf(at("listen"), "port %q is not a number from 0 to 65535", port)
 	}
 	if len(f.Rules) == 0 {
-		return nil, v.errorf("no rules: a configuration needs at least one")("rules")
+		return nil, v.errorf(at("rules"), "no rules: a configuration needs at least one")
 	}
 	seen := make(map[string]int, len(f.Rules))
 	for i, fr := range f.Rules {
 		switch prev, dup := seen[fr.Name]; {
 		case fr.Name == "":
-			return nil, v.errorf("rule has no name")("rules", i)
+			return nil, v.errorf(at("rules", i), "rule has no name")
 		case !ruleName.MatchString(fr.Name):
-			return nil, v.errorf("rule name %q must be 1 to 64 letters, digits, '_', '-' or '.'", fr.Name)("rules", i, "name")
+			return nil, v.errorf(at("rules", i, "name"), "rule name %q must be 1 to 64 letters, digits, '_', '-' or '.'", fr.Name)
 		case dup:
-			return nil, v.errorf("rule %q is already defined at line %d", fr.Name, v.line("rules", prev, "name"))("rules", i, "name")
+			return nil, v.errorf(at("rules", i, "name"), "rule %q is already defined at line %d", fr.Name, v.line("rules", prev, "name"))
 		}
 		seen[fr.Name] = i
 		if len(fr.Limits) == 0 {
-			return nil, v.errorf("rule %q has no limits", fr.Name)("rules", i, "limits")
+			return nil, v.errorf(at("rules", i, "limits"), "rule %q has no limits", fr.Name)
 		}
 		r := Rule{Name: fr.Name, Limits: make([]sluice.Limit, len(fr.Limits))}
 		for j, s := range fr.Limits {
 			l, err := sluice.ParseLimit(s)
 			if err != nil {
-				return nil, v.errorf("%v", err)("rules", i, "limits", j)
+				return nil, v.errorf(at("rules", i, "limits", j), "%w", err)
 			}
 			r.Limits[j] = l
 		}
 		// The checks a store makes of every request, bar the cost:
 		// limits sharing their state cannot be applied together.
 		if err := (&sluice.Request{Limits: r.Limits, Op: sluice.OpReset}).Validate(); err != nil {
-			return nil, v.errorf("%v", err)("rules", i, "limits")
+			return nil, v.errorf(at("rules", i, "limits"), "%w", err)
 		}
 		c.Rules = append(c.Rules, r)
 	}
@@ -212,14 +212,15 @@ type validator struct {
 	root *yaml.Node
 }
 
-// errorf returns a function that, given the path of the field at fault
-// (mapping keys and sequence indexes), returns the error
-// "file:line: path: message".
-func (v *validator) errorf(format string, args ...any) func(path ...any) error {
-	return func(path ...any) error {
-		return fmt.Errorf("%s:%d: %s: %s", v.name, v.line(path...), fieldPath(path), fmt.Sprintf(format, args...))
-	}
+// errorf returns the error "file:line: path: message" for the field at
+// path, a list of mapping keys and sequence indexes built with at. The
+// format may wrap an error with %w.
+func (v *validator) errorf(path []any, format string, args ...any) error {
+	return fmt.Errorf("%s:%d: %s: "+format, append([]any{v.name, v.line(path...), fieldPath(path)}, args...)...)
 }
+
+// at returns the path of a field: at("rules", 1, "limits").
+func at(path ...any) []any { return path }
 
 // line returns the line of the value at path, or of the deepest node on
 // the path that exists (a missing field is reported where its parent is).

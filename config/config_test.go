@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -186,8 +187,8 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("rules:\n  - name: x\n    limits: [\"1/eon\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(bad); err == nil || !strings.HasPrefix(err.Error(), bad+":3: rules[0].limits[0]:") {
-		t.Errorf("Load(%q) error = %v, want it to start with %q", bad, err, bad+":3: rules[0].limits[0]:")
+	if _, err := Load(bad); !errors.Is(err, sluice.ErrInvalidLimit) || !strings.HasPrefix(err.Error(), bad+":3: rules[0].limits[0]:") {
+		t.Errorf("Load(%q) error = %v, want ErrInvalidLimit starting with %q", bad, err, bad+":3: rules[0].limits[0]:")
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml")); !os.IsNotExist(err) {
 		t.Errorf("Load(missing) error = %v, want a not-exist error", err)
