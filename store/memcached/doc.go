@@ -47,8 +47,10 @@
 // What is not atomic, precisely:
 //
 //   - A denied take was counted before the store knew it was denied. Its
-//     increments are then taken back (ma MD, written without waiting for
-//     the reply). Until then a concurrent take sees up to Cost more and may
+//     increments are then taken back (ma MD), queued without waiting: they
+//     go out in the same write as the connection's next batch, or on their
+//     own within half a millisecond. Until then a concurrent take sees up
+//     to Cost more and may
 //     be denied where a sequential run would admit it: under-admission,
 //     never over-admission. With takes of cost 1 under one limit and no
 //     refunds this cannot happen (a take is denied only when the count was
@@ -60,11 +62,11 @@
 //     between an increment and its rollback, the count stays up until its
 //     bucket leaves the window: under-admission, never over-admission.
 //   - When a take opens a newer bucket, the head is updated afterwards by
-//     compare-and-set, written without waiting. A caller running alone
-//     reuses the same connection, so its next request sees the update; a
-//     concurrent request on another connection in the microseconds
-//     between, whose clock is behind across a bucket boundary, may count
-//     in the older bucket.
+//     compare-and-set, queued the same way. A caller running alone reuses
+//     the same connection, so its next request reaches the server after
+//     the update; a concurrent request on another connection in the half
+//     millisecond between, whose clock is behind across a bucket boundary,
+//     may count in the older bucket.
 //   - A sliding window's older buckets are read in the same pipeline, not
 //     under one lock with the increment. They change afterwards only by
 //     refunds and rollbacks (which lower them) or by takes from clocks that

@@ -115,8 +115,9 @@ func (s *Store) Close() error {
 type Stats struct {
 	// RoundTrips is the number of batches sent that waited for replies.
 	RoundTrips int64
-	// Sends is the number of batches written without waiting: rollbacks
-	// of denied takes and head updates.
+	// Sends is the number of batches queued without waiting, to go out
+	// with the next round trip on their connection: rollbacks of denied
+	// takes and head updates.
 	Sends int64
 	// DroppedReplies counts error replies (or lost connections) to those
 	// batches: rollbacks or head updates whose effect is unknown.
@@ -227,9 +228,10 @@ func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 	return sluice.Decision{}, ErrContention
 }
 
-// rollback takes back the plan's counter increments, without waiting for
-// the replies: they change nothing in the caller's answer. It runs even
-// when ctx is done, so that a cancelled request leaves no count behind.
+// rollback takes back the plan's counter increments, queued without
+// waiting for the replies: they change nothing in the caller's answer. It
+// runs even when ctx is done, so that a cancelled request leaves no count
+// behind.
 func (s *Store) rollback(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) {
 	b.Reset()
 	for i := range p.parts {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,11 @@ var ErrClosed = errors.New("meta: client closed")
 // maxPending bounds the fire-and-forget batches a connection may owe
 // replies for before it is drained in line.
 const maxPending = 8
+
+// flushDelay is how long commands given to Send may wait for the
+// connection's next batch, to go out in the same write, before they are
+// written on their own.
+const flushDelay = 500 * time.Microsecond
 
 // Config configures a Client. The zero value of each field but Addr
 // means its default.
@@ -67,7 +73,9 @@ type Client struct {
 type conn struct {
 	nc      net.Conn
 	br      *bufio.Reader
-	pending int // batches sent by Send whose replies are still unread
+	pending int         // batches given to Send whose replies are still unread
+	out     []byte      // batches given to Send and not yet written
+	timer   *time.Timer // writes out when the connection stays idle
 }
 
 // New returns a Client for c.Addr. It does not connect until first used.
@@ -111,14 +119,17 @@ func (c *Client) Do(ctx context.Context, b *Batch) error {
 		return nil
 	}
 	c.roundTrips.Add(1)
-	return c.exchange(ctx, b, true)
+	return c.exchange(ctx, b)
 }
 
-// Send writes b and returns without waiting for its replies, which the
-// connection's next user reads and discards (counting errors in Dropped).
-// The commands reach the server as a Do's would; Send suits writes whose
-// outcome does not change the caller's answer, such as rolling back a
-// counter.
+// Send queues b on a connection and returns without waiting: the
+// commands go out ahead of the connection's next batch, in the same write,
+// or on their own after at most flushDelay if the connection stays idle.
+// Their replies are read and discarded by the connection's next user
+// (errors are counted in Dropped). A caller running alone reuses the same
+// connection, so its next batch reaches the server after what it queued.
+// Send suits writes whose outcome does not change the caller's answer,
+// such as rolling back a counter.
 func (c *Client) Send(ctx context.Context, b *Batch) error {
 	if b.err != nil {
 		return b.err
@@ -126,13 +137,22 @@ func (c *Client) Send(ctx context.Context, b *Batch) error {
 	if b.n == 0 {
 		return nil
 	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
 	c.sends.Add(1)
-	b.buf = append(b.buf, "mn\r\n"...)
-	defer func() { b.buf = b.buf[:len(b.buf)-len("mn\r\n")] }()
-	return c.exchange(ctx, b, false)
+	cn, err := c.get(ctx)
+	if err != nil {
+		return fmt.Errorf("memcached %s: %w", c.addr, err)
+	}
+	cn.out = append(cn.out, b.buf...)
+	cn.out = append(cn.out, "mn\r\n"...)
+	cn.pending++
+	c.put(cn)
+	return nil
 }
 
-func (c *Client) exchange(ctx context.Context, b *Batch, wait bool) error {
+func (c *Client) exchange(ctx context.Context, b *Batch) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
@@ -145,40 +165,43 @@ func (c *Client) exchange(ctx context.Context, b *Batch, wait bool) error {
 		deadline = d
 	}
 	if err := cn.nc.SetDeadline(deadline); err != nil {
-		cn.nc.Close()
+		c.discard(cn)
 		return fmt.Errorf("memcached %s: %w", c.addr, err)
 	}
 	var stop func() bool
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Unix(1, 0)) })
 	}
-	err = c.roundTrip(cn, b, wait)
+	err = c.roundTrip(cn, b)
 	if stop != nil && !stop() {
 		// The context ended during the call and cut the deadline short,
 		// maybe while we finished: the connection is not reusable.
-		cn.nc.Close()
+		c.discard(cn)
 		if err != nil {
 			return fmt.Errorf("memcached %s: %w", c.addr, context.Cause(ctx))
 		}
 		return nil
 	}
 	if err != nil {
-		cn.nc.Close()
+		c.discard(cn)
 		return fmt.Errorf("memcached %s: %w", c.addr, err)
 	}
 	c.put(cn)
 	return nil
 }
 
-// roundTrip writes b on cn and, when wait is set, reads its replies after
-// those cn owes for earlier Sends. On error cn is out of step.
-func (c *Client) roundTrip(cn *conn, b *Batch, wait bool) error {
-	if _, err := cn.nc.Write(b.buf); err != nil {
-		return err
+// roundTrip writes what cn has queued and b in one write, then reads the
+// replies cn owes for earlier Sends and b's. On error cn is out of step.
+func (c *Client) roundTrip(cn *conn, b *Batch) error {
+	out := b.buf
+	if len(cn.out) > 0 {
+		cn.out = append(cn.out, b.buf...)
+		out = cn.out
 	}
-	if !wait {
-		cn.pending++
-		return nil
+	_, err := cn.nc.Write(out)
+	cn.out = cn.out[:0]
+	if err != nil {
+		return err
 	}
 	if err := c.drain(cn); err != nil {
 		return err
@@ -204,7 +227,6 @@ func (c *Client) drain(cn *conn) error {
 		r, s, err := readReply(cn.br, scratch[:0])
 		scratch = s
 		if err != nil {
-			c.dropped.Add(int64(cn.pending))
 			return err
 		}
 		switch {
@@ -236,22 +258,87 @@ func (c *Client) get(ctx context.Context) (*conn, error) {
 
 // put returns cn to the pool, or closes it when the pool is full. A
 // connection that owes many replies, or is about to be closed, is
-// drained first, so that what it sent is applied before it goes.
+// flushed and drained first, so that what was queued on it is applied
+// before it goes. An idle connection with queued commands writes them
+// out after flushDelay.
 func (c *Client) put(cn *conn) {
 	if cn.pending >= maxPending {
-		if c.drain(cn) != nil {
-			cn.nc.Close()
+		if c.flush(cn) != nil {
 			return
 		}
 	}
 	c.mu.Lock()
 	if !c.closed.Load() && len(c.idle) < c.maxIdle {
 		c.idle = append(c.idle, cn)
+		if len(cn.out) > 0 {
+			if cn.timer == nil {
+				cn.timer = time.AfterFunc(flushDelay, func() { c.flushIdle(cn) })
+			} else {
+				cn.timer.Reset(flushDelay)
+			}
+		}
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
-	c.drain(cn)
+	if c.flush(cn) == nil {
+		cn.nc.Close()
+	}
+}
+
+// flushIdle writes out what an idle connection has queued, unless
+// someone took the connection meanwhile (and so writes it).
+func (c *Client) flushIdle(cn *conn) {
+	c.mu.Lock()
+	i := slices.Index(c.idle, cn)
+	if i < 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.idle = slices.Delete(c.idle, i, i+1)
+	c.mu.Unlock()
+	if len(cn.out) == 0 {
+		c.put(cn)
+		return
+	}
+	cn.nc.SetDeadline(time.Now().Add(c.timeout))
+	_, err := cn.nc.Write(cn.out)
+	cn.out = cn.out[:0]
+	if err != nil {
+		c.discard(cn)
+		return
+	}
+	c.put(cn)
+}
+
+// flush writes out what cn has queued and reads every reply it owes. On
+// error it discards cn.
+func (c *Client) flush(cn *conn) error {
+	cn.nc.SetDeadline(time.Now().Add(c.timeout))
+	if len(cn.out) > 0 {
+		_, err := cn.nc.Write(cn.out)
+		cn.out = cn.out[:0]
+		if err != nil {
+			c.discard(cn)
+			return err
+		}
+	}
+	if err := c.drain(cn); err != nil {
+		c.discard(cn)
+		return err
+	}
+	return nil
+}
+
+// discard closes a connection that is out of step; whatever it had
+// queued or owed replies for is counted as dropped.
+func (c *Client) discard(cn *conn) {
+	if cn.timer != nil {
+		cn.timer.Stop()
+	}
+	c.dropped.Add(int64(cn.pending))
+	cn.pending = 0
+	cn.out = cn.out[:0]
 	cn.nc.Close()
 }
 
@@ -264,9 +351,12 @@ func (c *Client) Close() error {
 	c.idle = nil
 	c.mu.Unlock()
 	for _, cn := range idle {
-		cn.nc.SetDeadline(time.Now().Add(c.timeout))
-		c.drain(cn)
-		cn.nc.Close()
+		if cn.timer != nil {
+			cn.timer.Stop()
+		}
+		if c.flush(cn) == nil {
+			cn.nc.Close()
+		}
 	}
 	return nil
 }
