@@ -15,15 +15,16 @@ import (
 // A plan is one request's view of its limits' state in memcached: which
 // keys to read and write, and what the replies said.
 type plan struct {
-	raw    string // Prefix+Key: what algorithm.Offset and Decide hash
-	now    int64
-	cost   int
-	margin time.Duration
-	limits []sluice.Limit
-	parts  []part
-	states [][]int64
-	anyCAS bool
-	refund bool
+	raw     string // Prefix+Key: what algorithm.Offset and Decide hash
+	now     int64
+	cost    int
+	margin  time.Duration
+	limits  []sluice.Limit
+	parts   []part
+	states  [][]int64
+	anyCAS  bool
+	refund  bool
+	scratch []byte // a head value being written: the batch copies it
 }
 
 // A part is one limit's share of a plan.
@@ -103,7 +104,8 @@ func (p *plan) appendRead(b *meta.Batch, take bool) {
 		}
 		hk := headKey(pt.base)
 		if take {
-			b.Add(hk, headValue(pt.gen, pt.target), pt.bucketTTL(p, pt.target))
+			p.scratch = appendHead(p.scratch[:0], pt.gen, pt.target)
+			b.Add(hk, p.scratch, pt.bucketTTL(p, pt.target))
 		}
 		pt.rHead = b.Len()
 		b.GetCAS(hk)
@@ -256,8 +258,11 @@ func (pt *part) headTTLAfterReset(p *plan) time.Duration {
 	return time.Duration(pt.view+1)*time.Duration(pt.width) + p.margin
 }
 
-func headValue(gen uint64, newest int64) []byte {
-	b := strconv.AppendUint(nil, gen, 10)
+func headValue(gen uint64, newest int64) []byte { return appendHead(nil, gen, newest) }
+
+// appendHead appends a head's value, "gen:newest", to b.
+func appendHead(b []byte, gen uint64, newest int64) []byte {
+	b = strconv.AppendUint(b, gen, 10)
 	b = append(b, ':')
 	return strconv.AppendInt(b, newest, 10)
 }

@@ -240,7 +240,7 @@ func (s *Store) rollback(ctx context.Context, c *meta.Client, p *plan, b *meta.B
 			p.parts[i].incrKey = ""
 		}
 	}
-	c.Send(context.WithoutCancel(ctx), b)
+	c.Send(context.Background(), b) // not ctx: it must go out even when ctx is done
 }
 
 // advanceHeads records, for each counter limit whose take opened a newer
@@ -251,10 +251,11 @@ func (s *Store) advanceHeads(ctx context.Context, c *meta.Client, p *plan, b *me
 	for i := range p.parts {
 		pt := &p.parts[i]
 		if pt.counter && pt.headFound && pt.newest < pt.target {
-			b.CompareAndSet(headKey(pt.base), headValue(pt.gen, pt.target), pt.bucketTTL(p, pt.target), pt.headCAS)
+			p.scratch = appendHead(p.scratch[:0], pt.gen, pt.target)
+			b.CompareAndSet(headKey(pt.base), p.scratch, pt.bucketTTL(p, pt.target), pt.headCAS)
 		}
 	}
-	c.Send(context.WithoutCancel(ctx), b)
+	c.Send(context.Background(), b) // not ctx: it must go out even when ctx is done
 }
 
 // commitCAS writes the new GCRA and sliding log states of an allowed
