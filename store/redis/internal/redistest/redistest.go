@@ -230,3 +230,79 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
+
+// clusterTimeout bounds how long a new cluster may take to agree.
+const clusterTimeout = 20 * time.Second
+
+// StartCluster starts a Redis Cluster of n masters (n ≥ 3) on loopback,
+// each in its own directory, joins them with redis-cli --cluster create,
+// and waits until every node reports cluster_state:ok. The nodes are
+// stopped when the test ends.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	bin, cli := Binary(t, "redis-server"), Binary(t, "redis-cli")
+	nodes := make([]*Server, n)
+	addrs := make([]string, n)
+	for i := range nodes {
+		var err error
+		for range 20 { // the cluster bus listens on port+10000: both must be free
+			var s *Server
+			dir := t.TempDir()
+			s, err = launchCluster(bin, dir)
+			if err == nil {
+				nodes[i] = s
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("start cluster node: %v", err)
+		}
+		t.Cleanup(nodes[i].Stop)
+		addrs[i] = nodes[i].Addr
+	}
+	out, err := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(clusterTimeout)
+	for _, s := range nodes {
+		for {
+			info, err := s.Do("CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster node %s not ok after %v: %q %v", s.Addr, clusterTimeout, info, err)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the cluster state, bounded by deadline
+		}
+	}
+	return nodes
+}
+
+func launchCluster(bin, dir string) (*Server, error) {
+	var port int
+	for {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if p+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p+10000)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		port = p
+		break
+	}
+	s := &Server{bin: bin, Dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		args: []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000"}}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
