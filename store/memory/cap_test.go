@@ -135,3 +135,29 @@ func TestBytes(t *testing.T) {
 		t.Errorf("after reset: Bytes(), Len() = %d, %d; want 0, 0", got, n)
 	}
 }
+
+// TestCapSparesRequestKey checks that making room never drops a state of
+// the request being decided, even one back to empty: the take must count.
+func TestCapSparesRequestKey(t *testing.T) {
+	// Room for two GCRA states and a little: dropping k000's would make
+	// room for the fixed-window state below.
+	s := New(Config{Shards: 1, SweepInterval: -1, MaxBytes: 2*entryBytes("k000", 1) + 10})
+	defer s.Close()
+	hourly := sluice.Limit{Rate: 2, Period: time.Hour}
+	fixed := sluice.Limit{Rate: 2, Period: time.Hour, Algorithm: sluice.FixedWindow}
+	mustDecide(t, s, sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly}, Cost: 1, Now: t0})
+	mustDecide(t, s, sluice.Request{Key: "k001", Limits: []sluice.Limit{hourly}, Cost: 2, Now: t0})
+	// Hours later k000's state is empty and k001 is over its limit: the
+	// only state that could go to make room for k000's fixed window is
+	// k000's own GCRA state, which this very request uses.
+	later := t0.Add(3 * time.Hour)
+	mustDecide(t, s, sluice.Request{Key: "k001", Limits: []sluice.Limit{hourly}, Cost: 2, Now: later})
+	_, err := s.Decide(context.Background(), sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly, fixed}, Cost: 1, Now: later})
+	if err == nil {
+		if d := mustDecide(t, s, sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly}, Op: sluice.OpPeek, Cost: 1, Now: later}); d.Remaining != 0 {
+			t.Errorf("after a take of 1 of 2, peek Remaining = %d, want 0: the take was lost", d.Remaining)
+		}
+	} else if !errors.Is(err, sluice.ErrStoreFull) {
+		t.Errorf("Decide error = %v, want nil or ErrStoreFull", err)
+	}
+}

@@ -38,14 +38,18 @@ func (s *Store) sweep() {
 	}
 }
 
-// sweep drops every state that is idle at t. With tidy, it also lets go
-// of empty tables and compacts sparse ones, which moves states: a request
-// in progress holds states and tables, so only the sweeper tidies. It
-// requires sh.mu.
+// sweep drops every state that is idle at t. Without tidy, it is called
+// by a request in progress, which holds its own states and tables: it
+// spares that key. With tidy, it also lets go of empty tables and
+// compacts sparse ones, which moves states, so only the sweeper tidies.
+// It requires sh.mu.
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
 	for _, tb := range sh.tables {
 		tb.each(0, func(key string, h uint64, s []int64) bool {
+			if !tidy && key == string(sh.key) {
+				return true // the request in progress holds this state
+			}
 			if idle(tb.kind, s, t) {
 				sh.drop(tb, key, h, s)
 			}
