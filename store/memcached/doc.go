@@ -124,9 +124,22 @@
 // four fifths). Every key of an actor lives on one server, so a decision
 // is one round trip whatever the policy. A server that is down fails the
 // decisions of its actors, and only theirs, with an error wrapping
-// sluice.ErrStore; wrap the Store in package store/fallback for timeouts,
-// a circuit breaker and a fail-open, fail-closed or local fallback
-// policy.
+// sluice.ErrStore. For a failure policy, wrap each server in package
+// store/fallback with Config.WrapServer: each server then has a timeout
+// and a circuit breaker of its own, and a dead server's actors are
+// answered by the policy (fail open, fail closed, or limited locally)
+// while the others are decided as usual:
+//
+//	store, err := memcached.New(memcached.Config{
+//		Addrs: addrs,
+//		WrapServer: func(addr string, server sluice.Store) sluice.Store {
+//			fb, err := fallback.New(fallback.Config{Primary: server, Policy: fallback.Local, Instances: 8})
+//			if err != nil {
+//				panic(err) // only for an invalid Config
+//			}
+//			return fb
+//		},
+//	})
 //
 // # Eviction
 //

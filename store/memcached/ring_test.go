@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
 )
 
@@ -215,5 +216,72 @@ func TestNodeDeath(t *testing.T) {
 	t.Logf("%d of %d actors were on the dead server", failed, actors)
 	if failed == 0 || failed > actors/2 {
 		t.Errorf("%d of %d actors on the dead server, want about a quarter", failed, actors)
+	}
+}
+
+// TestFleetFailover wraps each of 4 servers in a failure policy of
+// package store/fallback and kills one: no decision fails, the dead
+// server's actors are answered by the policy (allowed under Open, denied
+// under Closed, limited locally under Local), and every other actor keeps
+// its exact state.
+func TestFleetFailover(t *testing.T) {
+	for _, policy := range []fallback.Policy{fallback.Open, fallback.Closed, fallback.Local} {
+		t.Run(policy.String(), func(t *testing.T) {
+			var srvs []*mctest.Server
+			var addrs []string
+			for range 4 {
+				srv := mctest.Start(t)
+				srvs = append(srvs, srv)
+				addrs = append(addrs, srv.Addr)
+			}
+			wrapped := map[string]*fallback.Store{}
+			s := newStore(t, Config{Addrs: addrs, Timeout: 200 * time.Millisecond,
+				WrapServer: func(addr string, srv sluice.Store) sluice.Store {
+					fb, err := fallback.New(fallback.Config{Primary: srv, Policy: policy, Timeout: 200 * time.Millisecond, DenyCache: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					wrapped[addr] = fb
+					return fb
+				}})
+			l := sluice.Limit{Rate: 2, Period: time.Hour, Algorithm: sluice.FixedWindow}
+			prefix := uniquePrefix(t)
+			ctx := context.Background()
+			take := func(i int) (sluice.Decision, error) {
+				return s.Decide(ctx, sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Cost: 1, Now: t0})
+			}
+			const actors = 200
+			for i := range actors {
+				if _, err := take(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srvs[1].Stop()
+			onDead := 0
+			for i := range actors {
+				d, err := take(i)
+				if err != nil {
+					t.Fatalf("actor %d: %v (the policy should answer)", i, err)
+				}
+				if s.Server(prefix+strconv.Itoa(i)) != addrs[1] {
+					if !d.Allowed || d.Remaining != 0 {
+						t.Errorf("actor %d on a live server: allowed %v, Remaining %d; want true, 0", i, d.Allowed, d.Remaining)
+					}
+					continue
+				}
+				onDead++
+				want := policy != fallback.Closed // Local: a fresh local state allows
+				if d.Allowed != want {
+					t.Errorf("actor %d on the dead server under %v: allowed %v, want %v", i, policy, d.Allowed, want)
+				}
+			}
+			for addr, fb := range wrapped {
+				st := fb.Stats()
+				if dead := addr == addrs[1]; dead != (st.Degraded > 0) {
+					t.Errorf("server %s (dead %v): %d requests answered by the policy", addr, dead, st.Degraded)
+				}
+			}
+			t.Logf("%v: %d of %d actors on the dead server answered by the policy", policy, onDead, actors)
+		})
 	}
 }

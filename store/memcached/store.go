@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -49,6 +50,13 @@ type Config struct {
 	// setting its expiry, to cover memcached's one-second clock and clock
 	// skew between hosts. Default 5s.
 	ExpiryMargin time.Duration
+	// WrapServer, when set, wraps the store of each server (which decides
+	// for the actors placed on it) in another, typically a failure policy
+	// of package store/fallback: then a dead server's actors fail over by
+	// that policy, with a circuit breaker of their own, while the other
+	// servers' actors are decided as usual. Wrappers that are io.Closers
+	// are closed by Close. Default nil: a server's errors reach the caller.
+	WrapServer func(addr string, server sluice.Store) sluice.Store
 }
 
 // A Store keeps limiter state in memcached, on one server or spread over
@@ -60,6 +68,7 @@ type Config struct {
 // for concurrent use; Close it to close its connections.
 type Store struct {
 	clients []*meta.Client
+	servers []sluice.Store // what Decide asks: server, or Config.WrapServer's
 	ring    *ring
 	margin  time.Duration
 	retries int
@@ -96,18 +105,31 @@ func New(c Config) (*Store, error) {
 	}
 	s := &Store{ring: newRing(c.Addrs, c.Weights), margin: c.ExpiryMargin, retries: c.MaxRetries}
 	for _, a := range c.Addrs {
-		s.clients = append(s.clients, meta.New(meta.Config{Addr: a, Timeout: c.Timeout, DialTimeout: c.DialTimeout, MaxIdle: c.MaxIdleConns}))
+		cl := meta.New(meta.Config{Addr: a, Timeout: c.Timeout, DialTimeout: c.DialTimeout, MaxIdle: c.MaxIdleConns})
+		s.clients = append(s.clients, cl)
+		var srv sluice.Store = &server{s, cl}
+		if c.WrapServer != nil {
+			if srv = c.WrapServer(a, srv); srv == nil {
+				return nil, fmt.Errorf("%w: memcached: WrapServer returned nil for %s", sluice.ErrInvalidRequest, a)
+			}
+		}
+		s.servers = append(s.servers, srv)
 	}
 	s.batches.New = func() any { return new(meta.Batch) }
 	return s, nil
 }
 
-// Close closes the Store's idle connections. Requests after Close fail.
+// Close closes the Store's idle connections, and the server wrappers
+// that are io.Closers. Requests after Close fail.
 func (s *Store) Close() error {
-	for _, c := range s.clients {
+	var errs []error
+	for i, c := range s.clients {
+		if cl, ok := s.servers[i].(io.Closer); ok {
+			errs = append(errs, cl.Close())
+		}
 		c.Close()
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Stats counts what a Store has sent since it was created, over all its
@@ -141,19 +163,38 @@ func (s *Store) Server(name string) string {
 	return s.clients[s.ring.server(keyName(name))].Addr()
 }
 
-// Decide implements sluice.Store.
+// Decide implements sluice.Store: it asks the server that holds the actor
+// (which validates the request).
 func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	if len(s.servers) == 1 {
+		return s.servers[0].Decide(ctx, r)
+	}
+	return s.servers[s.ring.server(keyName(r.Prefix+r.Key))].Decide(ctx, r)
+}
+
+// A server is the part of a Store that decides on one memcached server,
+// for the actors the ring places there.
+type server struct {
+	s *Store
+	c *meta.Client
+}
+
+func (sv *server) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
+	return sv.s.decideOn(ctx, sv.c, &r)
+}
+
+// decideOn applies r on the server of c.
+func (s *Store) decideOn(ctx context.Context, c *meta.Client, r *sluice.Request) (sluice.Decision, error) {
 	now := r.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
 	raw := r.Prefix + r.Key
 	name := keyName(raw)
-	c := s.clients[s.ring.server(name)]
-	p := newPlan(&r, raw, name, now.UnixNano(), s.margin)
+	p := newPlan(r, raw, name, now.UnixNano(), s.margin)
 	for i := range p.parts {
 		if p.parts[i].counter {
 			p.parts[i].gen = s.gen(p.parts[i].base)
