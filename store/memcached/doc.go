@@ -135,7 +135,7 @@
 //		WrapServer: func(addr string, server sluice.Store) sluice.Store {
 //			fb, err := fallback.New(fallback.Config{Primary: server, Policy: fallback.Local, Instances: 8})
 //			if err != nil {
-//				panic(err) // only for an invalid Config
+//				return nil // memcached.New then fails
 //			}
 //			return fb
 //		},

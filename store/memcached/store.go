@@ -55,7 +55,8 @@ type Config struct {
 	// of package store/fallback: then a dead server's actors fail over by
 	// that policy, with a circuit breaker of their own, while the other
 	// servers' actors are decided as usual. Wrappers that are io.Closers
-	// are closed by Close. Default nil: a server's errors reach the caller.
+	// are closed by Close; a nil wrapper makes New fail. Default nil: a
+	// server's errors reach the caller.
 	WrapServer func(addr string, server sluice.Store) sluice.Store
 }
 
