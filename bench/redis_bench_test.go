@@ -272,9 +272,9 @@ func rdFloor(b *testing.B, addr, keys string, parallel bool, pipeline int) {
 	host, port, _ := strings.Cut(addr, ":")
 	// A fixed count, whatever b.N: redis-benchmark reports its own rate,
 	// and a short run would mostly measure connecting.
-	clients, n := 1, 20_000
+	clients, n := 1, 10_000
 	if parallel {
-		clients, n = rdParallel, 200_000
+		clients, n = rdParallel, 50_000
 	}
 	key := "{bench}=floor:" + strconv.FormatUint(rand.Uint64(), 36)
 	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-P", strconv.Itoa(pipeline),
