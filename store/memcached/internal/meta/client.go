@@ -26,9 +26,9 @@ import (
 // ErrClosed is returned by a Client after Close.
 var ErrClosed = errors.New("meta: client closed")
 
-// maxPending bounds the fire-and-forget batches a connection may owe
-// replies for before it is drained in line.
-const maxPending = 8
+// maxPending bounds the replies to fire-and-forget commands a connection
+// may owe before it is drained in line.
+const maxPending = 64
 
 // flushDelay is how long commands given to Send may wait for the
 // connection's next batch, to go out in the same write, before they are
@@ -73,7 +73,7 @@ type Client struct {
 type conn struct {
 	nc      net.Conn
 	br      *bufio.Reader
-	pending int         // batches given to Send whose replies are still unread
+	pending int         // replies to commands given to Send, still unread
 	out     []byte      // batches given to Send and not yet written
 	timer   *time.Timer // writes out when the connection stays idle
 }
@@ -145,9 +145,10 @@ func (c *Client) Send(ctx context.Context, b *Batch) error {
 	if err != nil {
 		return fmt.Errorf("memcached %s: %w", c.addr, err)
 	}
+	// No "mn" to end them: memcached writes its replies out at an mn,
+	// which would split the next batch's replies into a second segment.
 	cn.out = append(cn.out, b.buf...)
-	cn.out = append(cn.out, "mn\r\n"...)
-	cn.pending++
+	cn.pending += b.n
 	c.put(cn)
 	return nil
 }
@@ -219,8 +220,8 @@ func (c *Client) roundTrip(cn *conn, b *Batch) error {
 	return nil
 }
 
-// drain reads the replies a connection owes for earlier Sends, up to and
-// including each one's MN. On error the connection is out of step.
+// drain reads the replies a connection owes for earlier Sends, one per
+// command. On error the connection is out of step.
 func (c *Client) drain(cn *conn) error {
 	var scratch []byte
 	for cn.pending > 0 {
@@ -229,10 +230,8 @@ func (c *Client) drain(cn *conn) error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case r.Status == StatusNoOp:
-			cn.pending--
-		case r.Err() != nil:
+		cn.pending--
+		if r.Err() != nil {
 			c.dropped.Add(1)
 		}
 	}
