@@ -54,8 +54,9 @@ func TestRoundTrips(t *testing.T) {
 		{sluice.OpTake, time.Second, true, 1, 0},         // same window
 		{sluice.OpPeek, time.Second, true, 1, 0},         // peek
 		{sluice.OpTake, 2 * time.Second, true, 1, 0},     // last one
-		{sluice.OpTake, 3 * time.Second, false, 1, 1},    // denied: rollback sent
+		{sluice.OpTake, 3 * time.Second, false, 2, 0},    // denied: rollback waited for
 		{sluice.OpPeek, 4 * time.Second, false, 1, 0},    // peek at a full window
+		{sluice.OpTake, 5 * time.Second, false, 1, 0},    // denied again: decided by a peek
 		{sluice.OpTake, 2 * time.Minute, true, 1, 1},     // new window: head update sent
 		{sluice.OpTake, 2*time.Minute + 1, true, 1, 0},   // same window again
 		{sluice.OpReset, 2*time.Minute + 2, false, 1, 0}, // reset: one round trip

@@ -27,7 +27,11 @@
 // The store then rebuilds the state the reference keeps, with the current
 // bucket as it was before the increment, and decides with package
 // algorithm: the decision (Allowed, Remaining, ResetAfter, RetryAfter) is
-// the reference's. A peek is the same pipeline without the writes.
+// the reference's. A peek is the same pipeline without the writes. A
+// denied take costs a second round trip, to take its increments back; an
+// actor denied again before its RetryAfter has passed is asked with a
+// peek first, so a flood of denied requests costs one round trip each and
+// writes nothing.
 //
 // The head makes the reference's two subtleties exact. A take whose clock
 // is behind the newest bucket seen counts in that newest bucket, as the
@@ -47,10 +51,9 @@
 // What is not atomic, precisely:
 //
 //   - A denied take was counted before the store knew it was denied. Its
-//     increments are then taken back (ma MD), queued without waiting: they
-//     go out in the same write as the connection's next batch, or on their
-//     own within half a millisecond. Until then a concurrent take sees up
-//     to Cost more and may
+//     increments are then taken back (ma MD), and the store waits for that
+//     before it answers, so no request that starts after the answer sees
+//     them. Meanwhile a concurrent take sees up to Cost more and may
 //     be denied where a sequential run would admit it: under-admission,
 //     never over-admission. With takes of cost 1 under one limit and no
 //     refunds this cannot happen (a take is denied only when the count was
@@ -62,11 +65,13 @@
 //     between an increment and its rollback, the count stays up until its
 //     bucket leaves the window: under-admission, never over-admission.
 //   - When a take opens a newer bucket, the head is updated afterwards by
-//     compare-and-set, queued the same way. A caller running alone reuses
-//     the same connection, so its next request reaches the server after
-//     the update; a concurrent request on another connection in the half
-//     millisecond between, whose clock is behind across a bucket boundary,
-//     may count in the older bucket.
+//     compare-and-set, queued on the connection without waiting: it goes
+//     out in the same write as the connection's next batch, or alone within
+//     half a millisecond. A caller running alone reuses the same
+//     connection, so its next request reaches the server after the update;
+//     a concurrent request on another connection in the half millisecond
+//     between, whose clock is behind across a bucket boundary, may count in
+//     the older bucket.
 //   - A sliding window's older buckets are read in the same pipeline, not
 //     under one lock with the increment. They change afterwards only by
 //     refunds and rollbacks (which lower them) or by takes from clocks that

@@ -76,6 +76,7 @@ type Store struct {
 	batches sync.Pool
 	locks   [256]sync.Mutex
 	gens    [1024]atomic.Pointer[genEntry]
+	denials [4096]atomic.Pointer[denial]
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -139,11 +140,10 @@ type Stats struct {
 	// RoundTrips is the number of batches sent that waited for replies.
 	RoundTrips int64
 	// Sends is the number of batches queued without waiting, to go out
-	// with the next round trip on their connection: rollbacks of denied
-	// takes and head updates.
+	// with the next round trip on their connection: head updates.
 	Sends int64
 	// DroppedReplies counts error replies (or lost connections) to those
-	// batches: rollbacks or head updates whose effect is unknown.
+	// batches: head updates whose effect is unknown.
 	DroppedReplies int64
 }
 
@@ -225,6 +225,17 @@ func (s *Store) decideOn(ctx context.Context, c *meta.Client, r *sluice.Request)
 // must be written back (a second round trip, and a retry if another
 // process wrote first).
 func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, take bool) (sluice.Decision, error) {
+	if take && s.recentlyDenied(p) {
+		// Likely denied again: a peek decides a denial in one round trip
+		// with nothing to take back; only if it allows is the take sent.
+		d, err := s.decide(ctx, c, p, b, false)
+		if err != nil || !d.Allowed {
+			if err == nil {
+				s.rememberDenial(p, d)
+			}
+			return d, err
+		}
+	}
 	if take && p.anyCAS {
 		mu := s.lock(p.raw)
 		mu.Lock()
@@ -251,6 +262,7 @@ func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 		}
 		if !d.Allowed {
 			s.rollback(ctx, c, p, b)
+			s.rememberDenial(p, d)
 			return d, nil
 		}
 		if p.anyCAS {
@@ -265,16 +277,18 @@ func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 			}
 		}
 		s.advanceHeads(ctx, c, p, b)
+		s.forgetDenial(p)
 		return d, nil
 	}
 	return sluice.Decision{}, ErrContention
 }
 
-// rollback takes back the plan's counter increments, queued without
-// waiting for the replies: they change nothing in the caller's answer. It
-// runs even when ctx is done, so that a cancelled request leaves no count
-// behind.
-func (s *Store) rollback(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) {
+// rollback takes back the plan's counter increments and waits until
+// memcached has applied them, so that no request that starts after this
+// one returned sees them. It runs even when ctx is done, so that a
+// cancelled request leaves no count behind. If it fails, the counts stay
+// up until their buckets expire (under-admission, never over-admission).
+func (s *Store) rollback(_ context.Context, c *meta.Client, p *plan, b *meta.Batch) {
 	b.Reset()
 	for i := range p.parts {
 		if k := p.parts[i].incrKey; k != "" {
@@ -282,7 +296,7 @@ func (s *Store) rollback(ctx context.Context, c *meta.Client, p *plan, b *meta.B
 			p.parts[i].incrKey = ""
 		}
 	}
-	c.Send(context.Background(), b) // not ctx: it must go out even when ctx is done
+	c.Do(context.Background(), b)
 }
 
 // advanceHeads records, for each counter limit whose take opened a newer
@@ -496,6 +510,48 @@ func (s *Store) lock(name string) *sync.Mutex {
 		h = (h ^ uint32(name[i])) * 16777619
 	}
 	return &s.locks[h%uint32(len(s.locks))]
+}
+
+// A denial remembers that an actor's take under a policy was denied
+// until a time, so that its next takes before then are decided by a peek
+// first (see decide). It only chooses the order of round trips: the
+// decision is always the store's.
+type denial struct {
+	raw    string
+	policy uint64
+	until  int64
+}
+
+func (s *Store) denialSlot(p *plan) (*atomic.Pointer[denial], uint64) {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) { h = (h ^ v) * 1099511628211 }
+	for i := 0; i < len(p.raw); i++ {
+		mix(uint64(p.raw[i]))
+	}
+	slot := &s.denials[h%uint64(len(s.denials))]
+	policy := uint64(p.cost)
+	for _, l := range p.limits {
+		policy = (policy ^ l.StateID() ^ uint64(l.Rate)<<20 ^ uint64(l.Burst)) * 1099511628211
+	}
+	return slot, policy
+}
+
+func (s *Store) recentlyDenied(p *plan) bool {
+	slot, policy := s.denialSlot(p)
+	e := slot.Load()
+	return e != nil && e.raw == p.raw && e.policy == policy && p.now < e.until
+}
+
+func (s *Store) rememberDenial(p *plan, d sluice.Decision) {
+	slot, policy := s.denialSlot(p)
+	slot.Store(&denial{raw: p.raw, policy: policy, until: p.now + int64(d.RetryAfter)})
+}
+
+func (s *Store) forgetDenial(p *plan) {
+	slot, _ := s.denialSlot(p)
+	if e := slot.Load(); e != nil && e.raw == p.raw {
+		slot.CompareAndSwap(e, nil)
+	}
 }
 
 // genEntry remembers a counter limit's generation, so that after a reset
