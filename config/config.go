@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -26,12 +24,6 @@ const DefaultListen = "127.0.0.1:8080"
 // image) fails fast instead of filling memory.
 const MaxSize = 4 << 20
 
-// Store types.
-const (
-	// StoreMemory keeps state in the process: fast, not shared.
-	StoreMemory = "memory"
-)
-
 // A Config is a parsed and validated configuration. Build one with
 // [Parse], [Load] or [Default]; the zero value has no rules. A Config is
 // not modified by this package after it is returned, so it may be shared
@@ -45,12 +37,14 @@ type Config struct {
 	// Rules are the named policies clients ask about, in file order,
 	// with unique names. At least one.
 	Rules []Rule
-}
-
-// Store chooses and configures the store that keeps limiter state.
-type Store struct {
-	// Type names the store. Default StoreMemory, the only one so far.
-	Type string
+	// Failure is what rules answer while a shared store fails.
+	Failure Failure
+	// Admin configures the admin API; off by default.
+	Admin Admin
+	// Guard holds the allow and deny lists and the jails.
+	Guard Guard
+	// ForwardAuth configures GET /v1/auth for proxies.
+	ForwardAuth ForwardAuth
 }
 
 // A Rule is a named policy: a request under the rule is allowed only if
@@ -139,13 +133,13 @@ func Parse(name string, data []byte) (*Config, error) {
 
 // file is the YAML form of a Config.
 type file struct {
-	Store  fileStore  `yaml:"store"`
-	Listen string     `yaml:"listen"`
-	Rules  []fileRule `yaml:"rules"`
-}
-
-type fileStore struct {
-	Type string `yaml:"type"`
+	Store       fileStoreSection `yaml:"store"`
+	Listen      string           `yaml:"listen"`
+	Rules       []fileRule       `yaml:"rules"`
+	Failure     fileFailure      `yaml:"failure"`
+	Admin       fileAdmin        `yaml:"admin"`
+	Guard       fileGuard        `yaml:"guard"`
+	ForwardAuth fileForwardAuth  `yaml:"forward_auth"`
 }
 
 type fileRule struct {
@@ -156,20 +150,15 @@ type fileRule struct {
 var ruleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 func (f *file) config(v *validator) (*Config, error) {
-	c := &Config{Store: Store{Type: f.Store.Type}, Listen: f.Listen}
-	switch c.Store.Type {
-	case "":
-		c.Store.Type = StoreMemory
-	case StoreMemory:
-	default:
-		return nil, v.errorf(at("store", "type"), "unknown store type %q (want %q)", c.Store.Type, StoreMemory)
+	c := &Config{Listen: f.Listen}
+	var err error
+	if c.Store, err = f.Store.store(v); err != nil {
+		return nil, err
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
-	} else if _, port, err := net.SplitHostPort(c.Listen); err != nil {
-		return nil, v.errorf(at("listen"), "%q is not host:port: %v", c.Listen, err)
-	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return nil, v.errorf(at("listen"), "port %q is not a number from 0 to 65535", port)
+	} else if err := listenAddr(v, at("listen"), c.Listen); err != nil {
+		return nil, err
 	}
 	if len(f.Rules) == 0 {
 		return nil, v.errorf(at("rules"), "no rules: a configuration needs at least one")
@@ -203,7 +192,24 @@ func (f *file) config(v *validator) (*Config, error) {
 		}
 		c.Rules = append(c.Rules, r)
 	}
-	return c, nil
+	return c, f.service(v, c)
+}
+
+// service validates the sections that configure the service around the
+// rules, which it may name.
+func (f *file) service(v *validator, c *Config) error {
+	var err error
+	if c.Failure, err = f.Failure.failure(v, c.Rules); err != nil {
+		return err
+	}
+	if c.Admin, err = f.Admin.admin(v); err != nil {
+		return err
+	}
+	if c.Guard, err = f.Guard.guard(v, c.Rules); err != nil {
+		return err
+	}
+	c.ForwardAuth, err = f.ForwardAuth.forwardAuth(v, c.Rules)
+	return err
 }
 
 // validator builds errors that name the file, line and field.
@@ -293,10 +299,20 @@ func yamlError(name string, err error) error {
 	}
 	r := strings.NewReplacer(
 		"in type config.fileRule", "in a rule",
-		"in type config.fileStore", "in store",
+		"in type config.fileStoreSection", "in store",
+		"in type config.fileMemory", "in store.memory",
+		"in type config.fileRedis", "in store.redis",
+		"in type config.fileSentinel", "in store.redis.sentinel",
+		"in type config.fileMemcached", "in store.memcached",
+		"in type config.fileFailure", "in failure",
+		"in type config.fileAdmin", "in admin",
+		"in type config.fileGuard", "in guard",
+		"in type config.fileJail", "in a jail",
+		"in type config.fileForwardAuth", "in forward_auth",
+		"into time.Duration", "into a duration (want such as 100ms, 10m, 168h)",
 		"in type config.file", "at the top level",
 		"into config.fileRule", "into a rule (want a mapping with name and limits)",
-		"into config.fileStore", "into store (want a mapping)",
+		"into config.fileStoreSection", "into store (want a mapping)",
 		"into config.file", "into a configuration (want a mapping)",
 		"into []config.fileRule", "into rules (want a list)",
 		"into []string", `into limits (want a list such as ["5/min", "20/h"])`,

@@ -1,0 +1,561 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Store types.
+const (
+	// StoreMemory keeps state in the process: fast, not shared. The
+	// default.
+	StoreMemory = "memory"
+	// StoreRedis keeps state in Redis (one server, a Cluster or a
+	// Sentinel-managed primary), shared by every process that uses it.
+	StoreRedis = "redis"
+	// StoreMemcached keeps state in a fleet of memcached servers.
+	StoreMemcached = "memcached"
+)
+
+// Failure policies: what a rule answers while a shared store fails.
+const (
+	// FailLocal decides on a store in the process, each limit divided
+	// among Failure.Instances, and replays the local takes into the
+	// shared store when it answers again. The default.
+	FailLocal = "local"
+	// FailOpen allows every request.
+	FailOpen = "open"
+	// FailClosed refuses to decide: the service answers 503.
+	FailClosed = "closed"
+)
+
+// Defaults of the service sections.
+const (
+	// DefaultAdminListen is where the admin API listens when it is on
+	// and admin.listen is not set: loopback only.
+	DefaultAdminListen = "127.0.0.1:8081"
+	// DefaultFailureTimeout bounds each call of a shared store.
+	DefaultFailureTimeout = 100 * time.Millisecond
+	// MinTokenLen is the shortest admin token accepted: 16 bytes is too
+	// long to guess at any rate a network allows.
+	MinTokenLen = 16
+)
+
+// Store chooses and configures the store that keeps limiter state.
+type Store struct {
+	// Type names the store: StoreMemory (the default), StoreRedis or
+	// StoreMemcached.
+	Type string
+	// Memory configures the memory store.
+	Memory MemoryStore
+	// Redis configures the Redis store; Addrs is required when Type is
+	// StoreRedis.
+	Redis RedisStore
+	// Memcached configures the memcached store; Addrs is required when
+	// Type is StoreMemcached.
+	Memcached MemcachedStore
+}
+
+// Shared reports whether the store lives outside the process, where it
+// can fail and a failure policy applies.
+func (s Store) Shared() bool { return s.Type != StoreMemory }
+
+// MemoryStore configures a store/memory Store.
+type MemoryStore struct {
+	// MaxBytes caps the memory of the states kept. Default 0: the
+	// store's default (256 MiB); negative means no cap.
+	MaxBytes int64
+}
+
+// RedisStore configures a store/redis Store.
+type RedisStore struct {
+	// Addrs are one Redis server, or seed nodes of a Redis Cluster (the
+	// client detects a cluster), host:port each. Without Sentinel,
+	// required.
+	Addrs []string
+	// Username and Password authenticate to Redis. Default none. The
+	// file may name an environment variable holding the password
+	// (password_env) instead of the password itself.
+	Username, Password string
+	// DB selects a database of a single server. Default 0.
+	DB int
+	// Sentinel, when its Master is set, finds the primary through Redis
+	// Sentinel: its Addrs are the sentinels, and RedisStore.Addrs must be
+	// empty.
+	Sentinel Sentinel
+}
+
+// Sentinel configures Redis Sentinel discovery.
+type Sentinel struct {
+	// Master is the name of the monitored primary (the master set).
+	Master string
+	// Addrs are the sentinels, host:port each.
+	Addrs []string
+	// Username and Password authenticate to the sentinels. Default none;
+	// password_env names an environment variable instead.
+	Username, Password string
+}
+
+// MemcachedStore configures a store/memcached Store.
+type MemcachedStore struct {
+	// Addrs are the memcached servers, host:port each, listed the same
+	// way in every process. At least one.
+	Addrs []string
+	// Weights, when set, gives the weight of each server of Addrs.
+	// Default all equal.
+	Weights []int
+}
+
+// Failure is what rules answer while a shared store fails (an error, or
+// no answer within Timeout). It does not apply to the memory store, which
+// cannot fail.
+type Failure struct {
+	// Policy is the default policy: FailLocal (the default), FailOpen or
+	// FailClosed.
+	Policy string
+	// Timeout bounds each call of the store. Default
+	// DefaultFailureTimeout.
+	Timeout time.Duration
+	// Instances is how many sluice processes share the store: under
+	// FailLocal each limit is divided among them. Default 1.
+	Instances int
+	// Rules sets the policy of single rules, by rule name, overriding
+	// Policy. Default none.
+	Rules map[string]string
+}
+
+// PolicyOf returns the failure policy of the named rule.
+func (f Failure) PolicyOf(rule string) string {
+	if p, ok := f.Rules[rule]; ok {
+		return p
+	}
+	return f.Policy
+}
+
+// Admin configures the admin API: bans, allow and deny lists, rules, peek
+// and the dashboard.
+type Admin struct {
+	// Listen is the address of the admin listener. Default
+	// DefaultAdminListen when Token is set.
+	Listen string
+	// Token is the bearer token every admin request must carry: at least
+	// MinTokenLen bytes. Default empty: the admin API is off. The file
+	// may name an environment variable holding it (token_env) rather
+	// than hold it.
+	Token string
+}
+
+// Enabled reports whether the admin API is on.
+func (a Admin) Enabled() bool { return a.Token != "" }
+
+// Guard configures the abuse policy above the rules: allow and deny lists
+// and jails, applied by forward-auth to the client's address.
+type Guard struct {
+	// Allow lists addresses, networks and "key:" entries that skip every
+	// limit. Default none.
+	Allow []string
+	// Deny lists addresses, networks and "key:" entries refused with 403.
+	// Default none.
+	Deny []string
+	// Jails ban actors whose requests are denied too often. Default none.
+	Jails []Jail
+}
+
+// A Jail bans the actors that rules deny too often: MaxFailures denials
+// within FindTime ban the actor for BanTime, longer on each repeat. Zero
+// fields take the defaults of guard.JailConfig.
+type Jail struct {
+	// Name identifies the jail: 1 to 64 letters, digits, '_', '-', '.'.
+	Name string
+	// Rules are the rules whose denials count as failures. At least one.
+	Rules []string
+	// MaxFailures denials within FindTime earn a ban. Default 5.
+	MaxFailures int
+	// FindTime is the window denials are counted in. Default 10m.
+	FindTime time.Duration
+	// BanTime is the length of a first ban. Default 10m.
+	BanTime time.Duration
+	// MaxBanTime caps a ban that grows with repeat offences. Default 168h.
+	MaxBanTime time.Duration
+	// Growth multiplies a ban's length per earlier offence. Default 2.
+	Growth float64
+}
+
+// ForwardAuth configures GET /v1/auth, the endpoint of nginx
+// auth_request, Traefik ForwardAuth and Caddy forward_auth.
+type ForwardAuth struct {
+	// Rule is the rule applied when the request names none (?rule=).
+	// Default the first rule of the file.
+	Rule string
+	// Key lists the parts of the key, joined by '|': "ip" (the client
+	// address), "method", "path" (the original URI without its query),
+	// "uri" (with it), "host", or "header:NAME". Default ["ip"].
+	Key []string
+	// TrustedProxies are the networks of the proxies that call the
+	// endpoint and of any proxies before them: X-Forwarded-For hops they
+	// appended are believed. Default loopback (127.0.0.0/8, ::1).
+	TrustedProxies []netip.Prefix
+	// DenyStatus is the status of a denial: 429 (Traefik and Caddy pass
+	// it on) or 403 (nginx's auth_request passes only 401 and 403; map it
+	// back to 429 with error_page). Default 429. ?deny_status= overrides
+	// it per request.
+	DenyStatus int
+}
+
+// Key parts of ForwardAuth.Key.
+var keyParts = []string{"ip", "method", "path", "uri", "host"}
+
+// The YAML forms of the service sections.
+type (
+	fileStoreSection struct {
+		Type      string        `yaml:"type"`
+		Memory    fileMemory    `yaml:"memory"`
+		Redis     fileRedis     `yaml:"redis"`
+		Memcached fileMemcached `yaml:"memcached"`
+	}
+	fileMemory struct {
+		MaxBytes int64 `yaml:"max_bytes"`
+	}
+	fileRedis struct {
+		Addrs       []string     `yaml:"addrs"`
+		Username    string       `yaml:"username"`
+		Password    string       `yaml:"password"`
+		PasswordEnv string       `yaml:"password_env"`
+		DB          int          `yaml:"db"`
+		Sentinel    fileSentinel `yaml:"sentinel"`
+	}
+	fileSentinel struct {
+		Master      string   `yaml:"master"`
+		Addrs       []string `yaml:"addrs"`
+		Username    string   `yaml:"username"`
+		Password    string   `yaml:"password"`
+		PasswordEnv string   `yaml:"password_env"`
+	}
+	fileMemcached struct {
+		Addrs   []string `yaml:"addrs"`
+		Weights []int    `yaml:"weights"`
+	}
+	fileFailure struct {
+		Policy    string            `yaml:"policy"`
+		Timeout   time.Duration     `yaml:"timeout"`
+		Instances int               `yaml:"instances"`
+		Rules     map[string]string `yaml:"rules"`
+	}
+	fileAdmin struct {
+		Listen   string `yaml:"listen"`
+		Token    string `yaml:"token"`
+		TokenEnv string `yaml:"token_env"`
+	}
+	fileGuard struct {
+		Allow []string   `yaml:"allow"`
+		Deny  []string   `yaml:"deny"`
+		Jails []fileJail `yaml:"jails"`
+	}
+	fileJail struct {
+		Name        string        `yaml:"name"`
+		Rules       []string      `yaml:"rules"`
+		MaxFailures int           `yaml:"max_failures"`
+		FindTime    time.Duration `yaml:"find_time"`
+		BanTime     time.Duration `yaml:"ban_time"`
+		MaxBanTime  time.Duration `yaml:"max_ban_time"`
+		Growth      float64       `yaml:"growth"`
+	}
+	fileForwardAuth struct {
+		Rule           string   `yaml:"rule"`
+		Key            []string `yaml:"key"`
+		TrustedProxies []string `yaml:"trusted_proxies"`
+		DenyStatus     int      `yaml:"deny_status"`
+	}
+)
+
+// store validates the store section.
+func (f *fileStoreSection) store(v *validator) (Store, error) {
+	s := Store{Type: f.Type, Memory: MemoryStore{MaxBytes: f.Memory.MaxBytes}}
+	switch s.Type {
+	case "":
+		s.Type = StoreMemory
+	case StoreMemory, StoreRedis, StoreMemcached:
+	default:
+		return s, v.errorf(at("store", "type"), "unknown store type %q (want %s, %s or %s)", s.Type, StoreMemory, StoreRedis, StoreMemcached)
+	}
+	r := f.Redis
+	if s.Type == StoreRedis {
+		var err error
+		s.Redis = RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB}
+		if s.Redis.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, "password"); err != nil {
+			return s, err
+		}
+		st := r.Sentinel
+		s.Redis.Sentinel = Sentinel{Master: st.Master, Addrs: st.Addrs, Username: st.Username}
+		if s.Redis.Sentinel.Password, err = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, "password"); err != nil {
+			return s, err
+		}
+		switch {
+		case st.Master != "" && len(r.Addrs) > 0:
+			return s, v.errorf(at("store", "redis", "addrs"), "set addrs or sentinel, not both")
+		case st.Master != "":
+			if err := addrs(v, at("store", "redis", "sentinel", "addrs"), st.Addrs); err != nil {
+				return s, err
+			}
+		case len(st.Addrs) > 0:
+			return s, v.errorf(at("store", "redis", "sentinel"), "sentinel addrs without a master name")
+		default:
+			if err := addrs(v, at("store", "redis", "addrs"), r.Addrs); err != nil {
+				return s, err
+			}
+		}
+		if r.DB < 0 {
+			return s, v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
+		}
+	}
+	if s.Type == StoreMemcached {
+		m := f.Memcached
+		s.Memcached = MemcachedStore(m)
+		if err := addrs(v, at("store", "memcached", "addrs"), m.Addrs); err != nil {
+			return s, err
+		}
+		if len(m.Weights) > 0 && len(m.Weights) != len(m.Addrs) {
+			return s, v.errorf(at("store", "memcached", "weights"), "%d weights for %d servers", len(m.Weights), len(m.Addrs))
+		}
+		for i, w := range m.Weights {
+			if w < 1 {
+				return s, v.errorf(at("store", "memcached", "weights", i), "weight %d must be at least 1", w)
+			}
+		}
+	}
+	return s, nil
+}
+
+// failure validates the failure section against the rules.
+func (f *fileFailure) failure(v *validator, rules []Rule) (Failure, error) {
+	fl := Failure{Policy: f.Policy, Timeout: f.Timeout, Instances: f.Instances}
+	if fl.Policy == "" {
+		fl.Policy = FailLocal
+	} else if !validPolicy(fl.Policy) {
+		return fl, v.errorf(at("failure", "policy"), "unknown policy %q (want %s, %s or %s)", fl.Policy, FailLocal, FailOpen, FailClosed)
+	}
+	switch {
+	case fl.Timeout == 0:
+		fl.Timeout = DefaultFailureTimeout
+	case fl.Timeout < 0:
+		return fl, v.errorf(at("failure", "timeout"), "timeout %v must be positive", fl.Timeout)
+	}
+	switch {
+	case fl.Instances == 0:
+		fl.Instances = 1
+	case fl.Instances < 0:
+		return fl, v.errorf(at("failure", "instances"), "instances %d must be at least 1", fl.Instances)
+	}
+	if len(f.Rules) > 0 {
+		fl.Rules = make(map[string]string, len(f.Rules))
+	}
+	for name, p := range f.Rules {
+		if !hasRule(rules, name) {
+			return fl, v.errorf(at("failure", "rules", name), "no rule named %q", name)
+		}
+		if !validPolicy(p) {
+			return fl, v.errorf(at("failure", "rules", name), "unknown policy %q (want %s, %s or %s)", p, FailLocal, FailOpen, FailClosed)
+		}
+		fl.Rules[name] = p
+	}
+	return fl, nil
+}
+
+func validPolicy(p string) bool { return p == FailLocal || p == FailOpen || p == FailClosed }
+
+func hasRule(rules []Rule, name string) bool {
+	return slices.ContainsFunc(rules, func(r Rule) bool { return r.Name == name })
+}
+
+// admin validates the admin section.
+func (f *fileAdmin) admin(v *validator) (Admin, error) {
+	token, err := secret(v, at("admin"), f.Token, f.TokenEnv, "token")
+	if err != nil {
+		return Admin{}, err
+	}
+	a := Admin{Listen: f.Listen, Token: token}
+	switch {
+	case token == "" && f.Listen != "":
+		return a, v.errorf(at("admin", "listen"), "an admin listener needs a token (admin.token or admin.token_env)")
+	case token == "":
+		return a, nil
+	case len(token) < MinTokenLen:
+		return a, v.errorf(at("admin"), "the token is %d bytes; at least %d are required", len(token), MinTokenLen)
+	case strings.ContainsAny(token, " \t\r\n"):
+		return a, v.errorf(at("admin"), "the token must not contain white space")
+	}
+	if a.Listen == "" {
+		a.Listen = DefaultAdminListen
+	}
+	return a, listenAddr(v, at("admin", "listen"), a.Listen)
+}
+
+// guard validates the guard section against the rules.
+func (f *fileGuard) guard(v *validator, rules []Rule) (Guard, error) {
+	g := Guard{Allow: f.Allow, Deny: f.Deny}
+	for _, list := range []struct {
+		name    string
+		entries []string
+	}{{"allow", f.Allow}, {"deny", f.Deny}} {
+		for i, e := range list.entries {
+			if k, ok := strings.CutPrefix(e, "key:"); ok && k != "" {
+				continue
+			}
+			if _, err := parsePrefix(e); err != nil {
+				return g, v.errorf(at("guard", list.name, i), "%q is not an address, a network or key:NAME", e)
+			}
+		}
+	}
+	seen := map[string]int{}
+	for i, fj := range f.Jails {
+		j := Jail(fj)
+		switch prev, dup := seen[j.Name]; {
+		case !ruleName.MatchString(j.Name):
+			return g, v.errorf(at("guard", "jails", i, "name"), "jail name %q must be 1 to 64 letters, digits, '_', '-' or '.'", j.Name)
+		case dup:
+			return g, v.errorf(at("guard", "jails", i, "name"), "jail %q is already defined at line %d", j.Name, v.line("guard", "jails", prev, "name"))
+		case len(j.Rules) == 0:
+			return g, v.errorf(at("guard", "jails", i, "rules"), "jail %q names no rules whose denials it counts", j.Name)
+		case j.MaxFailures < 0, j.FindTime < 0, j.BanTime < 0, j.MaxBanTime < 0, j.Growth < 0:
+			return g, v.errorf(at("guard", "jails", i), "jail %q: counts, times and growth must not be negative", j.Name)
+		case j.Growth != 0 && j.Growth < 1:
+			return g, v.errorf(at("guard", "jails", i, "growth"), "growth %v must be at least 1", j.Growth)
+		case j.MaxBanTime != 0 && j.MaxBanTime < cmp.Or(j.BanTime, 10*time.Minute):
+			return g, v.errorf(at("guard", "jails", i, "max_ban_time"), "max_ban_time %v is shorter than the ban time", j.MaxBanTime)
+		case max(j.BanTime, j.MaxBanTime, j.FindTime) > sluice.MaxPeriod/2:
+			return g, v.errorf(at("guard", "jails", i), "jail %q: times must be at most %v", j.Name, sluice.MaxPeriod/2)
+		}
+		seen[j.Name] = i
+		for k, r := range j.Rules {
+			if !hasRule(rules, r) {
+				return g, v.errorf(at("guard", "jails", i, "rules", k), "no rule named %q", r)
+			}
+		}
+		g.Jails = append(g.Jails, j)
+	}
+	return g, nil
+}
+
+// forwardAuth validates the forward_auth section against the rules.
+func (f *fileForwardAuth) forwardAuth(v *validator, rules []Rule) (ForwardAuth, error) {
+	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus}
+	if fa.Rule == "" && len(rules) > 0 {
+		fa.Rule = rules[0].Name
+	} else if !hasRule(rules, fa.Rule) {
+		return fa, v.errorf(at("forward_auth", "rule"), "no rule named %q", fa.Rule)
+	}
+	if len(fa.Key) == 0 {
+		fa.Key = []string{"ip"}
+	}
+	for i, k := range fa.Key {
+		if h, ok := strings.CutPrefix(k, "header:"); ok && validHeader(h) || slices.Contains(keyParts, k) {
+			continue
+		}
+		return fa, v.errorf(at("forward_auth", "key", i), "unknown key part %q (want %s or header:NAME)", k, strings.Join(keyParts, ", "))
+	}
+	if len(f.TrustedProxies) == 0 {
+		fa.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	for i, s := range f.TrustedProxies {
+		p, err := parsePrefix(s)
+		if err != nil {
+			return fa, v.errorf(at("forward_auth", "trusted_proxies", i), "%q is not an address or network", s)
+		}
+		fa.TrustedProxies = append(fa.TrustedProxies, p)
+	}
+	switch fa.DenyStatus {
+	case 0:
+		fa.DenyStatus = 429
+	case 429, 403:
+	default:
+		return fa, v.errorf(at("forward_auth", "deny_status"), "deny_status %d must be 429 or 403", fa.DenyStatus)
+	}
+	return fa, nil
+}
+
+// validHeader reports whether h is a plausible header field name.
+func validHeader(h string) bool {
+	if h == "" || len(h) > 128 {
+		return false
+	}
+	for _, c := range h {
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// secret returns a secret given literally or through an environment
+// variable, not both. An env name of a variable that is unset or empty is
+// an error: the file asks for a secret that is not there.
+func secret(v *validator, path []any, literal, env, what string) (string, error) {
+	switch {
+	case literal != "" && env != "":
+		return "", v.errorf(path, "set %s or %s_env, not both", what, what)
+	case env != "":
+		s, ok := os.LookupEnv(env)
+		if !ok || s == "" {
+			return "", v.errorf(append(path, what+"_env"), "environment variable %s is not set", env)
+		}
+		return s, nil
+	}
+	return literal, nil
+}
+
+// addrs checks a non-empty list of host:port addresses.
+func addrs(v *validator, path []any, list []string) error {
+	if len(list) == 0 {
+		return v.errorf(path, "at least one address (host:port) is required")
+	}
+	for i, a := range list {
+		host, port, err := net.SplitHostPort(a)
+		if err == nil && host == "" {
+			err = fmt.Errorf("no host")
+		}
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil {
+			return v.errorf(append(path, i), "%q is not host:port: %v", a, err)
+		}
+	}
+	return nil
+}
+
+// listenAddr checks a listening address, host:port with a port from 0 to
+// 65535.
+func listenAddr(v *validator, path []any, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return v.errorf(path, "%q is not host:port: %v", addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return v.errorf(path, "port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// parsePrefix parses an address (as a one-address network) or a network
+// in CIDR notation, as the guard's lists read them.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}

@@ -1,0 +1,186 @@
+package config
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const twoRules = `rules:
+  - name: login
+    limits: ["5/min"]
+  - name: api
+    limits: ["100/s"]
+`
+
+func TestParseService(t *testing.T) {
+	t.Setenv("SLUICE_TEST_REDIS_PASSWORD", "s3cret")
+	t.Setenv("SLUICE_TEST_TOKEN", "0123456789abcdef-token")
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	tests := []struct {
+		name, in string
+		want     Config // Listen and Rules are not compared
+	}{
+		{
+			name: "defaults",
+			in:   twoRules,
+			want: Config{
+				Store:       Store{Type: StoreMemory},
+				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
+				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429},
+			},
+		},
+		{
+			name: "redis with everything",
+			in: twoRules + `store:
+  type: redis
+  redis: {addrs: ["10.0.0.1:6379", "10.0.0.2:6379"], username: app, password_env: SLUICE_TEST_REDIS_PASSWORD, db: 2}
+failure:
+  policy: open
+  timeout: 50ms
+  instances: 4
+  rules: {login: closed}
+admin: {token_env: SLUICE_TEST_TOKEN}
+guard:
+  allow: [10.0.0.0/8, "key:ops"]
+  deny: [192.0.2.7]
+  jails:
+    - {name: abuse, rules: [api, login], max_failures: 20, find_time: 1m, ban_time: 10m, max_ban_time: 24h, growth: 3}
+forward_auth:
+  rule: api
+  key: [ip, method, path, "header:X-Api-Key"]
+  trusted_proxies: [10.1.0.0/16]
+  deny_status: 403
+`,
+			want: Config{
+				Store: Store{Type: StoreRedis, Redis: RedisStore{
+					Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Username: "app", Password: "s3cret", DB: 2,
+				}},
+				Failure: Failure{Policy: FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]string{"login": FailClosed}},
+				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
+				Guard: Guard{Allow: []string{"10.0.0.0/8", "key:ops"}, Deny: []string{"192.0.2.7"}, Jails: []Jail{{
+					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
+					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3,
+				}}},
+				ForwardAuth: ForwardAuth{Rule: "api", Key: []string{"ip", "method", "path", "header:X-Api-Key"},
+					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, DenyStatus: 403},
+			},
+		},
+		{
+			name: "sentinel",
+			in: twoRules + `store:
+  type: redis
+  redis:
+    sentinel: {master: mymaster, addrs: ["10.0.0.1:26379", "10.0.0.2:26379"], password: x}
+admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
+`,
+			want: Config{
+				Store: Store{Type: StoreRedis, Redis: RedisStore{Sentinel: Sentinel{
+					Master: "mymaster", Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, Password: "x",
+				}}},
+				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
+				Admin:       Admin{Listen: "[::1]:9091", Token: "a-token-of-sixteen+"},
+				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429},
+			},
+		},
+		{
+			name: "memcached",
+			in:   twoRules + "store: {type: memcached, memcached: {addrs: [\"m1:11211\", \"m2:11211\"], weights: [1, 2]}}\n",
+			want: Config{
+				Store:       Store{Type: StoreMemcached, Memcached: MemcachedStore{Addrs: []string{"m1:11211", "m2:11211"}, Weights: []int{1, 2}}},
+				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
+				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("t.yaml", []byte(tt.in))
+			if err != nil {
+				t.Fatalf("Parse(%q) error = %v, want nil", tt.in, err)
+			}
+			got := *c
+			got.Listen, got.Rules = "", nil
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Parse(%q) =\n%+v, want\n%+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseServiceErrors(t *testing.T) {
+	t.Setenv("SLUICE_TEST_EMPTY", "")
+	tests := []struct {
+		name, in string
+		want     []string // substrings of the error
+	}{
+		{"redis without addrs", "store: {type: redis}\n", []string{"t.yaml:6: store.redis.addrs:", "at least one address"}},
+		{"redis bad addr", "store: {type: redis, redis: {addrs: [x]}}\n", []string{"t.yaml:6: store.redis.addrs[0]:", `"x" is not host:port`}},
+		{"redis bad port", "store:\n  type: redis\n  redis:\n    addrs: [\"h:1\", \"h:99999\"]\n", []string{"t.yaml:9: store.redis.addrs[1]:"}},
+		{"redis both", "store: {type: redis, redis: {addrs: [\"h:1\"], sentinel: {master: m, addrs: [\"s:1\"]}}}\n", []string{"store.redis.addrs: set addrs or sentinel, not both"}},
+		{"sentinel without master", "store: {type: redis, redis: {sentinel: {addrs: [\"s:1\"]}}}\n", []string{"store.redis.sentinel: sentinel addrs without a master"}},
+		{"sentinel without addrs", "store: {type: redis, redis: {sentinel: {master: m}}}\n", []string{"store.redis.sentinel.addrs: at least one"}},
+		{"password both", "store: {type: redis, redis: {addrs: [\"h:1\"], password: a, password_env: B}}\n", []string{"store.redis: set password or password_env, not both"}},
+		{"password env unset", "store: {type: redis, redis: {addrs: [\"h:1\"], password_env: SLUICE_TEST_UNSET_VAR}}\n", []string{"store.redis.password_env: environment variable SLUICE_TEST_UNSET_VAR is not set"}},
+		{"negative db", "store: {type: redis, redis: {addrs: [\"h:1\"], db: -1}}\n", []string{"store.redis.db:"}},
+		{"unknown redis field", "store: {type: redis, redis: {adrs: [\"h:1\"]}}\n", []string{"t.yaml:6:", "field adrs not found in store.redis"}},
+		{"memcached without addrs", "store: {type: memcached}\n", []string{"store.memcached.addrs: at least one"}},
+		{"memcached weights", "store: {type: memcached, memcached: {addrs: [\"a:1\", \"b:1\"], weights: [1]}}\n", []string{"store.memcached.weights: 1 weights for 2 servers"}},
+		{"memcached zero weight", "store: {type: memcached, memcached: {addrs: [\"a:1\"], weights: [0]}}\n", []string{"store.memcached.weights[0]: weight 0"}},
+		{"failure policy", "failure: {policy: maybe}\n", []string{"t.yaml:6: failure.policy:", `unknown policy "maybe"`}},
+		{"failure timeout", "failure: {timeout: -1s}\n", []string{"failure.timeout:"}},
+		{"failure timeout unit", "failure: {timeout: 10}\n", []string{"t.yaml:6:", "into a duration"}},
+		{"failure instances", "failure: {instances: -2}\n", []string{"failure.instances:"}},
+		{"failure unknown rule", "failure:\n  rules: {signup: open}\n", []string{"t.yaml:7: failure.rules.signup:", `no rule named "signup"`}},
+		{"failure rule policy", "failure:\n  rules: {login: sometimes}\n", []string{"failure.rules.login:", `unknown policy "sometimes"`}},
+		{"admin short token", "admin: {token: short}\n", []string{"t.yaml:6: admin:", "at least 16"}},
+		{"admin token space", "admin: {token: \"0123456789 abcdef\"}\n", []string{"admin: the token must not contain white space"}},
+		{"admin empty env", "admin: {token_env: SLUICE_TEST_EMPTY}\n", []string{"admin.token_env: environment variable SLUICE_TEST_EMPTY is not set"}},
+		{"admin listen without token", "admin: {listen: \"127.0.0.1:1\"}\n", []string{"admin.listen: an admin listener needs a token"}},
+		{"admin bad listen", "admin: {token: 0123456789abcdefgh, listen: nope}\n", []string{"admin.listen:", "not host:port"}},
+		{"guard bad allow", "guard:\n  allow: [10.0.0.0/8, 10.0.0.300]\n", []string{"t.yaml:7: guard.allow[1]:", "not an address, a network or key:NAME"}},
+		{"guard bad deny", "guard: {deny: [\"::1/200\"]}\n", []string{"guard.deny[0]:"}},
+		{"jail no name", "guard: {jails: [{rules: [api]}]}\n", []string{"guard.jails[0].name:", "jail name"}},
+		{"jail dup", "guard:\n  jails:\n    - {name: j, rules: [api]}\n    - {name: j, rules: [api]}\n", []string{"t.yaml:9: guard.jails[1].name:", "already defined at line 8"}},
+		{"jail no rules", "guard: {jails: [{name: j}]}\n", []string{"guard.jails[0].rules:", "names no rules"}},
+		{"jail unknown rule", "guard: {jails: [{name: j, rules: [api, nope]}]}\n", []string{"guard.jails[0].rules[1]:", `no rule named "nope"`}},
+		{"jail negative", "guard: {jails: [{name: j, rules: [api], max_failures: -1}]}\n", []string{"guard.jails[0]:", "must not be negative"}},
+		{"jail growth", "guard: {jails: [{name: j, rules: [api], growth: 0.5}]}\n", []string{"guard.jails[0].growth:"}},
+		{"jail max ban", "guard: {jails: [{name: j, rules: [api], ban_time: 1h, max_ban_time: 30m}]}\n", []string{"guard.jails[0].max_ban_time:"}},
+		{"jail huge", "guard: {jails: [{name: j, rules: [api], ban_time: 100000h}]}\n", []string{"guard.jails[0]:", "at most"}},
+		{"unknown jail field", "guard: {jails: [{name: j, rules: [api], bantime: 1h}]}\n", []string{"field bantime not found in a jail"}},
+		{"fa rule", "forward_auth: {rule: nope}\n", []string{"forward_auth.rule:", `no rule named "nope"`}},
+		{"fa key", "forward_auth: {key: [ip, cookie]}\n", []string{"forward_auth.key[1]:", `unknown key part "cookie"`}},
+		{"fa header", "forward_auth: {key: [\"header:\"]}\n", []string{"forward_auth.key[0]:"}},
+		{"fa proxies", "forward_auth: {trusted_proxies: [everyone]}\n", []string{"forward_auth.trusted_proxies[0]:"}},
+		{"fa status", "forward_auth: {deny_status: 500}\n", []string{"forward_auth.deny_status:", "429 or 403"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := twoRules + tt.in
+			c, err := Parse("t.yaml", []byte(in))
+			if err == nil {
+				t.Fatalf("Parse(%q) = %+v, want an error", in, c)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse(%q) error = %q, want it to contain %q", in, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "config.") {
+				t.Errorf("Parse(%q) error = %q names an internal type", in, err)
+			}
+		})
+	}
+}
+
+func TestFailurePolicyOf(t *testing.T) {
+	f := Failure{Policy: FailLocal, Rules: map[string]string{"login": FailClosed}}
+	for rule, want := range map[string]string{"login": FailClosed, "api": FailLocal} {
+		if got := f.PolicyOf(rule); got != want {
+			t.Errorf("PolicyOf(%q) = %q, want %q", rule, got, want)
+		}
+	}
+}
