@@ -160,7 +160,7 @@ func testRefund(t *testing.T, s *suite) {
 			t.Errorf("refund of a fresh key, peek Remaining = %d, want %d", d.Remaining, l.MaxBurst()-1)
 		}
 		// Later in the trace, a refund of an older take.
-		later := now.Add(l.Period / 3)
+		later := now.Add((l.Period / 3).Truncate(time.Microsecond))
 		s.do(t, take("k", later, 1, l))
 		s.do(t, refund("k", later, now, 2, l))
 		s.do(t, peek("k", later, 1, l))
@@ -210,9 +210,12 @@ func testExpiry(t *testing.T, s *suite) {
 		now := t0.Add(7 * time.Hour)
 		var d sluice.Decision
 		for i := range l.MaxBurst() + 1 {
-			d = s.do(t, take("k", now.Add(time.Duration(i)*l.Period/time.Duration(3*l.Rate)), 1, l))
+			step := (l.Period / time.Duration(3*l.Rate)).Truncate(time.Microsecond)
+			d = s.do(t, take("k", now.Add(time.Duration(i)*step), 1, l))
 		}
-		at := d.Time.Add(d.ResetAfter)
+		// Round up onto the suite's microsecond grid (a staggered window
+		// ends on an arbitrary nanosecond).
+		at := d.Time.Add(d.ResetAfter + time.Microsecond - 1).Truncate(time.Microsecond)
 		r := s.request(take("k", at, 1, l))
 		fresh := algorithm.Decide(r.Limits, [][]int64{make([]int64, algorithm.Words(l))}, r.Prefix+r.Key, at.UnixNano(), 1, true)
 		fresh.Time = at
