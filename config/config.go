@@ -35,8 +35,11 @@ type Config struct {
 	// DefaultListen.
 	Listen string
 	// Rules are the named policies clients ask about, in file order,
-	// with unique names. At least one.
+	// with unique names. A configuration has at least one rule or domain.
 	Rules []Rule
+	// Domains are the descriptor rule trees (Envoy's format), in file
+	// order, with names unique among domains and rules.
+	Domains []Domain
 	// Failure is what rules answer while a shared store fails.
 	Failure Failure
 	// Admin configures the admin API; off by default.
@@ -57,6 +60,10 @@ type Rule struct {
 	// Limits is the policy; at least one, no two sharing a
 	// sluice.Limit.StateID (the same algorithm and period).
 	Limits []sluice.Limit
+	// Shadow decides and counts as usual but never denies (a dry run):
+	// answers say the request is allowed and report it as shadowed.
+	// Default false.
+	Shadow bool
 }
 
 // Rule returns the rule named name, and whether there is one.
@@ -84,13 +91,18 @@ func Default() (*Config, error) {
 	return Parse("sample.yaml", sample)
 }
 
-// Load reads and parses the configuration file at path (see [Parse]).
+// Load reads and parses the configuration file at path (see [Parse]). A
+// directory is read as envoyproxy/ratelimit reads its config directory:
+// see [LoadDir].
 func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return LoadDir(path)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -106,9 +118,14 @@ func Parse(name string, data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
 	}
 	var f file
+	var target any = &f
+	if envoyFormat(data) {
+		f.envoy = new(envoyFile)
+		target = f.envoy
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(target); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: empty configuration", name)
 		}
@@ -140,11 +157,18 @@ type file struct {
 	Admin       fileAdmin        `yaml:"admin"`
 	Guard       fileGuard        `yaml:"guard"`
 	ForwardAuth fileForwardAuth  `yaml:"forward_auth"`
+
+	// envoy holds the file when it is in Envoy's format (a domain and
+	// its descriptors), whose settings are all defaults.
+	envoy *envoyFile
 }
 
 type fileRule struct {
-	Name   string   `yaml:"name"`
-	Limits []string `yaml:"limits"`
+	Name        string           `yaml:"name"`
+	Limits      []string         `yaml:"limits"`
+	Shadow      bool             `yaml:"shadow"`
+	Domain      string           `yaml:"domain"`
+	Descriptors []fileDescriptor `yaml:"descriptors"`
 }
 
 var ruleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -160,37 +184,8 @@ func (f *file) config(v *validator) (*Config, error) {
 	} else if err := listenAddr(v, at("listen"), c.Listen); err != nil {
 		return nil, err
 	}
-	if len(f.Rules) == 0 {
-		return nil, v.errorf(at("rules"), "no rules: a configuration needs at least one")
-	}
-	seen := make(map[string]int, len(f.Rules))
-	for i, fr := range f.Rules {
-		switch prev, dup := seen[fr.Name]; {
-		case fr.Name == "":
-			return nil, v.errorf(at("rules", i), "rule has no name")
-		case !ruleName.MatchString(fr.Name):
-			return nil, v.errorf(at("rules", i, "name"), "rule name %q must be 1 to 64 letters, digits, '_', '-' or '.'", fr.Name)
-		case dup:
-			return nil, v.errorf(at("rules", i, "name"), "rule %q is already defined at line %d", fr.Name, v.line("rules", prev, "name"))
-		}
-		seen[fr.Name] = i
-		if len(fr.Limits) == 0 {
-			return nil, v.errorf(at("rules", i, "limits"), "rule %q has no limits", fr.Name)
-		}
-		r := Rule{Name: fr.Name, Limits: make([]sluice.Limit, len(fr.Limits))}
-		for j, s := range fr.Limits {
-			l, err := sluice.ParseLimit(s)
-			if err != nil {
-				return nil, v.errorf(at("rules", i, "limits", j), "%w", err)
-			}
-			r.Limits[j] = l
-		}
-		// The checks a store makes of every request, bar the cost:
-		// limits sharing their state cannot be applied together.
-		if err := (&sluice.Request{Limits: r.Limits, Op: sluice.OpReset}).Validate(); err != nil {
-			return nil, v.errorf(at("rules", i, "limits"), "%w", err)
-		}
-		c.Rules = append(c.Rules, r)
+	if err := f.rules(v, c); err != nil {
+		return nil, err
 	}
 	return c, f.service(v, c)
 }
@@ -299,6 +294,13 @@ func yamlError(name string, err error) error {
 	}
 	r := strings.NewReplacer(
 		"in type config.fileRule", "in a rule",
+		"in type config.fileDescriptor", "in a descriptor",
+		"in type config.fileRateLimit", "in rate_limit",
+		"in type config.envoyFile", "at the top level of an Envoy rate limit file",
+		"into config.fileDescriptor", "into a descriptor (want a mapping with key, value, rate_limit, descriptors)",
+		"into []config.fileDescriptor", "into descriptors (want a list)",
+		"into config.fileRateLimit", "into rate_limit (want a mapping with unit and requests_per_unit)",
+		"into uint32", "into requests_per_unit (want a whole number from 0 to 4294967295)",
 		"in type config.fileStoreSection", "in store",
 		"in type config.fileMemory", "in store.memory",
 		"in type config.fileRedis", "in store.redis",

@@ -1,0 +1,184 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// An Entry is one key/value pair of a descriptor, such as
+// (remote_address, 203.0.113.7).
+type Entry struct {
+	Key, Value string
+}
+
+// A Descriptor is what a client asks about: a list of entries that is
+// matched against a domain's tree, one entry per level.
+type Descriptor struct {
+	// Entries are the key/value pairs, outermost first.
+	Entries []Entry
+	// Cost overrides the request's cost for this descriptor when it is
+	// positive. Default 0: the request's.
+	Cost int
+	// Peek asks about this descriptor without taking anything (Envoy's
+	// per-descriptor hits_addend of 0). Default false.
+	Peek bool
+}
+
+// Key returns the descriptor a named rule expects: one entry whose value
+// is the actor (an IP address, a user name, an API key).
+func Key(actor string) Descriptor {
+	return Descriptor{Entries: []Entry{{Key: "key", Value: actor}}}
+}
+
+// domain is a domain's tree, or a named rule (which matches any
+// descriptor of one entry, its value being the actor).
+type domain struct {
+	name   string
+	prefix string // store prefix of its descriptor states
+	root   node
+	named  *Rule
+}
+
+// node is a level of a descriptor tree. Children are found the way
+// envoyproxy/ratelimit finds them: key and value, else the first
+// wildcard of the key that matches the value, else the key alone.
+type node struct {
+	rule  *Rule
+	exact map[Entry]*node
+	wild  []wildcard
+	// share is set on a node reached through a wildcard with
+	// share_threshold: its pattern stands for the value in state keys.
+	share bool
+}
+
+// wildcard is a child whose value has '*': parts is the value split at
+// each '*'.
+type wildcard struct {
+	key, pattern string
+	parts        []string
+	n            *node
+}
+
+// build adds descriptors under n; parent is the full key of n.
+func (d *domain) build(n *node, parent string, ds []config.Descriptor, rules map[string]*Rule) {
+	n.exact = make(map[Entry]*node, len(ds))
+	for _, cd := range ds {
+		full := parent + "." + cd.Key
+		if cd.Value != "" {
+			full += "_" + cd.Value
+		}
+		child := &node{share: cd.ShareThreshold}
+		if cd.RateLimit != nil {
+			child.rule = newRule(full, cd.RateLimit.Name, d.name, d.prefix, *cd.RateLimit, cd.Shadow, cd.Quota)
+			rules[full] = child.rule
+		}
+		d.build(child, full, cd.Descriptors, rules)
+		if strings.Contains(cd.Value, "*") {
+			n.wild = append(n.wild, wildcard{key: cd.Key, pattern: cd.Value, parts: strings.Split(cd.Value, "*"), n: child})
+		} else {
+			n.exact[Entry{cd.Key, cd.Value}] = child
+		}
+	}
+}
+
+// match finds the rule of a descriptor's entries, and appends the state
+// key of the descriptor to buf: each entry's key and value (a shared
+// wildcard's pattern instead of the value), escaped and joined. It
+// returns nil when no rule applies: no node at the descriptor's depth, or
+// a node without a rate limit.
+func (d *domain) match(entries []Entry, buf []byte) (*Rule, []byte) {
+	if d.named != nil {
+		if len(entries) != 1 {
+			return nil, buf
+		}
+		return d.named, append(buf, entries[0].Value...)
+	}
+	n := &d.root
+	for i, e := range entries {
+		next := n.exact[e]
+		var pattern string
+		if next == nil {
+			for _, w := range n.wild {
+				if w.key == e.Key && wildcardMatch(w.parts, e.Value) {
+					next, pattern = w.n, w.pattern
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = n.exact[Entry{Key: e.Key}]
+		}
+		if next == nil {
+			return nil, buf
+		}
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendEscaped(buf, e.Key)
+		buf = append(buf, '=')
+		if next.share && pattern != "" {
+			buf = append(buf, '*')
+			buf = appendEscaped(buf, pattern)
+		} else {
+			buf = appendEscaped(buf, e.Value)
+		}
+		if i == len(entries)-1 {
+			return next.rule, buf
+		}
+		n = next
+	}
+	return nil, buf // no entries
+}
+
+// wildcardMatch reports whether value matches the pattern split at each
+// '*' into parts: each '*' matches any run of bytes, possibly empty.
+func wildcardMatch(parts []string, value string) bool {
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
+}
+
+// appendEscaped appends s with '%', ',', '=' and '*' written as %XX, so
+// that joined entries name one state only.
+func appendEscaped(buf []byte, s string) []byte {
+	if !strings.ContainsAny(s, "%,=*") {
+		return append(buf, s...)
+	}
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%', ',', '=', '*':
+			buf = append(buf, '%', hex[c>>4], hex[c&15])
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return buf
+}
+
+// stateKey bounds a state key as sluice.Limiter bounds actor keys: keys
+// longer than sluice.MaxActorLen, and keys that start with '#', become
+// '#' and the unpadded base64url of their SHA-256, so that a descriptor
+// of megabytes costs 44 bytes of store and named rules share their
+// states with Limiters of the same namespace and action.
+func stateKey(buf []byte) string {
+	if len(buf) <= sluice.MaxActorLen && (len(buf) == 0 || buf[0] != '#') {
+		return string(buf)
+	}
+	sum := sha256.Sum256(buf)
+	return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
