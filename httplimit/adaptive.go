@@ -52,7 +52,10 @@ type AdaptivePrefix struct {
 	widened *sluice.Limiter // per prefix: denied while widened
 }
 
-var _ Tripper = (*AdaptivePrefix)(nil)
+var (
+	_ Tripper     = (*AdaptivePrefix)(nil)
+	_ KeyAppender = (*AdaptivePrefix)(nil)
+)
 
 // NewAdaptivePrefix returns an AdaptivePrefix keeping its state in store.
 func NewAdaptivePrefix(store sluice.Store, c AdaptiveConfig) (*AdaptivePrefix, error) {
@@ -93,21 +96,24 @@ func NewAdaptivePrefix(store sluice.Store, c AdaptiveConfig) (*AdaptivePrefix, e
 // address as the widest of its widened prefixes, or as a prefix of the
 // narrowest step if none is widened. A store failure while looking for
 // widened prefixes yields the narrowest.
-func (a *AdaptivePrefix) Key(r *http.Request) (string, bool) {
+func (a *AdaptivePrefix) Key(r *http.Request) (string, bool) { return keyString(a, r) }
+
+// AppendKey appends the request's key, as Key returns it, to dst.
+func (a *AdaptivePrefix) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
 	ip, ok := a.client.Addr(r)
 	if !ok {
-		return "", false
+		return dst, false
 	}
 	if ip.Is4() {
-		return prefixKey(ip, 32), true
+		return appendPrefix(dst, ip, 32), true
 	}
 	for j := len(a.steps) - 1; j >= 1; j-- {
 		p := prefixKey(ip, a.steps[j])
 		if d, err := a.widened.Peek(r.Context(), p); err == nil && !d.Allowed {
-			return p, true
+			return append(dst, p...), true
 		}
 	}
-	return prefixKey(ip, a.steps[0]), true
+	return appendPrefix(dst, ip, a.steps[0]), true
 }
 
 // Trip records that a request under key was denied: the key's first trip

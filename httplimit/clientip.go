@@ -105,6 +105,8 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 	return last, true
 }
 
+var _ KeyAppender = (*ClientIP)(nil)
+
 // Key returns the client's address as a key, as Addr derives it.
 func (c *ClientIP) Key(r *http.Request) (string, bool) {
 	a, ok := c.Addr(r)
@@ -112,6 +114,15 @@ func (c *ClientIP) Key(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return a.String(), true
+}
+
+// AppendKey appends the client's address, as Key returns it, to dst.
+func (c *ClientIP) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
+	a, ok := c.Addr(r)
+	if !ok {
+		return dst, false
+	}
+	return a.AppendTo(dst), true
 }
 
 func (c *ClientIP) header() string {

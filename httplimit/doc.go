@@ -26,7 +26,16 @@
 // success. A rule in [DryRun] mode logs whom it would deny; one in
 // [Shadow] mode lets denied requests through marked, so the handler can
 // skip their side effects ([Shadowed]). Handlers read the decision with
-// [OutcomeOf].
+// [OutcomeOf]: always for shadowed and dry-run requests, and for every
+// request with Config.AttachOutcome (off by default, since it costs a
+// copy of the request).
+//
+// # Cost
+//
+// An allowed request costs one allocation: the key's bytes (for keys that
+// implement [KeyAppender], as every address key does), the header values
+// and their slices share it, and the handler gets the request as it came.
+// A denied one costs one more, for the problem details.
 //
 // # Responses
 //

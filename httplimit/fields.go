@@ -1,12 +1,10 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -86,69 +84,61 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // writeFields sets Retry-After when deny ≥ 0, and the rate-limit fields of
-// the Enforce rules in as, building every value in st's buffer so that a
-// request costs no allocation here.
+// the Enforce rules in as, building every value in st so that a request
+// costs no allocation here.
 func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny int) {
-	b := st.arr[:0]
-	var ends [5]int // end offset of each value in b
-	var keys [5]string
-	n := 0
-	cut := func(key string) {
-		keys[n], ends[n] = key, len(b)
-		n++
-	}
 	if deny >= 0 {
-		b = strconv.AppendInt(b, max(ceilSeconds(as[deny].d.RetryAfter), 1), 10)
-		cut(hdrRetryAfter)
+		start := len(st.b)
+		st.b = strconv.AppendInt(st.b, max(ceilSeconds(as[deny].d.RetryAfter), 1), 10)
+		st.set(h, hdrRetryAfter, st.str(start))
 	}
 	bind := deny
 	if bind < 0 {
 		bind = binding(as)
 	}
-	if m.fields != FieldsNone && bind >= 0 {
-		first := true
-		for _, a := range as {
-			if a.rule.Mode == Enforce {
-				if !first {
-					b = append(b, ", "...)
-				}
-				first = false
-				b = append(b, a.rule.policyField...)
-			}
-		}
-		cut(hdrRateLimitPolicy)
-		first = true
-		for _, a := range as {
-			if a.rule.Mode == Enforce {
-				if !first {
-					b = append(b, ", "...)
-				}
-				first = false
-				b = appendItem(b, a.rule.nameOf(a.d.Limit), a.d)
-			}
-		}
-		cut(hdrRateLimit)
-		if m.fields == FieldsDraftAndLegacy {
-			d := as[bind].d
-			b = strconv.AppendInt(b, int64(d.Limit.Rate), 10)
-			cut(hdrLegacyLimit)
-			b = strconv.AppendInt(b, int64(d.Remaining), 10)
-			cut(hdrLegacyRemaining)
-			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
-			cut(hdrLegacyReset)
-		}
-	}
-	if n == 0 {
+	if m.fields == FieldsNone || bind < 0 {
 		return
 	}
-	// b is never written again, and lives as long as st: its bytes can
-	// back the strings without a copy.
-	s := unsafe.String(unsafe.SliceData(b), len(b))
-	start := 0
-	for i := range n {
-		st.vals[i] = s[start:ends[i]]
-		h[keys[i]] = st.vals[i : i+1 : i+1]
-		start = ends[i]
+	enforced := 0
+	for _, a := range as {
+		if a.rule.Mode == Enforce {
+			enforced++
+		}
+	}
+	policy := m.policyAll
+	if enforced != m.enforcing { // some rule did not match: list the others
+		start := len(st.b)
+		for _, a := range as {
+			if a.rule.Mode == Enforce {
+				if len(st.b) > start {
+					st.b = append(st.b, ", "...)
+				}
+				st.b = append(st.b, a.rule.policyField...)
+			}
+		}
+		policy = st.str(start)
+	}
+	st.set(h, hdrRateLimitPolicy, policy)
+	start := len(st.b)
+	for _, a := range as {
+		if a.rule.Mode == Enforce {
+			if len(st.b) > start {
+				st.b = append(st.b, ", "...)
+			}
+			st.b = appendItem(st.b, a.rule.nameOf(a.d.Limit), a.d)
+		}
+	}
+	st.set(h, hdrRateLimit, st.str(start))
+	if m.fields == FieldsDraftAndLegacy {
+		d := as[bind].d
+		for _, f := range [...]struct {
+			key string
+			n   int64
+		}{{hdrLegacyLimit, int64(d.Limit.Rate)}, {hdrLegacyRemaining, int64(max(d.Remaining, 0))}, {hdrLegacyReset, ceilSeconds(d.ResetAfter)}} {
+			start := len(st.b)
+			st.b = strconv.AppendInt(st.b, f.n, 10)
+			st.set(h, f.key, st.str(start))
+		}
 	}
 }
 
@@ -175,31 +165,61 @@ type Problem struct {
 // ProblemHandler answers a denied request with 429 Too Many Requests and
 // an application/problem+json body (RFC 9457) of type ProblemType naming
 // the violated policy, or, when the store failed and the middleware fails
-// closed, with 503 Service Unavailable.
+// closed, with 503 Service Unavailable. It is what a Middleware answers
+// when its Config has no Deny handler; use it to compose one.
 func ProblemHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o, _ := OutcomeOf(r)
-		p := Problem{
-			Type:   ProblemType,
-			Title:  http.StatusText(http.StatusTooManyRequests),
-			Status: http.StatusTooManyRequests,
-		}
-		if o.StoreFailed {
-			p = Problem{Type: "about:blank", Title: http.StatusText(http.StatusServiceUnavailable), Status: http.StatusServiceUnavailable,
-				Detail: "The rate limiter is unavailable; try again shortly."}
-		} else {
-			p.Detail = "Too many requests; retry after " + strconv.FormatInt(max(ceilSeconds(o.Decision.RetryAfter), 1), 10) + " s."
-			if o.Policy != "" {
-				p.ViolatedPolicies = []string{o.Policy}
-			}
-		}
-		body, _ := json.Marshal(p) // a struct of strings and ints cannot fail
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(p.Status)
-		_, _ = w.Write(body)
+		writeProblem(w, newReqState(), &o)
 	})
+}
+
+// writeProblem writes the problem details of o, with the body and the
+// header values built in st. Policy names are printable ASCII without
+// quotes or backslashes (see validName), so they need no JSON escapes.
+func writeProblem(w http.ResponseWriter, st *reqState, o *Outcome) {
+	status, typ, detail := http.StatusTooManyRequests, ProblemType, "Too many requests; retry after "
+	if o.StoreFailed {
+		status, typ, detail = http.StatusServiceUnavailable, "about:blank", "The rate limiter is unavailable; try again shortly."
+	}
+	// One growth for the body and its length, rather than several.
+	b := st.b
+	if n := len(`{"type":"","title":"","status":,"detail":" s.","violated-policies":[""]}`) +
+		len(typ) + len(http.StatusText(status)) + 3 + len(detail) + 20 + len(o.Policy) + 20; cap(b)-len(b) < n {
+		b = make([]byte, len(b), len(b)+n)
+		copy(b, st.b)
+	}
+	start := len(b)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","title":"`...)
+	b = append(b, http.StatusText(status)...)
+	b = append(b, `","status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":"`...)
+	b = append(b, detail...)
+	if !o.StoreFailed {
+		b = strconv.AppendInt(b, max(ceilSeconds(o.Decision.RetryAfter), 1), 10)
+		b = append(b, ` s."`...)
+		if o.Policy != "" {
+			b = append(b, `,"violated-policies":["`...)
+			b = append(b, o.Policy...)
+			b = append(b, `"]`...)
+		}
+	} else {
+		b = append(b, '"')
+	}
+	b = append(b, '}')
+	st.b = b
+	body := b[start:]
+	start = len(st.b)
+	st.b = strconv.AppendInt(st.b, int64(len(body)), 10)
+	h := w.Header()
+	st.set(h, "Content-Type", "application/problem+json")
+	st.set(h, "Cache-Control", "no-store")
+	st.set(h, "Content-Length", st.str(start))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // Methods matches requests with one of the given methods, for Rule.Match.

@@ -29,6 +29,37 @@ type Tripper interface {
 	Trip(r *http.Request, key string)
 }
 
+// A KeyAppender is a Keyer that can append its key to a buffer instead of
+// returning a new string. The middleware keeps the bytes in the
+// request's own state, so a key costs no allocation of its own. The
+// key's bytes must be those Key would return.
+type KeyAppender interface {
+	Keyer
+	// AppendKey appends the key of r to dst and returns the extended
+	// buffer, or reports false when r has no key (dst's contents are then
+	// unspecified beyond its length).
+	AppendKey(dst []byte, r *http.Request) ([]byte, bool)
+}
+
+// appendKey appends k's key of r to dst, through AppendKey when k has it.
+func appendKey(dst []byte, k Keyer, r *http.Request) ([]byte, bool) {
+	if a, ok := k.(KeyAppender); ok {
+		return a.AppendKey(dst, r)
+	}
+	key, ok := k.Key(r)
+	return append(dst, key...), ok
+}
+
+// keyString returns a's key of r as a new string.
+func keyString(a KeyAppender, r *http.Request) (string, bool) {
+	var buf [64]byte
+	b, ok := a.AppendKey(buf[:0], r)
+	if !ok {
+		return "", false
+	}
+	return string(b), true
+}
+
 // KeyFunc adapts a function to a Keyer.
 type KeyFunc func(r *http.Request) (string, bool)
 
@@ -47,28 +78,45 @@ func IPPrefix(c *ClientIP, v4Bits, v6Bits int) Keyer {
 	if v6Bits <= 0 || v6Bits > 128 {
 		v6Bits = 64
 	}
-	return KeyFunc(func(r *http.Request) (string, bool) {
-		a, ok := c.Addr(r)
-		if !ok {
-			return "", false
-		}
-		bits := v6Bits
-		if a.Is4() {
-			bits = v4Bits
-		}
-		return prefixKey(a, bits), true
-	})
+	return &ipPrefix{c: c, v4: v4Bits, v6: v6Bits}
+}
+
+// ipPrefix is the Keyer IPPrefix returns.
+type ipPrefix struct {
+	c      *ClientIP
+	v4, v6 int
+}
+
+var _ KeyAppender = (*ipPrefix)(nil)
+
+func (p *ipPrefix) Key(r *http.Request) (string, bool) { return keyString(p, r) }
+
+func (p *ipPrefix) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
+	a, ok := p.c.Addr(r)
+	if !ok {
+		return dst, false
+	}
+	bits := p.v6
+	if a.Is4() {
+		bits = p.v4
+	}
+	return appendPrefix(dst, a, bits), true
+}
+
+// appendPrefix appends the network of a with the given bits, as
+// "203.0.113.0/24".
+func appendPrefix(dst []byte, a netip.Addr, bits int) []byte {
+	p, _ := a.Prefix(bits) // bits is in range for a's family
+	dst = p.Addr().AppendTo(dst)
+	dst = append(dst, '/')
+	return strconv.AppendInt(dst, int64(bits), 10)
 }
 
 // prefixKey formats the network of a with the given bits, as
 // "203.0.113.0/24", in one allocation.
 func prefixKey(a netip.Addr, bits int) string {
-	p, _ := a.Prefix(bits) // bits is in range for a's family
 	var buf [64]byte
-	b := p.Addr().AppendTo(buf[:0])
-	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(bits), 10)
-	return string(b)
+	return string(appendPrefix(buf[:0], a, bits))
 }
 
 // Header keys a request by the value of header name (its first line), such
@@ -142,20 +190,33 @@ func FormField(name string, o FormFieldOptions) Keyer {
 		secret := append([]byte(nil), o.Secret...)
 		newHash = func() hash.Hash { return hmac.New(sha256.New, secret) }
 	}
-	return KeyFunc(func(r *http.Request) (string, bool) {
-		v, ok := postFormValue(r, name, o.MaxBytes)
-		if !ok {
-			return "", false
-		}
-		v = o.Normalize(v)
-		if v == "" {
-			return "", false
-		}
-		h := newHash()
-		h.Write([]byte(v))
-		var sum [sha256.Size]byte
-		return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])), true
-	})
+	return &formField{name: name, o: o, newHash: newHash}
+}
+
+// formField is the Keyer FormField returns.
+type formField struct {
+	name    string
+	o       FormFieldOptions
+	newHash func() hash.Hash
+}
+
+var _ KeyAppender = (*formField)(nil)
+
+func (f *formField) Key(r *http.Request) (string, bool) { return keyString(f, r) }
+
+func (f *formField) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
+	v, ok := postFormValue(r, f.name, f.o.MaxBytes)
+	if !ok {
+		return dst, false
+	}
+	v = f.o.Normalize(v)
+	if v == "" {
+		return dst, false
+	}
+	h := f.newHash()
+	h.Write([]byte(v))
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.AppendEncode(dst, h.Sum(sum[:0])), true
 }
 
 // postFormValue parses r's form once, with the body bounded by maxBytes.
@@ -186,19 +247,38 @@ func postFormValue(r *http.Request, name string, maxBytes int64) (string, bool) 
 // every part does. Parts are length-prefixed, so no two different lists
 // of parts make the same key.
 func Compose(keys ...Keyer) Keyer {
-	keys = append([]Keyer(nil), keys...)
-	return KeyFunc(func(r *http.Request) (string, bool) {
-		var buf [128]byte
-		b := buf[:0]
-		for _, k := range keys {
-			part, ok := k.Key(r)
-			if !ok {
-				return "", false
-			}
-			b = strconv.AppendInt(b, int64(len(part)), 10)
-			b = append(b, ':')
-			b = append(b, part...)
+	return composed(append([]Keyer(nil), keys...))
+}
+
+// composed is the Keyer Compose returns.
+type composed []Keyer
+
+var _ KeyAppender = composed(nil)
+
+func (c composed) Key(r *http.Request) (string, bool) {
+	var buf [128]byte
+	b, ok := c.AppendKey(buf[:0], r)
+	if !ok {
+		return "", false
+	}
+	return string(b), true
+}
+
+// AppendKey appends each part after its length: the part goes first, then
+// its length is inserted before it.
+func (c composed) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
+	for _, k := range c {
+		start := len(dst)
+		var ok bool
+		if dst, ok = appendKey(dst, k, r); !ok {
+			return dst, false
 		}
-		return string(b), true
-	})
+		var num [20]byte
+		n := strconv.AppendInt(num[:0], int64(len(dst)-start), 10)
+		n = append(n, ':')
+		dst = append(dst, n...) // grow by len(n)
+		copy(dst[start+len(n):], dst[start:len(dst)-len(n)])
+		copy(dst[start:], n)
+	}
+	return dst, true
 }

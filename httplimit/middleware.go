@@ -117,6 +117,13 @@ type Config struct {
 	// and store failures (Warn, at most one line a second). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// AttachOutcome attaches the Outcome to every request the handler
+	// gets, for handlers that read the binding decision of an allowed
+	// request with OutcomeOf. Default false: only requests that a Shadow
+	// or DryRun rule denied carry it (so Shadowed works), and requests
+	// given to Deny; other requests reach the handler as they came, which
+	// spares the request copy a context costs.
+	AttachOutcome bool
 }
 
 // A Middleware limits the requests that pass through it, by the rules of
@@ -129,6 +136,12 @@ type Middleware struct {
 	fields   Fields
 	log      *slog.Logger
 	reserves bool // some rule needs reservations: several rules, or Count
+	attach   bool // Config.AttachOutcome
+	custom   bool // Deny is the Config's, not the problem writer
+	// policyAll is the RateLimit-Policy value when every Enforce rule
+	// matched the request, as most requests do; enforcing counts them.
+	policyAll string
+	enforcing int
 
 	lastErrLog atomic.Int64 // Unix ns of the last store-failure line
 	suppressed atomic.Int64 // store failures not logged since
@@ -139,7 +152,7 @@ type rule struct {
 	limits      []sluice.Limit
 	names       []string // policy name of each limit
 	policyField string   // this rule's items of RateLimit-Policy
-	legacyLimit string   // X-RateLimit-Limit value
+	appender    KeyAppender
 }
 
 // New returns a Middleware for c, or an error wrapping
@@ -149,10 +162,7 @@ func New(c Config) (*Middleware, error) {
 	if len(c.Rules) == 0 {
 		return nil, fmt.Errorf("%w: httplimit: no rules", sluice.ErrInvalidRequest)
 	}
-	m := &Middleware{deny: c.Deny, failure: c.OnStoreError, fields: c.Fields, log: c.Logger}
-	if m.deny == nil {
-		m.deny = ProblemHandler()
-	}
+	m := &Middleware{deny: c.Deny, failure: c.OnStoreError, fields: c.Fields, log: c.Logger, attach: c.AttachOutcome, custom: c.Deny != nil}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -179,8 +189,15 @@ func New(c Config) (*Middleware, error) {
 		}
 		ru := rule{Rule: r, limits: r.Limiter.Limits()}
 		ru.names, ru.policyField = policyItems(r.Name, ru.limits)
-		ru.legacyLimit = fmt.Sprint(ru.limits[0].Rate)
+		ru.appender, _ = r.Key.(KeyAppender)
 		m.rules = append(m.rules, ru)
+		if r.Mode == Enforce {
+			if m.enforcing > 0 {
+				m.policyAll += ", "
+			}
+			m.policyAll += ru.policyField
+			m.enforcing++
+		}
 		m.reserves = m.reserves || r.Count != nil || r.Reset != nil
 	}
 	m.reserves = m.reserves || len(m.rules) > 1
@@ -205,24 +222,22 @@ type applied struct {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if exempt(r.Context()) {
+	ctx := r.Context()
+	if exempt(ctx) {
 		next.ServeHTTP(w, r)
 		return
 	}
-	ctx := r.Context()
-	st := &reqState{Context: ctx}
+	st := newReqState()
 	var buf [4]applied
 	as := buf[:0]
+	var out Outcome
 	deny := -1
 	for i := range m.rules {
 		ru := &m.rules[i]
 		if ru.Match != nil && !ru.Match(r) {
 			continue
 		}
-		key, ok := ru.Key.Key(r)
-		if !ok {
-			key = "" // the shared key of requests without one
-		}
+		key := st.key(ru, r) // "" is the shared key of requests without one
 		a := applied{rule: ru, key: key}
 		var err error
 		if m.reserves {
@@ -234,12 +249,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			a.d, err = ru.Limiter.Allow(ctx, key)
 		}
 		if err != nil {
-			m.storeFailed(r, ru, err)
+			m.storeFailed(ctx, ru, err)
 			if m.failure == FailClosed {
 				m.refund(ctx, as)
-				st.out = Outcome{Policy: ru.Name, StoreFailed: true}
-				w.Header().Set("Retry-After", "1")
-				m.deny.ServeHTTP(w, r.WithContext(st))
+				out = Outcome{Policy: ru.Name, StoreFailed: true}
+				st.set(w.Header(), hdrRetryAfter, "1")
+				m.answerDenied(w, r, st, &out)
 				return
 			}
 			continue
@@ -254,10 +269,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.logDenial(r, ru, key, a.d)
 		switch ru.Mode {
 		case DryRun:
-			st.out.DryRun = true
+			out.DryRun = true
 			continue
 		case Shadow:
-			st.out.Shadowed = true
+			out.Shadowed = true
 			continue
 		}
 		deny = len(as) - 1
@@ -266,26 +281,59 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if deny >= 0 {
 		denied := as[deny]
 		m.refund(ctx, as)
-		st.out.Denied = true
-		st.out.Policy = denied.rule.nameOf(denied.d.Limit)
-		st.out.Decision = denied.d
+		out.Denied = true
+		out.Policy = denied.rule.nameOf(denied.d.Limit)
+		out.Decision = denied.d
 		m.writeFields(w.Header(), st, as, deny)
-		m.deny.ServeHTTP(w, r.WithContext(st))
+		m.answerDenied(w, r, st, &out)
 		return
 	}
 	if bind := binding(as); bind >= 0 {
-		st.out.Policy = as[bind].rule.nameOf(as[bind].d.Limit)
-		st.out.Decision = as[bind].d
+		out.Policy = as[bind].rule.nameOf(as[bind].d.Limit)
+		out.Decision = as[bind].d
 	}
 	m.writeFields(w.Header(), st, as, -1)
-	r = r.WithContext(st)
+	if m.attach || out.Shadowed || out.DryRun {
+		r = withOutcome(r, &out)
+	}
 	if !m.reserves {
 		next.ServeHTTP(w, r)
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
-	next.ServeHTTP(sw, r)
-	m.settle(context.WithoutCancel(ctx), as, sw.code())
+	st.sw = statusWriter{ResponseWriter: w}
+	next.ServeHTTP(&st.sw, r)
+	m.settle(context.WithoutCancel(ctx), as, st.sw.code())
+}
+
+// answerDenied answers a request the middleware refuses: with the
+// Config's Deny handler, given the Outcome in the request's context, or
+// by writing the problem details directly.
+func (m *Middleware) answerDenied(w http.ResponseWriter, r *http.Request, st *reqState, out *Outcome) {
+	if m.custom {
+		m.deny.ServeHTTP(w, withOutcome(r, out))
+		return
+	}
+	writeProblem(w, st, out)
+}
+
+// key derives the request's key under ru, appending it to st.b when the
+// Keyer can, so that a key costs no allocation of its own. It returns ""
+// when no key can be derived.
+func (st *reqState) key(ru *rule, r *http.Request) string {
+	if ru.appender == nil {
+		key, ok := ru.Key.Key(r)
+		if !ok {
+			return ""
+		}
+		return key
+	}
+	start := len(st.b)
+	b, ok := ru.appender.AppendKey(st.b, r)
+	if !ok {
+		return ""
+	}
+	st.b = b
+	return st.str(start)
 }
 
 // binding returns the index of the Enforce rule whose decision describes
@@ -304,11 +352,14 @@ func binding(as []applied) int {
 // run, so that a denial under one rule consumes nothing under the others.
 // A failed refund leaves the unit counted: the safe side.
 func (m *Middleware) refund(ctx context.Context, as []applied) {
+	if !m.reserves {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	for _, a := range as {
 		if a.res != nil && a.d.Allowed {
 			if err := a.res.Refund(ctx); err != nil {
-				m.storeFailedCtx(ctx, a.rule, err)
+				m.storeFailed(ctx, a.rule, err)
 			}
 		}
 	}
@@ -334,7 +385,7 @@ func (m *Middleware) settle(ctx context.Context, as []applied, status int) {
 			_ = a.res.Commit()
 		}
 		if err != nil {
-			m.storeFailedCtx(ctx, ru, err)
+			m.storeFailed(ctx, ru, err)
 		}
 	}
 }
@@ -353,6 +404,9 @@ func (ru *rule) nameOf(l sluice.Limit) string {
 }
 
 func (m *Middleware) logDenial(r *http.Request, ru *rule, key string, d sluice.Decision) {
+	if !m.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
 	msg := "httplimit: denied"
 	switch ru.Mode {
 	case DryRun:
@@ -372,13 +426,9 @@ func (m *Middleware) logDenial(r *http.Request, ru *rule, key string, d sluice.D
 	)
 }
 
-func (m *Middleware) storeFailed(r *http.Request, ru *rule, err error) {
-	m.storeFailedCtx(r.Context(), ru, err)
-}
-
-// storeFailedCtx logs a store failure, at most one line a second: during
+// storeFailed logs a store failure, at most one line a second: during
 // an outage every request fails, and the log must not drown.
-func (m *Middleware) storeFailedCtx(ctx context.Context, ru *rule, err error) {
+func (m *Middleware) storeFailed(ctx context.Context, ru *rule, err error) {
 	now := time.Now().UnixNano()
 	last := m.lastErrLog.Load()
 	if now-last < int64(time.Second) || !m.lastErrLog.CompareAndSwap(last, now) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,7 +132,7 @@ func TestEnforce(t *testing.T) {
 	c := newClock()
 	lim := limiter(t, newStore(t), c, "api", "3/min")
 	h := &recordingHandler{}
-	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Name: "api", Limiter: lim}}})
+	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Name: "api", Limiter: lim}}, AttachOutcome: true})
 	srv := m.Handler(h)
 	for i := range 3 {
 		w := serve(srv, request("203.0.113.7:1"))
@@ -284,7 +285,7 @@ func TestRulesDecidedTogether(t *testing.T) {
 	s := newStore(t)
 	user := httplimit.FormField("username", httplimit.FormFieldOptions{})
 	ip := &httplimit.ClientIP{}
-	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{
+	m := middleware(t, httplimit.Config{AttachOutcome: true, Rules: []httplimit.Rule{
 		{Name: "ip-user", Limiter: limiter(t, s, c, "ip-user", "2/3m"), Key: httplimit.Compose(ip, user)},
 		{Name: "ip", Limiter: limiter(t, s, c, "ip", "3/3m"), Key: ip},
 	}})
@@ -324,6 +325,44 @@ func TestRulesDecidedTogether(t *testing.T) {
 	}
 	if h.last.Policy != "ip" || h.last.Decision.Remaining != 0 {
 		t.Errorf("binding outcome %+v, want ip with 0 remaining", h.last)
+	}
+}
+
+// TestAttachOutcome: without AttachOutcome, an allowed request reaches
+// the handler as it came (no request copy, no Outcome), while shadowed and
+// dry-run requests still carry theirs; with it, every request does.
+func TestAttachOutcome(t *testing.T) {
+	for _, tt := range []struct {
+		attach   bool
+		mode     httplimit.Mode
+		wantSame []bool // per request: the handler got the very request served
+		wantOK   []bool // per request: OutcomeOf found an Outcome
+	}{
+		{false, httplimit.Enforce, []bool{true, false}, []bool{false, true}}, // the 2nd is denied: Deny sees it
+		{false, httplimit.Shadow, []bool{true, false}, []bool{false, true}},
+		{false, httplimit.DryRun, []bool{true, false}, []bool{false, true}},
+		{true, httplimit.Enforce, []bool{false, false}, []bool{true, true}},
+	} {
+		c := newClock()
+		var gotSame, gotOK []bool
+		var served *http.Request
+		seen := func(w http.ResponseWriter, r *http.Request) {
+			_, ok := httplimit.OutcomeOf(r)
+			gotSame, gotOK = append(gotSame, r == served), append(gotOK, ok)
+		}
+		m := middleware(t, httplimit.Config{
+			AttachOutcome: tt.attach,
+			Rules:         []httplimit.Rule{{Limiter: limiter(t, newStore(t), c, "o", "1/h"), Mode: tt.mode}},
+			Deny:          http.HandlerFunc(seen),
+		})
+		srv := m.Handler(http.HandlerFunc(seen))
+		for range 2 {
+			served = request("203.0.113.7:1")
+			serve(srv, served)
+		}
+		if !slices.Equal(gotSame, tt.wantSame) || !slices.Equal(gotOK, tt.wantOK) {
+			t.Errorf("AttachOutcome %v, mode %v: same request %v, outcome found %v; want %v, %v", tt.attach, tt.mode, gotSame, gotOK, tt.wantSame, tt.wantOK)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"net/http"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -33,27 +34,76 @@ type outcomeKey struct{}
 
 type exemptKey struct{}
 
-// reqState is the one allocation the middleware makes per request: the
-// request's context, carrying the Outcome, and the storage of the header
-// values it writes.
-type reqState struct {
+// outcomeCtx is the context of a request that carries an Outcome. It is
+// made only for requests that need one (see Config.AttachOutcome): the
+// request copy that carries it is the largest cost of the middleware.
+type outcomeCtx struct {
 	context.Context
-	out  Outcome
-	vals [5]string
-	arr  [128]byte
+	out Outcome
 }
 
 // Value returns the Outcome for its key and defers to the parent context
 // for every other key, so cancellation and values pass through.
-func (s *reqState) Value(key any) any {
+func (c *outcomeCtx) Value(key any) any {
 	if key == (outcomeKey{}) {
-		return &s.out
+		return &c.out
 	}
-	return s.Context.Value(key)
+	return c.Context.Value(key)
 }
 
-// OutcomeOf returns the middleware's Outcome for r, and false if no
-// Middleware decided r.
+// withOutcome returns r carrying o.
+func withOutcome(r *http.Request, o *Outcome) *http.Request {
+	return r.WithContext(&outcomeCtx{Context: r.Context(), out: *o})
+}
+
+// reqState is the one allocation the middleware makes for a request it
+// lets through: the bytes of the keys it derives and of the header values
+// it writes, the header values' slices, and the status recorder of
+// response-based counting. Nothing in it is reused after the request, so
+// strings may point into it (see str).
+type reqState struct {
+	b    []byte // arr, or its replacement if it outgrew it
+	vals [maxValues]string
+	nv   int
+	sw   statusWriter
+	arr  [96]byte
+}
+
+// maxValues is how many header values a request may get from the
+// middleware: RateLimit-Policy, RateLimit, Retry-After, the legacy trio,
+// and the problem answer's Content-Type, Cache-Control and Content-Length.
+const maxValues = 9
+
+func newReqState() *reqState {
+	st := new(reqState)
+	st.b = st.arr[:0]
+	return st
+}
+
+// str returns st.b[from:] as a string, without copying. The bytes are
+// never written again: st.b only grows, and a reallocation leaves the
+// old array, still referenced by the strings, as it was.
+func (st *reqState) str(from int) string {
+	b := st.b[from:]
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// set sets header key to the single value v, with the value's slice in
+// st rather than a new allocation.
+func (st *reqState) set(h http.Header, key, v string) {
+	if st.nv == maxValues {
+		h[key] = []string{v}
+		return
+	}
+	st.vals[st.nv] = v
+	h[key] = st.vals[st.nv : st.nv+1 : st.nv+1]
+	st.nv++
+}
+
+// OutcomeOf returns the middleware's Outcome for r, and false if none is
+// attached: no Middleware decided r, or one let r through unmarked
+// without Config.AttachOutcome. Requests a Shadow or DryRun rule denied,
+// and requests given to Config.Deny, always carry their Outcome.
 func OutcomeOf(r *http.Request) (Outcome, bool) {
 	return FromContext(r.Context())
 }
