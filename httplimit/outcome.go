@@ -66,13 +66,14 @@ type reqState struct {
 	vals [maxValues]string
 	nv   int
 	sw   statusWriter
-	arr  [96]byte
+	arr  [72]byte
 }
 
-// maxValues is how many header values a request may get from the
-// middleware: RateLimit-Policy, RateLimit, Retry-After, the legacy trio,
-// and the problem answer's Content-Type, Cache-Control and Content-Length.
-const maxValues = 9
+// maxValues is how many header values a request may get from st: enough
+// for RateLimit-Policy, RateLimit, Retry-After and the problem answer's
+// Content-Type, Cache-Control and Content-Length, or for an allowed
+// request with the legacy trio. More values cost an allocation each.
+const maxValues = 6
 
 func newReqState() *reqState {
 	st := new(reqState)
