@@ -448,8 +448,10 @@ func (f *fileGuard) guard(v *validator, rules []Rule) (Guard, error) {
 // forwardAuth validates the forward_auth section against the rules.
 func (f *fileForwardAuth) forwardAuth(v *validator, rules []Rule) (ForwardAuth, error) {
 	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus}
-	if fa.Rule == "" && len(rules) > 0 {
-		fa.Rule = rules[0].Name
+	if fa.Rule == "" {
+		if len(rules) > 0 { // an Envoy file has domains and no named rules
+			fa.Rule = rules[0].Name
+		}
 	} else if !hasRule(rules, fa.Rule) {
 		return fa, v.errorf(at("forward_auth", "rule"), "no rule named %q", fa.Rule)
 	}
