@@ -211,7 +211,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if len(c.Rules) == 0 || c.Store.Type != StoreMemory || c.Listen == "" {
+		if len(c.Rules)+len(c.Domains) == 0 || c.Store.Type != StoreMemory || c.Listen == "" {
 			t.Fatalf("Parse accepted %+v", c)
 		}
 		names := map[string]bool{}

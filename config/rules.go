@@ -126,6 +126,10 @@ type fileRateLimit struct {
 	Limits []string `yaml:"limits"`
 }
 
+// maxDomainLen bounds a domain's name, which is part of every state key
+// of the domain.
+const maxDomainLen = 128
+
 // maxDepth bounds the nesting of descriptors: Envoy sends one entry per
 // level, and no real configuration nests deeper than a handful.
 const maxDepth = 32
@@ -133,6 +137,9 @@ const maxDepth = 32
 // domain converts the descriptors of the domain name found at path.
 func (v *validator) domain(path []any, name string, fds []fileDescriptor) (Domain, error) {
 	d := Domain{Name: name, Source: fmt.Sprintf("%s:%d", v.name, v.line(path...))}
+	if len(name) > maxDomainLen || strings.ContainsFunc(name, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return d, v.errorf(at(append(path, "domain")...), "domain %q must be 1 to %d printable ASCII characters without spaces", name, maxDomainLen)
+	}
 	var err error
 	d.Descriptors, err = v.descriptors(at(append(path, "descriptors")...), name, fds, 1)
 	return d, err
