@@ -21,7 +21,7 @@ type brokenStore struct {
 }
 
 func (m *brokenStore) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	if err := r.Validate(); err != nil && m.flaw != "novalidate" {
+	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
 	if r.Now.IsZero() {
@@ -30,16 +30,27 @@ func (m *brokenStore) Decide(ctx context.Context, r sluice.Request) (sluice.Deci
 	switch m.flaw {
 	case "noprefix":
 		r.Prefix = ""
-	case "racy": // check, unlock, then take: a read-then-write race
+	case "racy": // check, unlock, then commit: a read-then-write race
+		if r.Op != sluice.OpTake {
+			break
+		}
 		m.mu.Lock()
 		peek := r
 		peek.Op = sluice.OpPeek
 		d := m.ref.apply(peek)
 		m.mu.Unlock()
-		if r.Op != sluice.OpTake || !d.Allowed {
+		d.Time = r.Now
+		if !d.Allowed {
 			return d, nil
 		}
 		time.Sleep(time.Microsecond)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, l := range r.Limits {
+			st := m.ref.states[stateKey{r.Prefix + r.Key, l.StateID()}]
+			algorithm.Commit(l, st, r.Now.UnixNano()-algorithm.Offset(l, r.Prefix+r.Key), r.Cost)
+		}
+		return d, nil
 	case "greedy": // each limit decided alone: a denied take consumes on the others
 		if r.Op == sluice.OpTake && len(r.Limits) > 1 {
 			m.mu.Lock()
@@ -93,7 +104,6 @@ func TestRunCatchesBrokenStores(t *testing.T) {
 		{"greedy", "Policy"},
 		{"keyoffset", "Differential"},
 		{"clocktime", "Differential"},
-		{"novalidate", "Invalid"},
 	} {
 		t.Run(c.flaw, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenHelper$", "-test.v")
