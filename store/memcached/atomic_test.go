@@ -3,6 +3,7 @@ package memcached
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -260,4 +261,44 @@ func policyName(limits []sluice.Limit) string {
 		names[i] = strings.NewReplacer("/", "per", " ", "_").Replace(l.String())
 	}
 	return strings.Join(names, "+")
+}
+
+// TestReservation runs sluice.Limiter's Reserve, Commit and Refund on the
+// store: a refunded reservation gives its units back, a committed one
+// keeps them, for a counter policy and a compare-and-set one.
+func TestReservation(t *testing.T) {
+	s := newStore(t, Config{Addrs: []string{mctest.Start(t).Addr}})
+	ctx := context.Background()
+	for _, limits := range [][]sluice.Limit{
+		{{Rate: 3, Period: time.Hour, Algorithm: sluice.SlidingWindow}, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}},
+		{{Rate: 3, Period: time.Hour}, {Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingLog}},
+	} {
+		t.Run(policyName(limits), func(t *testing.T) {
+			lim, err := sluice.New(s, sluice.Config{Limits: limits, Namespace: uniquePrefix(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrong, err := lim.Reserve(ctx, "alice", 1) // a failed login: it counts
+			if err != nil || !wrong.Allowed {
+				t.Fatalf("Reserve = %v, %v", wrong.Allowed, err)
+			}
+			if err := wrong.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			right, err := lim.Reserve(ctx, "alice", 1) // a good login: refunded
+			if err != nil || !right.Allowed {
+				t.Fatalf("Reserve = %v, %v", right.Allowed, err)
+			}
+			if err := right.Refund(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := right.Refund(ctx); !errors.Is(err, sluice.ErrReservationDone) {
+				t.Errorf("second Refund = %v, want ErrReservationDone", err)
+			}
+			d, err := lim.Peek(ctx, "alice")
+			if err != nil || d.Remaining != 1 {
+				t.Errorf("Peek after one committed and one refunded reservation: Remaining %d, %v; want 1 (3 less the committed, less the peek's own)", d.Remaining, err)
+			}
+		})
+	}
 }
