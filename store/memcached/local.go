@@ -114,4 +114,3 @@ func backoff(attempt int) {
 	d := time.Duration(20<<min(attempt, 8)) * time.Microsecond
 	time.Sleep(rand.N(d) + time.Microsecond)
 }
-
