@@ -135,7 +135,9 @@ func benchDecide(b *testing.B, hot bool, limits []sluice.Limit, parallel, clock 
 		id := worker.Add(1)
 		r := sluice.Request{Prefix: benchPref, Key: keys[0], Limits: limits, Cost: 1}
 		var now int64
-		n, i := int64(0), int(id)*7919
+		// Each goroutine starts at its own scattered place in the key
+		// sequence, so that goroutines do not follow each other key by key.
+		n, i := int64(0), int(uint32(id)*0x9e3779b1>>12)
 		for next() {
 			if !hot {
 				r.Key = keys[order[i&(len(order)-1)]]
