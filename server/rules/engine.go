@@ -120,7 +120,7 @@ func New(c Config) (*Engine, error) {
 		}
 		// '@' starts no rule name, so no named rule's keys can collide
 		// with a domain's.
-		d := &domain{name: cd.Name, prefix: ns + ":@" + cd.Name + ":"}
+		d := &domain{name: cd.Name, prefix: ns + ":@" + string(appendEscaped(nil, cd.Name, ":")) + ":"}
 		found := make(map[string]*Rule)
 		d.build(&d.root, cd.Name, cd.Descriptors, found)
 		for id, ru := range found {

@@ -118,13 +118,13 @@ func (d *domain) match(entries []Entry, buf []byte) (*Rule, []byte) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendEscaped(buf, e.Key)
+		buf = appendEscaped(buf, e.Key, entrySpecial)
 		buf = append(buf, '=')
 		if next.share && pattern != "" {
 			buf = append(buf, '*')
-			buf = appendEscaped(buf, pattern)
+			buf = appendEscaped(buf, pattern, entrySpecial)
 		} else {
-			buf = appendEscaped(buf, e.Value)
+			buf = appendEscaped(buf, e.Value, entrySpecial)
 		}
 		if i == len(entries)-1 {
 			return next.rule, buf
@@ -152,18 +152,21 @@ func wildcardMatch(parts []string, value string) bool {
 	return true
 }
 
-// appendEscaped appends s with '%', ',', '=' and '*' written as %XX, so
-// that joined entries name one state only.
-func appendEscaped(buf []byte, s string) []byte {
-	if !strings.ContainsAny(s, "%,=*") {
+// entrySpecial are the bytes escaped in entries: the separators of a
+// state key, and '*', which marks a shared wildcard's pattern.
+const entrySpecial = "%,=*"
+
+// appendEscaped appends s with '%' and the bytes of special written as
+// %XX, so that joined parts name one state only.
+func appendEscaped(buf []byte, s, special string) []byte {
+	if !strings.ContainsAny(s, special) && !strings.Contains(s, "%") {
 		return append(buf, s...)
 	}
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '%', ',', '=', '*':
+		if c := s[i]; c == '%' || strings.IndexByte(special, c) >= 0 {
 			buf = append(buf, '%', hex[c>>4], hex[c&15])
-		default:
+		} else {
 			buf = append(buf, c)
 		}
 	}
