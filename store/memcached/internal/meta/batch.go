@@ -67,6 +67,14 @@ func (b *Batch) Bump(key string) {
 	b.buf = append(b.buf, "\r\n"...)
 }
 
+// Exists appends "mg key u", answered HD or EN: whether the item is
+// there, without marking it as used (u), so that looking does not change
+// what memcached evicts next.
+func (b *Batch) Exists(key string) {
+	b.cmd("mg ", key)
+	b.buf = append(b.buf, " u\r\n"...)
+}
+
 // IncrCreate appends an atomic create-or-increment: "ma key N<ttl>
 // J<delta> D<delta> v". A missing item is created holding delta with the
 // given time to live; an existing one is incremented by delta and keeps

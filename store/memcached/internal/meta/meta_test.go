@@ -57,8 +57,10 @@ func TestCounters(t *testing.T) {
 	b.Get("missing")
 	b.Bump("ctr")
 	b.Bump("missing")
+	b.Exists("ctr")
+	b.Exists("missing")
 	r := do(t, c, &b)
-	want := []Status{StatusValue, StatusValue, StatusOK, StatusValue, StatusOK, StatusValue, StatusNotFound, StatusMiss, StatusOK, StatusMiss}
+	want := []Status{StatusValue, StatusValue, StatusOK, StatusValue, StatusOK, StatusValue, StatusNotFound, StatusMiss, StatusOK, StatusMiss, StatusOK, StatusMiss}
 	for i, w := range want {
 		if r[i].Status != w {
 			t.Errorf("reply %d = %v, want %v", i, r[i].Status, w)
