@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,38 +10,57 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
-const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-shutdown-timeout D]
+const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
 
-Serves the HTTP API of sluice (POST /v1/check, POST /v1/reset, GET /healthz,
-GET /readyz) with the rules of FILE, or the built-in sample rules ("sluice
-config sample" prints them). It prints the address it listens on, logs to
-stderr, and on SIGINT or SIGTERM stops accepting connections and finishes
-the requests in flight.
+Serves sluice with the configuration FILE (a sluice YAML file, an
+envoyproxy/ratelimit file or its config directory), or the built-in sample
+rules ("sluice config sample" prints them):
+
+  POST /v1/check, /v1/reset   the HTTP API
+  GET  /v1/auth               forward-auth for nginx, Traefik and Caddy
+  GET  /metrics               Prometheus metrics
+  GET  /healthz, /readyz      the process serves; the store answers
+
+and, when the file sets an admin token, the admin API and dashboard on
+their own listener (loopback by default): /admin/.
+
+SIGHUP, or any change of FILE (unless -watch=false), reloads the
+configuration: the rules change, the counters stay (same store); a file
+that does not parse, or that changes the store or a listener, is rejected
+with a log line and the configuration in force keeps serving. SIGINT or
+SIGTERM stops accepting connections and finishes the requests in flight.
+Logs are structured (slog text) on stderr.
 
 Example:
 
   sluice serve -config sluice.yaml -listen 127.0.0.1:8080
   curl -s --json '{"rule":"login","key":"203.0.113.7"}' http://127.0.0.1:8080/v1/check
+  kill -HUP $(pidof sluice)
 `
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "rules `file` (YAML); default the built-in sample rules")
+	cfgPath := fs.String("config", "", "configuration `file` or directory; default the built-in sample rules")
 	listen := fs.String("listen", "", "`address` to listen on, host:port; port 0 picks a free one (default the config's listen, else "+config.DefaultListen+")")
+	adminListen := fs.String("admin-listen", "", "`address` of the admin API, when the config sets a token (default the config's admin.listen, else "+config.DefaultAdminListen+")")
+	watch := fs.Bool("watch", true, "reload the configuration when its file changes")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
 	pos, err := parseFlags(fs, serveHelp, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageError(fmt.Sprintf("serve: unexpected argument %q (the rules file goes after -config)", pos[0]))
+		return usageError(fmt.Sprintf("serve: unexpected argument %q (the configuration goes after -config)", pos[0]))
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
@@ -48,62 +68,117 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	addr := cfg.Listen
-	if *listen != "" {
-		addr = *listen
+	addr := cmp.Or(*listen, cfg.Listen)
+	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log})
+	if err != nil {
+		return err
 	}
-
-	// config.Parse accepts only the memory store so far; the switch is
-	// where the others will be opened.
-	st := memory.New(memory.Config{})
 	defer func() {
-		if err := st.Close(); err != nil {
+		if err := svc.Close(); err != nil {
 			log.Warn("closing the store", "err", err)
 		}
 	}()
 
-	srv, err := server.New(server.Config{Store: st, Rules: cfg.Rules, Logger: log})
-	if err != nil {
+	var servers []*http.Server
+	served := make(chan error, 2)
+	start := func(name, addr string, h http.Handler) error {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		hs := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		servers = append(servers, hs)
+		go func() { served <- hs.Serve(ln) }()
+		fmt.Fprintf(stdout, "sluice: %s on http://%s\n", name, ln.Addr())
+		log.Info("listening", "what", name, "addr", ln.Addr().String())
+		return nil
+	}
+	shutdown := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
+		defer cancel()
+		var errs []error
+		for _, hs := range servers {
+			errs = append(errs, hs.Shutdown(sctx))
+		}
+		return errors.Join(errs...)
+	}
+	if err := start("listening", addr, svc.Handler()); err != nil {
 		return err
 	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return err
+	if ah := svc.AdminHandler(); ah != nil {
+		if err := start("admin", cmp.Or(*adminListen, cfg.Admin.Listen), ah); err != nil {
+			return errors.Join(err, shutdown())
+		}
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	log.Info("serving", "rules", len(cfg.Rules), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
 
-	fmt.Fprintf(stdout, "sluice: listening on http://%s\n", ln.Addr())
-	log.Info("serving", "addr", ln.Addr().String(), "rules", len(cfg.Rules), "store", cfg.Store.Type, "config", source)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	rctx, stopReloads := context.WithCancel(ctx)
+	defer stopReloads()
+	if *cfgPath != "" {
+		var mu sync.Mutex // one reload at a time, from either source
+		reload := func() {
+			mu.Lock()
+			defer mu.Unlock()
+			_ = svc.ReloadFile(*cfgPath) // logged and counted
+		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case <-hup:
+					log.Info("SIGHUP: reloading the configuration", "config", *cfgPath)
+					reload()
+				}
+			}
+		}()
+		if *watch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := server.WatchConfig(rctx, *cfgPath, reload); err != nil {
+					log.Warn("not watching the configuration file; SIGHUP still reloads it", "err", err)
+				}
+			}()
+		}
+	}
 
 	select {
 	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
+		stopReloads()
+		return errors.Join(fmt.Errorf("serve: %w", err), shutdown())
 	case <-ctx.Done():
 	}
+	stopReloads()
 	log.Info("shutting down", "timeout", *grace)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	if err := shutdown(); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	for range servers {
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	log.Info("stopped")
 	return nil
 }
 
-// loadConfig reads the rules file at path, or the built-in sample rules
-// when path is empty, and says which it used.
+// loadConfig reads the configuration at path, or the built-in sample
+// rules when path is empty, and says which it used.
 func loadConfig(path string) (*config.Config, string, error) {
 	if path == "" {
 		c, err := config.Default()

@@ -1,0 +1,320 @@
+// Package admin is the admin API of sluice serve and its dashboard: list,
+// add and lift bans, edit the allow and deny lists, list the rules, peek
+// at a key, and see the latest denials, behind a bearer token.
+//
+// # Authentication
+//
+// Every request must carry the token, as "Authorization: Bearer TOKEN" or,
+// for a browser opening the dashboard, as the password of HTTP Basic
+// authentication (any user name), which is accepted for GET only: a
+// browser replays Basic credentials on forms other sites post. Tokens are compared in constant time
+// (of their SHA-256 digests, so not even the length leaks). A request
+// without the token, or with a wrong one, gets 401 with a body that says
+// only that, whatever it asked for.
+//
+// # Endpoints
+//
+//	GET    /admin/                         the dashboard (HTML)
+//	GET    /admin/api/rules                the rules and their failure policies
+//	POST   /admin/api/peek                 {"rule":"login","key":"203.0.113.7"}
+//	GET    /admin/api/bans                 the bans in force
+//	POST   /admin/api/bans                 {"jail":"manual","key":"203.0.113.7","duration":"1h","reason":"..."}
+//	DELETE /admin/api/bans?jail=J&key=K    lift a ban
+//	GET    /admin/api/lists/{allow|deny}   the entries of a list
+//	POST   /admin/api/lists/{allow|deny}   {"entry":"10.0.0.0/8"} (or "key:NAME")
+//	DELETE /admin/api/lists/{allow|deny}?entry=E
+//	GET    /admin/api/denials              the latest denials, newest first
+//
+// Bodies are JSON; errors are {"error":"..."} with 400 (bad input), 404
+// (no such jail or list) or 503 (the store failed).
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrNotFound is what a Backend returns for a jail or list that does not
+// exist.
+var ErrNotFound = errors.New("not found")
+
+// A Backend is what the admin API manages: the running service.
+type Backend interface {
+	// Rules lists the rules in force.
+	Rules() []Rule
+	// Peek reports what a take of one unit by key under rule would get,
+	// taking nothing.
+	Peek(ctx context.Context, rule, key string) (Decision, error)
+	// Bans lists the bans in force.
+	Bans(ctx context.Context) ([]Ban, error)
+	// Ban bans key in jail for d (zero: the jail's own length).
+	Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (Ban, error)
+	// Lift ends the ban of key in jail.
+	Lift(ctx context.Context, jail, key string) error
+	// List returns the entries of the list named "allow" or "deny".
+	List(name string) ([]string, error)
+	// Edit adds an entry to a list, or removes it.
+	Edit(name, entry string, add bool) error
+	// Denials lists the latest denials, newest first.
+	Denials() []Denial
+}
+
+// A Rule is a rule as the admin API lists it.
+type Rule struct {
+	Name    string   `json:"name"`
+	Limits  []string `json:"limits"`
+	Failure string   `json:"failure"`
+	Jails   []string `json:"jails,omitempty"`
+}
+
+// A Decision is the answer to a peek.
+type Decision struct {
+	Allowed    bool    `json:"allowed"`
+	Rule       string  `json:"rule"`
+	Policy     string  `json:"policy"`
+	Remaining  int     `json:"remaining"`
+	ResetAfter float64 `json:"reset_after"`
+	RetryAfter float64 `json:"retry_after"`
+}
+
+// A Ban is a ban as the admin API lists it.
+type Ban struct {
+	Jail     string    `json:"jail"`
+	Key      string    `json:"key"`
+	Reason   string    `json:"reason"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	Offences int       `json:"offences"`
+}
+
+// A Denial is a request a rule denied.
+type Denial struct {
+	Time       time.Time `json:"time"`
+	Rule       string    `json:"rule"`
+	Key        string    `json:"key"`
+	RetryAfter float64   `json:"retry_after"`
+}
+
+// BanRequest is the body of POST /admin/api/bans.
+type BanRequest struct {
+	Jail     string `json:"jail"`
+	Key      string `json:"key"`
+	Duration string `json:"duration,omitempty"` // a Go duration: "90m"; empty for the jail's own
+	Reason   string `json:"reason,omitempty"`
+}
+
+// maxBody bounds the admin requests' bodies.
+const maxBody = 16 << 10
+
+// Handler returns the admin API over b, accepting only requests that
+// carry token. An empty token is an error: an open admin API is never
+// what is meant.
+func Handler(b Backend, token string) (http.Handler, error) {
+	if token == "" {
+		return nil, fmt.Errorf("admin: %w: empty token", sluice.ErrInvalidRequest)
+	}
+	h := &handler{b: b, digest: sha256.Sum256([]byte(token))}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/{$}", h.dashboard)
+	mux.HandleFunc("GET /admin/api/rules", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, b.Rules()) })
+	mux.HandleFunc("POST /admin/api/peek", h.peek)
+	mux.HandleFunc("GET /admin/api/bans", h.bans)
+	mux.HandleFunc("POST /admin/api/bans", h.ban)
+	mux.HandleFunc("DELETE /admin/api/bans", h.lift)
+	mux.HandleFunc("GET /admin/api/lists/{list}", h.list)
+	mux.HandleFunc("POST /admin/api/lists/{list}", h.edit)
+	mux.HandleFunc("DELETE /admin/api/lists/{list}", h.edit)
+	mux.HandleFunc("GET /admin/api/denials", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, b.Denials()) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin", Basic realm="sluice admin"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized")
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		mux.ServeHTTP(w, r)
+	}), nil
+}
+
+type handler struct {
+	b      Backend
+	digest [sha256.Size]byte
+}
+
+// authorized reports whether r carries the token, comparing digests in
+// constant time.
+func (h *handler) authorized(r *http.Request) bool {
+	var given string
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		given = strings.TrimSpace(v)
+	} else if _, p, ok := r.BasicAuth(); ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// A browser replays Basic credentials on any request, also on
+		// a form another site makes it post: they may only read.
+		given = p
+	}
+	if given == "" {
+		return false
+	}
+	d := sha256.Sum256([]byte(given))
+	return subtle.ConstantTimeCompare(d[:], h.digest[:]) == 1
+}
+
+func (h *handler) peek(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Rule string `json:"rule"`
+		Key  string `json:"key"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Rule == "" || req.Key == "" {
+		writeError(w, http.StatusBadRequest, "rule and key are required")
+		return
+	}
+	d, err := h.b.Peek(r.Context(), req.Rule, req.Key)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (h *handler) bans(w http.ResponseWriter, r *http.Request) {
+	bans, err := h.b.Bans(r.Context())
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	if bans == nil {
+		bans = []Ban{}
+	}
+	writeJSON(w, http.StatusOK, bans)
+}
+
+func (h *handler) ban(w http.ResponseWriter, r *http.Request) {
+	var req BanRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	var d time.Duration
+	if req.Duration != "" {
+		var err error
+		if d, err = time.ParseDuration(req.Duration); err != nil || d <= 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("duration %q must be a positive Go duration such as 90m", req.Duration))
+			return
+		}
+	}
+	if req.Jail == "" || req.Key == "" {
+		writeError(w, http.StatusBadRequest, "jail and key are required")
+		return
+	}
+	b, err := h.b.Ban(r.Context(), req.Jail, req.Key, d, req.Reason)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, b)
+}
+
+func (h *handler) lift(w http.ResponseWriter, r *http.Request) {
+	jail, key := r.URL.Query().Get("jail"), r.URL.Query().Get("key")
+	if jail == "" || key == "" {
+		writeError(w, http.StatusBadRequest, "jail and key query parameters are required")
+		return
+	}
+	if err := h.b.Lift(r.Context(), jail, key); err != nil {
+		writeFailure(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	entries, err := h.b.List(r.PathValue("list"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"entries": entries})
+}
+
+func (h *handler) edit(w http.ResponseWriter, r *http.Request) {
+	entry := r.URL.Query().Get("entry")
+	if r.Method == http.MethodPost {
+		var req struct {
+			Entry string `json:"entry"`
+		}
+		if !decode(w, r, &req) {
+			return
+		}
+		entry = req.Entry
+	}
+	if entry == "" {
+		writeError(w, http.StatusBadRequest, "entry is required")
+		return
+	}
+	if err := h.b.Edit(r.PathValue("list"), entry, r.Method == http.MethodPost); err != nil {
+		writeFailure(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// decode reads one JSON object of at most maxBody bytes into v, refusing
+// unknown fields; on failure it writes the error and returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeError(w, http.StatusRequestEntityTooLarge, "body larger than 16 KiB")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// writeFailure answers a Backend's error: 404 for what does not exist,
+// 400 for invalid input, 503 for a store failure.
+func writeFailure(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, sluice.ErrStore):
+		writeError(w, http.StatusServiceUnavailable, "the store failed; try again")
+	default:
+		writeError(w, http.StatusBadRequest, err.Error())
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server/admin"
+)
+
+// The Service is what its admin API manages.
+var _ admin.Backend = (*Service)(nil)
+
+// AdminHandler returns the admin API (package server/admin) of the
+// service, which checks the token of the configuration in force; nil when
+// the configuration has no admin token. Serve it on its own listener,
+// loopback by default.
+func (s *Service) AdminHandler() http.Handler {
+	if !s.Config().Admin.Enabled() {
+		return nil
+	}
+	return s.m.instrument("admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.state.Load().admin.ServeHTTP(w, r)
+	}))
+}
+
+// Rules lists the rules in force, with their failure policy and jails.
+func (s *Service) Rules() []admin.Rule {
+	st := s.state.Load()
+	out := make([]admin.Rule, 0, len(st.cfg.Rules))
+	for _, r := range st.cfg.Rules {
+		ar := admin.Rule{Name: r.Name, Failure: "none (memory store)"}
+		if st.cfg.Store.Shared() {
+			ar.Failure = st.cfg.Failure.PolicyOf(r.Name)
+		}
+		for _, l := range r.Limits {
+			ar.Limits = append(ar.Limits, l.String())
+		}
+		for _, j := range st.cfg.Guard.Jails {
+			for _, jr := range j.Rules {
+				if jr == r.Name {
+					ar.Jails = append(ar.Jails, j.Name)
+				}
+			}
+		}
+		out = append(out, ar)
+	}
+	return out
+}
+
+// Peek reports what a take of one unit by key under rule would get.
+func (s *Service) Peek(ctx context.Context, rule, key string) (admin.Decision, error) {
+	ru := s.state.Load().api.rules[rule]
+	if ru == nil {
+		return admin.Decision{}, fmt.Errorf("rule %q: %w", rule, admin.ErrNotFound)
+	}
+	d, err := ru.lim.Peek(ctx, key)
+	if err != nil {
+		return admin.Decision{}, err
+	}
+	c := newCheckResponse(rule, d)
+	return admin.Decision{Allowed: c.Allowed, Rule: rule, Policy: c.Policy, Remaining: c.Remaining,
+		ResetAfter: c.ResetAfter, RetryAfter: c.RetryAfter}, nil
+}
+
+func (s *Service) now() time.Time {
+	if s.opts.Clock != nil {
+		return s.opts.Clock()
+	}
+	return time.Now()
+}
+
+// Bans lists the bans in force that this process made or was told of.
+func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
+	bans, err := s.reg.List(ctx, s.now())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]admin.Ban, len(bans))
+	for i, b := range bans {
+		out[i] = admin.Ban(b)
+	}
+	return out, nil
+}
+
+// Ban bans key in jail for d, or the jail's own length when d is 0.
+func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (admin.Ban, error) {
+	j := s.state.Load().jails[jail]
+	if j == nil {
+		return admin.Ban{}, fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
+	}
+	if reason == "" {
+		reason = "banned by an admin"
+	}
+	b, err := j.Ban(ctx, key, d, reason)
+	return admin.Ban(b), err
+}
+
+// Lift ends the ban of key in jail.
+func (s *Service) Lift(ctx context.Context, jail, key string) error {
+	j := s.state.Load().jails[jail]
+	if j == nil {
+		return fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
+	}
+	return j.Lift(ctx, key)
+}
+
+func (st *state) list(name string) (*guard.List, error) {
+	switch name {
+	case "allow":
+		return st.allow, nil
+	case "deny":
+		return st.deny, nil
+	}
+	return nil, fmt.Errorf("list %q (want allow or deny): %w", name, admin.ErrNotFound)
+}
+
+// List returns the entries of the allow or deny list: networks, then
+// "key:" entries.
+func (s *Service) List(name string) ([]string, error) {
+	l, err := s.state.Load().list(name)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, p := range l.Prefixes() {
+		if p.Bits() == p.Addr().BitLen() {
+			out = append(out, p.Addr().String())
+		} else {
+			out = append(out, p.String())
+		}
+	}
+	for _, k := range l.Keys() {
+		out = append(out, "key:"+k)
+	}
+	return out, nil
+}
+
+// Edit adds entry to the allow or deny list, or removes it. Edits apply
+// at once and last until the configuration is reloaded or the process
+// restarts: put lasting entries in the file.
+func (s *Service) Edit(name, entry string, add bool) error {
+	l, err := s.state.Load().list(name)
+	if err != nil {
+		return err
+	}
+	if add {
+		return l.Add(entry)
+	}
+	if k, ok := strings.CutPrefix(entry, "key:"); ok {
+		l.RemoveKey(k)
+		return nil
+	}
+	p, err := guard.ParsePrefix(entry)
+	if err != nil {
+		return err
+	}
+	l.RemovePrefix(p)
+	return nil
+}
+
+// Denials lists the latest denials of the rules, newest first.
+func (s *Service) Denials() []admin.Denial {
+	ds := s.st.top.denials.list()
+	out := make([]admin.Denial, len(ds))
+	for i, d := range ds {
+		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: seconds(d.RetryAfter)}
+	}
+	return out
+}
+
