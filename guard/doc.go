@@ -25,8 +25,8 @@
 // A [Login] protects a login form as one construct: failures counted per
 // address and username, per address, per username and globally, reserved
 // before the password check and given back on success; known-good
-// addresses per account that get through while the account is under
-// attack; a progressive delay instead of a lockout; a CAPTCHA signal; an
+// addresses per account (the last few it logged in from) that get through
+// while the account is under attack; a progressive delay instead of a lockout; a CAPTCHA signal; an
 // OnAttack hook; and decisions that never depend on whether an account
 // exists, so they leak no usernames.
 //

@@ -38,12 +38,33 @@ func newFlag(store sluice.Store, namespace, action string, clock func() time.Tim
 // set flags key for d (at most sluice.MaxPeriod, at least a second),
 // replacing any flag it had.
 func (f *flag) set(ctx context.Context, key string, d time.Duration) error {
+	_, err := f.setEnd(ctx, key, d)
+	return err
+}
+
+// setEnd is set, and returns when the flag lapses by the store's clock:
+// d rounded up to whole seconds after the store's time of the set.
+func (f *flag) setEnd(ctx context.Context, key string, d time.Duration) (time.Time, error) {
 	if err := f.lim.Reset(ctx, key); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	n := int(min(max((d+flagResolution-1)/flagResolution, 1), time.Duration(f.depth)))
-	_, err := f.lim.AllowN(ctx, key, n)
-	return err
+	dec, err := f.lim.AllowN(ctx, key, n)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return dec.Time.Add(time.Duration(n) * flagResolution), nil
+}
+
+// end reports whether key is flagged, and when the flag lapses by the
+// store's clock: the decision's time plus the time left, exactly (a
+// GCRA state is its end).
+func (f *flag) end(ctx context.Context, key string) (time.Time, bool, error) {
+	d, err := f.lim.PeekN(ctx, key, f.depth)
+	if err != nil || d.Allowed {
+		return time.Time{}, false, err
+	}
+	return d.Time.Add(d.RetryAfter), true, nil
 }
 
 // get reports whether key is flagged, and for how much longer.

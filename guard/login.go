@@ -46,6 +46,13 @@ type LoginConfig struct {
 	// KnownGoodFor is how long an address from which an account logged in
 	// stays known-good for it. Default 30 days.
 	KnownGoodFor time.Duration
+	// KnownGoodAddrs is how many addresses per account are known-good:
+	// the last ones it logged in from, least recently used out first, so
+	// that a stolen password used from many places does not make them
+	// all known-good. Default DefaultKnownGoodAddrs (5); negative means
+	// no cap. Each success costs about KnownGoodAddrs+7 store calls, and
+	// each attempt from a known address one more.
+	KnownGoodAddrs int
 	// Jail, if set, is fed each failure by address, so that an address
 	// failing too often is banned, for Login and for whatever else checks
 	// the jail (guard.Middleware). Default none.
@@ -80,8 +87,9 @@ type Attack struct {
 
 // A Login protects a login form as one construct: it counts failed
 // attempts per address and username, per address, per username and
-// globally; lets an account's known-good addresses through while the
-// account is under attack; slows clients down progressively rather than
+// globally; lets an account's known-good addresses (the last
+// KnownGoodAddrs it logged in from) through while the account is under
+// attack; slows clients down progressively rather than
 // locking accounts; says when to demand a CAPTCHA; and bans addresses
 // through a Jail. Its decisions depend only on the address and the
 // (hashed) username, never on whether the account exists, so the same
@@ -96,7 +104,8 @@ type Attack struct {
 type Login struct {
 	c                             LoginConfig
 	perIPUser, perIP, user, world *sluice.Limiter
-	known, told                   *flag
+	known                         *knownGood
+	told                          *flag
 	newHash                       func() hash.Hash
 }
 
@@ -123,6 +132,9 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	if c.KnownGoodFor <= 0 {
 		c.KnownGoodFor = 30 * 24 * time.Hour
 	}
+	if c.KnownGoodAddrs == 0 {
+		c.KnownGoodAddrs = DefaultKnownGoodAddrs
+	}
 	l := &Login{c: c, newHash: sha256.New}
 	if c.Secret != nil {
 		secret := append([]byte(nil), c.Secret...)
@@ -138,7 +150,7 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	l.user = add(mk("login-user", c.PerUser))
 	l.world = add(mk("login-global", c.Global))
 	var err error
-	l.known, err = newFlag(store, c.Namespace, "login-known", c.Clock)
+	l.known, err = newKnownGood(store, c.Namespace, c.Clock, c.KnownGoodAddrs, c.KnownGoodFor)
 	errs = append(errs, err)
 	l.told, err = newFlag(store, c.Namespace, "login-told", c.Clock)
 	errs = append(errs, err)
@@ -224,7 +236,7 @@ func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
 			return a, nil
 		}
 	}
-	_, known, err := l.known.get(ctx, a.user+"|"+ip)
+	known, err := l.known.contains(ctx, a.user, try.IP)
 	if err != nil {
 		return fail(err)
 	}
@@ -404,6 +416,6 @@ func (a *Attempt) Succeed(ctx context.Context) error {
 	l := a.l
 	return errors.Join(
 		l.perIPUser.Reset(ctx, a.user+"|"+ip),
-		l.known.set(ctx, a.user+"|"+ip, l.c.KnownGoodFor),
+		l.known.add(ctx, a.user, a.try.IP),
 	)
 }
