@@ -72,12 +72,13 @@ func TestRoundTrips(t *testing.T) {
 		{[]sluice.Limit{approx}, counterSteps},
 		{[]sluice.Limit{fixed, sliding}, counterSteps},
 		{[]sluice.Limit{gcra}, []step{
-			{sluice.OpTake, 0, true, 2, 0},
-			{sluice.OpPeek, 0, true, 1, 0},
-			{sluice.OpTake, 0, true, 2, 0},
-			{sluice.OpTake, 0, true, 2, 0},
-			{sluice.OpTake, 0, false, 1, 0},
-			{sluice.OpReset, 0, false, 1, 0},
+			{sluice.OpTake, 0, true, 2, 0},   // read, then compare-and-set
+			{sluice.OpPeek, 0, true, 1, 0},   // read
+			{sluice.OpTake, 0, true, 1, 0},   // the state read is remembered: compare-and-set only
+			{sluice.OpTake, 0, true, 1, 0},   // and the state written
+			{sluice.OpTake, 0, false, 1, 0},  // denied on what is remembered: read to be sure
+			{sluice.OpReset, 0, false, 1, 0}, // delete
+			{sluice.OpTake, 0, true, 2, 0},   // nothing remembered
 		}},
 	} {
 		t.Run(policyName(tc.limits), func(t *testing.T) {

@@ -83,7 +83,11 @@
 // algorithm.AppendState in one item. A take reads it with its CAS token
 // (mg v c), decides with package algorithm and, if allowed, writes the new
 // state only if no one wrote since (ms C, or ME for a new item): one round
-// trip when denied, two when allowed. A write that loses the race starts
+// trip when denied, two when allowed. The process remembers the last state
+// it read or wrote for each actor (a bounded table) with its CAS token, so
+// a take usually decides on it and writes straight away, in one round
+// trip: a write that succeeds proves the state was the one remembered; if
+// it loses, or the remembered state denies, the store reads as above. A write that loses the race starts
 // the request again after a short random backoff, at most MaxRetries
 // times; then the request fails with ErrContention, which wraps
 // sluice.ErrStore, so the failure policy decides. Within one process, the

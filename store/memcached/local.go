@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,4 +114,41 @@ func (s *Store) learnGens(p *plan) {
 func backoff(attempt int) {
 	d := time.Duration(20<<min(attempt, 8)) * time.Microsecond
 	time.Sleep(rand.N(d) + time.Microsecond)
+}
+
+// A casEntry remembers the last GCRA or sliding log state this process
+// read or wrote for one limit of one actor, with its CAS token, so that
+// the next take can write without reading first (see decideCached). A
+// stale entry costs a lost compare-and-set, never a wrong decision.
+type casEntry struct {
+	base string
+	enc  []byte
+	cas  uint64
+}
+
+func (s *Store) casSlot(base string) *atomic.Pointer[casEntry] {
+	h := uint32(2166136261)
+	for i := 0; i < len(base); i++ {
+		h = (h ^ uint32(base[i])) * 16777619
+	}
+	return &s.states[h%uint32(len(s.states))]
+}
+
+func (s *Store) cachedState(base string) *casEntry {
+	if e := s.casSlot(base).Load(); e != nil && e.base == base {
+		return e
+	}
+	return nil
+}
+
+// cacheState remembers enc (copied) as base's state with token cas.
+func (s *Store) cacheState(base string, enc []byte, cas uint64) {
+	s.casSlot(base).Store(&casEntry{base: base, enc: slices.Clone(enc), cas: cas})
+}
+
+func (s *Store) dropState(base string) {
+	slot := s.casSlot(base)
+	if e := slot.Load(); e != nil && e.base == base {
+		slot.CompareAndSwap(e, nil)
+	}
 }

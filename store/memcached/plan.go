@@ -25,6 +25,9 @@ type plan struct {
 	anyCAS  bool
 	refund  bool
 	scratch []byte // a head value being written: the batch copies it
+	// seen, if set, is told each GCRA or sliding log state read, with its
+	// CAS token (the Store remembers them: see decideCached).
+	seen func(base string, enc []byte, cas uint64)
 }
 
 // A part is one limit's share of a plan.
@@ -217,6 +220,9 @@ func (p *plan) readState(pt *part, r *meta.Reply) ([]int64, error) {
 			return nil, err
 		}
 		pt.found, pt.cas = true, r.CAS
+		if p.seen != nil {
+			p.seen(pt.base, r.Value, r.CAS)
+		}
 		return st, nil
 	}
 	return nil, unexpected(r)

@@ -77,6 +77,7 @@ type Store struct {
 	locks   [256]sync.Mutex
 	gens    [1024]atomic.Pointer[genEntry]
 	denials [4096]atomic.Pointer[denial]
+	states  [4096]atomic.Pointer[casEntry]
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -196,6 +197,7 @@ func (s *Store) decideOn(ctx context.Context, c *meta.Client, r *sluice.Request)
 	raw := r.Prefix + r.Key
 	name := keyName(raw)
 	p := newPlan(r, raw, name, now.UnixNano(), s.margin)
+	p.seen = s.cacheState
 	for i := range p.parts {
 		if p.parts[i].counter {
 			p.parts[i].gen = s.gen(p.parts[i].base)
@@ -240,6 +242,9 @@ func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 		mu := s.lock(p.raw)
 		mu.Lock()
 		defer mu.Unlock()
+		if d, ok, err := s.decideCached(ctx, c, p, b); err != nil || ok {
+			return d, err
+		}
 	}
 	for attempt := 0; attempt <= s.retries; attempt++ {
 		b.Reset()
@@ -314,13 +319,49 @@ func (s *Store) advanceHeads(ctx context.Context, c *meta.Client, p *plan, b *me
 	c.Send(context.Background(), b) // not ctx: it must go out even when ctx is done
 }
 
+// decideCached tries a take of a policy of GCRA and sliding log limits in
+// one round trip: when this process wrote or read every state last, it
+// decides on the states it remembers and, if they allow, writes the new
+// ones by compare-and-set on the tokens it remembers. A write that
+// succeeds proves the state was the one remembered, so the decision is
+// the one a read would give. It reports false when it cannot tell (a
+// state not remembered, a denial, a write that lost): the caller then
+// reads, as usual.
+func (s *Store) decideCached(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) (sluice.Decision, bool, error) {
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if pt.counter {
+			return sluice.Decision{}, false, nil
+		}
+		e := s.cachedState(pt.base)
+		if e == nil {
+			return sluice.Decision{}, false, nil
+		}
+		st, err := algorithm.DecodeState(pt.l, e.enc)
+		if err != nil {
+			return sluice.Decision{}, false, nil
+		}
+		p.states[i], pt.found, pt.cas = st, true, e.cas
+	}
+	d := algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, false)
+	if !d.Allowed {
+		return sluice.Decision{}, false, nil
+	}
+	ok, err := s.commitCAS(ctx, c, p, b)
+	if err != nil || !ok {
+		return sluice.Decision{}, false, err
+	}
+	s.forgetDenial(p)
+	return d, true, nil
+}
+
 // commitCAS writes the new GCRA and sliding log states of an allowed
 // take, each only if no one wrote it since it was read. It reports false
 // if some write lost that race; the writes that won are refunded.
 func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) (bool, error) {
 	b.Reset()
 	var parts []int
-	var buf []byte
+	var encs [][]byte
 	for i := range p.parts {
 		pt := &p.parts[i]
 		if pt.counter {
@@ -328,13 +369,14 @@ func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.
 		}
 		st := slices.Clone(p.states[i])
 		algorithm.Commit(pt.l, st, p.now, p.cost)
-		buf = algorithm.AppendState(buf[:0], pt.l, st)
+		enc := algorithm.AppendState(nil, pt.l, st)
 		if pt.found {
-			b.CompareAndSet(stateKey(pt.base), buf, pt.stateTTL(p), pt.cas)
+			b.CompareAndSet(stateKey(pt.base), enc, pt.stateTTL(p), pt.cas)
 		} else {
-			b.Add(stateKey(pt.base), buf, pt.stateTTL(p))
+			b.Add(stateKey(pt.base), enc, pt.stateTTL(p))
 		}
 		parts = append(parts, i)
+		encs = append(encs, enc)
 	}
 	if err := c.Do(ctx, b); err != nil {
 		return false, err
@@ -345,7 +387,9 @@ func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.
 		switch r := &b.Replies[j]; r.Status {
 		case meta.StatusOK:
 			won = append(won, i)
+			s.cacheState(p.parts[i].base, encs[j], r.CAS)
 		case meta.StatusExists, meta.StatusNotFound, meta.StatusNotStored:
+			s.dropState(p.parts[i].base)
 			lost = true
 		default:
 			return false, unexpected(r)
@@ -410,6 +454,7 @@ func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b
 // are decremented bucket by bucket as the reference's Refund would change
 // them; GCRA and sliding log states by compare-and-set.
 func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, at int64) error {
+	s.forgetDenial(p)
 	p.refund = true
 	if p.anyCAS {
 		mu := s.lock(p.raw)
@@ -478,6 +523,7 @@ func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 // limit's head starts a new generation, so its old counters are never
 // read again; a GCRA or sliding log state is deleted.
 func (s *Store) reset(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) error {
+	s.forgetDenial(p)
 	b.Reset()
 	for i := range p.parts {
 		pt := &p.parts[i]
@@ -487,6 +533,7 @@ func (s *Store) reset(ctx context.Context, c *meta.Client, p *plan, b *meta.Batc
 			s.setGen(pt.base, gen)
 		} else {
 			b.Delete(stateKey(pt.base))
+			s.dropState(pt.base)
 		}
 	}
 	if err := c.Do(ctx, b); err != nil {

@@ -99,22 +99,23 @@ func (b *Batch) Decr(key string, delta uint64) {
 	b.buf = append(b.buf, "\r\n"...)
 }
 
-// Add appends "ms key <len> T<ttl> ME": store value only if key is
-// missing. The reply is HD, or NS when the key exists.
+// Add appends "ms key <len> T<ttl> ME c": store value only if key is
+// missing. The reply is HD with the new item's CAS token, or NS when the
+// key exists.
 func (b *Batch) Add(key string, value []byte, ttl time.Duration) {
 	b.set(key, value, ttl)
-	b.buf = append(b.buf, " ME\r\n"...)
+	b.buf = append(b.buf, " ME c\r\n"...)
 	b.data(value)
 }
 
-// CompareAndSet appends "ms key <len> T<ttl> C<cas>": store value only if
-// the item's CAS token is still cas. The reply is HD, EX when another
-// write came first, or NF when the item is gone.
+// CompareAndSet appends "ms key <len> T<ttl> C<cas> c": store value only
+// if the item's CAS token is still cas. The reply is HD with the new CAS
+// token, EX when another write came first, or NF when the item is gone.
 func (b *Batch) CompareAndSet(key string, value []byte, ttl time.Duration, cas uint64) {
 	b.set(key, value, ttl)
 	b.buf = append(b.buf, " C"...)
 	b.buf = strconv.AppendUint(b.buf, cas, 10)
-	b.buf = append(b.buf, "\r\n"...)
+	b.buf = append(b.buf, " c\r\n"...)
 	b.data(value)
 }
 
