@@ -1,0 +1,173 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/server/admin"
+)
+
+const adminToken = "test-token-0123456789"
+
+// adminDo sends an admin request with the given Authorization value.
+func adminDo(t *testing.T, h http.Handler, method, path, body, authz string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if authz != "" {
+		r.Header.Set("Authorization", authz)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestAdminAuth(t *testing.T) {
+	s, _ := newService(t, serviceConfig)
+	h := s.AdminHandler()
+	if h == nil {
+		t.Fatal("AdminHandler() = nil with a token configured")
+	}
+	const unauthorized = `{"error":"unauthorized"}` + "\n"
+	tests := []struct {
+		name, method, path, authz string
+		want                      int
+	}{
+		{"no token", "GET", "/admin/api/bans", "", 401},
+		{"wrong token", "GET", "/admin/api/bans", "Bearer test-token-0123456788", 401},
+		{"prefix of the token", "GET", "/admin/api/bans", "Bearer test-token", 401},
+		{"token plus more", "GET", "/admin/api/bans", "Bearer " + adminToken + "x", 401},
+		{"empty bearer", "GET", "/admin/api/bans", "Bearer ", 401},
+		{"other scheme", "GET", "/admin/api/bans", "Token " + adminToken, 401},
+		{"unknown path without token", "GET", "/admin/secret", "", 401},
+		{"mutation without token", "DELETE", "/admin/api/bans?jail=manual&key=x", "", 401},
+		{"basic auth may not mutate", "POST", "/admin/api/lists/deny", basic(adminToken), 401},
+		{"bearer", "GET", "/admin/api/bans", "Bearer " + adminToken, 200},
+		{"basic auth may read", "GET", "/admin/", basic(adminToken), 200},
+		{"unknown path with token", "GET", "/admin/secret", "Bearer " + adminToken, 404},
+	}
+	for _, tt := range tests {
+		w := adminDo(t, h, tt.method, tt.path, `{"entry":"10.0.0.1"}`, tt.authz)
+		if w.Code != tt.want {
+			t.Errorf("%s: %s %s = %d, want %d", tt.name, tt.method, tt.path, w.Code, tt.want)
+		}
+		if tt.want == 401 && (w.Body.String() != unauthorized || w.Header().Get("WWW-Authenticate") == "") {
+			t.Errorf("%s: 401 body %q, WWW-Authenticate %q; want %q and a challenge", tt.name, w.Body, w.Header().Get("WWW-Authenticate"), unauthorized)
+		}
+	}
+	if lists, _ := s.List("deny"); strings.Contains(strings.Join(lists, ","), "10.0.0.1") {
+		t.Error("an unauthorized request edited the deny list")
+	}
+
+	off, _ := newService(t, "rules: [{name: a, limits: [\"1/s\"]}]\n")
+	if off.AdminHandler() != nil {
+		t.Error("AdminHandler() != nil without a token: the admin API must be off")
+	}
+}
+
+func basic(password string) string {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.SetBasicAuth("admin", password)
+	return r.Header.Get("Authorization")
+}
+
+func TestAdminAPI(t *testing.T) {
+	s, _ := newService(t, serviceConfig)
+	h, fa := s.AdminHandler(), s.Handler()
+	bearer := "Bearer " + adminToken
+	call := func(method, path, body string, want int) *httptest.ResponseRecorder {
+		t.Helper()
+		w := adminDo(t, h, method, path, body, bearer)
+		if w.Code != want {
+			t.Fatalf("%s %s %s = %d %s, want %d", method, path, body, w.Code, w.Body, want)
+		}
+		return w
+	}
+
+	// Ban by hand: forward-auth refuses the address, the list shows it.
+	call("POST", "/admin/api/bans", `{"jail":"manual","key":"203.0.113.9","duration":"1h","reason":"scraping"}`, 201)
+	if w := auth(t, fa, "", "203.0.113.9"); w.Code != http.StatusForbidden {
+		t.Errorf("banned address = %d, want 403", w.Code)
+	}
+	var bans []admin.Ban
+	if err := json.Unmarshal(call("GET", "/admin/api/bans", "", 200).Body.Bytes(), &bans); err != nil || len(bans) != 1 ||
+		bans[0].Key != "203.0.113.9" || bans[0].Reason != "scraping" || bans[0].Until.Sub(bans[0].Since).Round(1e9).String() != "1h0m0s" {
+		t.Fatalf("bans = %+v, %v; want the manual ban of 1h", bans, err)
+	}
+	call("DELETE", "/admin/api/bans?jail=manual&key=203.0.113.9", "", 204)
+	if w := auth(t, fa, "", "203.0.113.9"); w.Code != http.StatusOK {
+		t.Errorf("lifted address = %d, want 200", w.Code)
+	}
+	call("POST", "/admin/api/bans", `{"jail":"nope","key":"x"}`, 404)
+	call("POST", "/admin/api/bans", `{"jail":"manual","key":"x","duration":"forever"}`, 400)
+	call("POST", "/admin/api/bans", `{"jail":"manual"}`, 400)
+	call("POST", "/admin/api/bans", `{"jail":"manual","key":"x","extra":1}`, 400)
+	call("POST", "/admin/api/bans", `{"jail":"manual","key":"`+strings.Repeat("x", 20<<10)+`"}`, 413)
+
+	// Lists.
+	call("POST", "/admin/api/lists/deny", `{"entry":"203.0.113.0/24"}`, 204)
+	if w := auth(t, fa, "", "203.0.113.77"); w.Code != http.StatusForbidden {
+		t.Errorf("deny-listed by admin = %d, want 403", w.Code)
+	}
+	var lists struct{ Entries []string }
+	_ = json.Unmarshal(call("GET", "/admin/api/lists/deny", "", 200).Body.Bytes(), &lists)
+	if got := strings.Join(lists.Entries, " "); got != "198.51.100.0/24 203.0.113.0/24" {
+		t.Errorf("deny list = %q, want both networks", got)
+	}
+	call("DELETE", "/admin/api/lists/deny?entry=203.0.113.0/24", "", 204)
+	if w := auth(t, fa, "", "203.0.113.77"); w.Code != http.StatusOK {
+		t.Errorf("after removal = %d, want 200", w.Code)
+	}
+	call("POST", "/admin/api/lists/allow", `{"entry":"not an address"}`, 400)
+	call("GET", "/admin/api/lists/other", "", 404)
+
+	// Rules, peek (which takes nothing) and denials.
+	var rules []admin.Rule
+	_ = json.Unmarshal(call("GET", "/admin/api/rules", "", 200).Body.Bytes(), &rules)
+	if len(rules) != 2 || rules[1].Name != "login" || rules[1].Limits[0] != "2/min" || rules[1].Jails[0] != "abuse" {
+		t.Errorf("rules = %+v", rules)
+	}
+	for range 4 {
+		auth(t, fa, "", "203.0.113.5")
+	}
+	var d admin.Decision
+	for range 2 {
+		_ = json.Unmarshal(call("POST", "/admin/api/peek", `{"rule":"api","key":"203.0.113.6"}`, 200).Body.Bytes(), &d)
+	}
+	if !d.Allowed || d.Remaining != 2 {
+		t.Errorf("peek = %+v, want allowed with 2 remaining after it (peeks take nothing)", d)
+	}
+	call("POST", "/admin/api/peek", `{"rule":"nope","key":"k"}`, 404)
+	var denials []admin.Denial
+	_ = json.Unmarshal(call("GET", "/admin/api/denials", "", 200).Body.Bytes(), &denials)
+	if len(denials) != 1 || denials[0].Key != "203.0.113.5" || denials[0].Rule != "api" {
+		t.Errorf("denials = %+v, want one of 203.0.113.5 under api", denials)
+	}
+}
+
+func TestAdminDashboard(t *testing.T) {
+	s, _ := newService(t, serviceConfig)
+	// A key that is markup must be shown as text.
+	const evil = `<script>alert(1)</script>`
+	for range 4 {
+		auth(t, s.Handler(), "", "", "X-Forwarded-For", "203.0.113.1")
+	}
+	if _, err := s.Ban(t.Context(), "manual", evil, 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	w := adminDo(t, s.AdminHandler(), "GET", "/admin/", "", basic(adminToken))
+	body := w.Body.String()
+	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Errorf("Content-Type = %q, want text/html", ct)
+	}
+	for _, want := range []string{"<h2>Rules</h2>", "<code>login</code>", "2/min", "abuse", "203.0.113.1", "&lt;script&gt;", "198.51.100.0/24"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("dashboard lacks %q", want)
+		}
+	}
+	if strings.Contains(body, evil) {
+		t.Error("dashboard shows a key as markup")
+	}
+}

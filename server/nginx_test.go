@@ -1,0 +1,281 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"text/template"
+	"time"
+)
+
+// binary returns the path of a server binary the tests need, or ends the
+// test: t.Fatal under CI=true (CI must run every test), t.Skip otherwise.
+func binary(t testing.TB, name string, dirs ...string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range dirs {
+		if p := filepath.Join(d, name); isExecutable(p) {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not found: install it (Debian package %s)", name, name)
+	}
+	t.Skipf("%s not found: install it (Debian package %s); under CI=true this test fails", name, name)
+	return ""
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// nginxConf puts nginx in front of an upstream, asking sluice about every
+// request with auth_request. nginx passes on only 401 and 403 from the
+// auth subrequest, so sluice is asked for 403 on a denial
+// (deny_status=403) and error_page turns it into a 429 carrying the
+// RateLimit fields and Retry-After that auth_request_set captured.
+// realip makes the X-Forwarded-For of the test's clients their address,
+// as a trusted load balancer in front of nginx would.
+const nginxConf = `daemon off;
+worker_processes 1;
+pid {{.Dir}}/nginx.pid;
+error_log {{.Dir}}/error.log info;
+events { worker_connections 128; }
+http {
+  access_log off;
+  client_body_temp_path {{.Dir}}/body;
+  proxy_temp_path {{.Dir}}/proxy;
+  fastcgi_temp_path {{.Dir}}/fastcgi;
+  uwsgi_temp_path {{.Dir}}/uwsgi;
+  scgi_temp_path {{.Dir}}/scgi;
+  set_real_ip_from 127.0.0.0/8;
+  real_ip_header X-Forwarded-For;
+
+  server {
+    listen 127.0.0.1:{{.Port}};
+
+    location / {
+      auth_request /_sluice;
+      auth_request_set $sluice_ratelimit $upstream_http_ratelimit;
+      auth_request_set $sluice_policy $upstream_http_ratelimit_policy;
+      auth_request_set $sluice_retry $upstream_http_retry_after;
+      add_header RateLimit $sluice_ratelimit always;
+      add_header RateLimit-Policy $sluice_policy always;
+      error_page 403 = @sluice_denied;
+      proxy_pass {{.Upstream}};
+    }
+
+    location = /login {
+      auth_request /_sluice_login;
+      auth_request_set $sluice_ratelimit $upstream_http_ratelimit;
+      auth_request_set $sluice_policy $upstream_http_ratelimit_policy;
+      auth_request_set $sluice_retry $upstream_http_retry_after;
+      add_header RateLimit $sluice_ratelimit always;
+      error_page 403 = @sluice_denied;
+      proxy_pass {{.Upstream}};
+    }
+
+    location = /_sluice {
+      internal;
+      proxy_pass {{.Sluice}}/v1/auth?deny_status=403;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header X-Original-Method $request_method;
+      proxy_set_header X-Forwarded-For $remote_addr;
+    }
+
+    location = /_sluice_login {
+      internal;
+      proxy_pass {{.Sluice}}/v1/auth?rule=login&deny_status=403;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header X-Original-Method $request_method;
+      proxy_set_header X-Forwarded-For $remote_addr;
+    }
+
+    location @sluice_denied {
+      add_header Retry-After $sluice_retry always;
+      add_header RateLimit $sluice_ratelimit always;
+      add_header RateLimit-Policy $sluice_policy always;
+      default_type text/plain;
+      return 429 "rate limited\n";
+    }
+  }
+}
+`
+
+// startNginx runs nginx with nginxConf in its own prefix directory on a
+// free loopback port, stopped when the test ends, and returns its URL.
+func startNginx(t *testing.T, upstream, sluice string) string {
+	t.Helper()
+	bin := binary(t, "nginx", "/usr/sbin")
+	tmpl := template.Must(template.New("nginx").Parse(nginxConf))
+	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken meanwhile
+		dir := t.TempDir()
+		port := freePort(t)
+		var conf bytes.Buffer
+		if err := tmpl.Execute(&conf, map[string]any{"Dir": dir, "Port": port, "Upstream": upstream, "Sluice": sluice}); err != nil {
+			t.Fatal(err)
+		}
+		confPath := filepath.Join(dir, "nginx.conf")
+		if err := os.WriteFile(confPath, conf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if waitListening(addr, exited, 10*time.Second) {
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(os.Interrupt) // fast shutdown
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					_ = cmd.Process.Kill()
+					<-exited
+				}
+			})
+			return "http://" + addr
+		}
+		_ = cmd.Process.Kill()
+		<-exited
+		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		t.Logf("nginx did not start (attempt %d): %s%s", attempt+1, stderr.String(), log)
+	}
+	t.Fatal("nginx did not start")
+	return ""
+}
+
+// waitListening reports whether addr accepts connections before the
+// process exits or the timeout passes.
+func waitListening(addr string, exited <-chan error, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return false
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return true
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port, not timing logic
+	}
+	return false
+}
+
+// TestNginxAuthRequest puts a real nginx in front of a tiny upstream, with
+// auth_request to sluice: requests beyond the limit get 429 from nginx,
+// with sluice's Retry-After and RateLimit fields, and never reach the
+// upstream.
+func TestNginxAuthRequest(t *testing.T) {
+	s, _ := newService(t, `rules:
+  - name: web
+    limits: ["5/min"]
+  - name: login
+    limits: ["2/h"]
+forward_auth:
+  rule: web
+guard:
+  deny: [198.51.100.0/24]
+`)
+	sluice := httptest.NewServer(s.Handler())
+	t.Cleanup(sluice.Close)
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprintf(w, "upstream: %s %s\n", r.Method, r.URL.Path)
+	}))
+	t.Cleanup(upstream.Close)
+	base := startNginx(t, upstream.URL, sluice.URL)
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(path, ip string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-For", ip)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+
+	for i := range 5 {
+		resp, body := get(fmt.Sprintf("/page/%d", i), "203.0.113.7")
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "upstream: GET /page/") {
+			t.Fatalf("request %d = %d %q, want 200 from the upstream", i+1, resp.StatusCode, body)
+		}
+		if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"web";r=%d;`, 4-i); !strings.HasPrefix(got, want) {
+			t.Errorf("request %d RateLimit = %q, want prefix %q", i+1, got, want)
+		}
+	}
+	resp, body := get("/page/6", "203.0.113.7")
+	if resp.StatusCode != http.StatusTooManyRequests || body != "rate limited\n" {
+		t.Fatalf("request 6 = %d %q, want 429 from nginx", resp.StatusCode, body)
+	}
+	for name, want := range map[string]string{"Retry-After": "12", "RateLimit": `"web";r=0;t=60`, "RateLimit-Policy": `"web";q=5;w=60`} {
+		if got := resp.Header.Get(name); got != want {
+			t.Errorf("429 %s = %q, want %q", name, got, want)
+		}
+	}
+	if n := hits.Load(); n != 5 {
+		t.Errorf("upstream hits = %d, want 5: a denied request reached it", n)
+	}
+
+	// Another client has its own allowance; a route with its own rule
+	// counts apart; the deny list refuses.
+	if resp, _ := get("/page/1", "203.0.113.8"); resp.StatusCode != http.StatusOK {
+		t.Errorf("other client = %d, want 200", resp.StatusCode)
+	}
+	codes := []int{}
+	for range 3 {
+		resp, _ := get("/login", "203.0.113.7")
+		codes = append(codes, resp.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[200 200 429]" {
+		t.Errorf("/login codes = %v, want [200 200 429] (rule login, 2/h)", codes)
+	}
+	if resp, _ := get("/page/1", "198.51.100.4"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("deny-listed client = %d, want refused (403 from sluice, mapped by error_page)", resp.StatusCode)
+	}
+	if n := hits.Load(); n != 8 {
+		t.Errorf("upstream hits = %d, want 8", n)
+	}
+}
