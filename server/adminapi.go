@@ -171,4 +171,3 @@ func (s *Service) Denials() []admin.Denial {
 	}
 	return out
 }
-
