@@ -276,6 +276,12 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 			return Result{}, fmt.Errorf("rules: %w: descriptor %d: cost %d must not be negative", sluice.ErrInvalidRequest, i, desc.Cost)
 		}
 		ru, key := d.match(desc.Entries, buf[:0])
+		if desc.Override != nil {
+			var err error
+			if ru, key, err = e.override(d, desc); err != nil {
+				return Result{}, fmt.Errorf("rules: descriptor %d: %w", i, err)
+			}
+		}
 		st := &res.Statuses[i]
 		st.Decision.Allowed, st.Allowed = true, true
 		if ru == nil {
@@ -295,8 +301,8 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 		if desc.Cost > 0 {
 			req.Cost = desc.Cost
 		}
-		if desc.Peek && r.Op == sluice.OpTake {
-			req.Op = sluice.OpPeek
+		if desc.NoHits && r.Op != sluice.OpReset {
+			req.Op, req.Cost = sluice.OpPeek, 1
 		}
 		if req.Op != sluice.OpReset && req.Cost > ru.maxCost {
 			st.Err = fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, req.Cost, ru.ID, ru.maxCost)
@@ -330,8 +336,19 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 		return Result{}, err
 	}
 	for k, i := range idx {
-		res.Statuses[i].Decision = ds[k]
-		res.Statuses[i].Allowed = ds[k].Allowed
+		d := ds[k]
+		if r.Descriptors[i].NoHits && r.Op != sluice.OpReset {
+			// A peek of 1 tells what is left: one more than it would
+			// leave, or nothing; zero hits are never over the limit.
+			if d.Allowed {
+				d.Remaining++
+			} else {
+				d.Remaining = 0
+			}
+			d.Allowed, d.RetryAfter = true, 0
+		}
+		res.Statuses[i].Decision = d
+		res.Statuses[i].Allowed = d.Allowed
 	}
 	if r.Op == sluice.OpReset {
 		return res, nil
@@ -444,4 +461,23 @@ func (e *Engine) refund(ctx context.Context, res Result, reqs []sluice.Request, 
 	if _, err := e.decide(context.WithoutCancel(ctx), back, at, res.Statuses); err != nil {
 		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "err", err)
 	}
+}
+
+// override builds the rule of a descriptor whose limit the client set
+// (Envoy's limit override): no shadow, no name, the descriptor's entries
+// taken literally as the state key.
+func (e *Engine) override(d *domain, desc Descriptor) (*Rule, []byte, error) {
+	l := *desc.Override
+	if err := l.Validate(); err != nil {
+		return nil, nil, err
+	}
+	prefix := d.prefix
+	if d.named != nil {
+		prefix = d.named.prefix
+	}
+	// One ID for every override of the domain: IDs label metrics, and
+	// the entries are the client's, unbounded.
+	ru := newRule(d.name+".override", "", d.name, prefix, config.RateLimit{Limits: []sluice.Limit{l}}, false, false)
+	ru.store = e.store
+	return ru, entriesKey(desc.Entries, nil), nil
 }

@@ -457,8 +457,11 @@ func TestCosts(t *testing.T) {
 		t.Errorf("cost 4: remaining %d, want 6", res.Statuses[0].Decision.Remaining)
 	}
 	peek := desc("k=a")
-	peek.Peek = true
-	if res := check(Request{Descriptors: []Descriptor{peek}, Cost: 4}); res.Statuses[0].Decision.Remaining != 2 || !res.Allowed {
+	peek.NoHits = true
+	if res := check(Request{Descriptors: []Descriptor{peek}, Cost: 4}); res.Statuses[0].Decision.Remaining != 6 || !res.Allowed {
+		t.Errorf("no hits: %+v, want allowed, remaining 6 (what is left)", res.Statuses[0])
+	}
+	if res := check(Request{Descriptors: []Descriptor{desc("k=a")}, Cost: 4, Op: sluice.OpPeek}); res.Statuses[0].Decision.Remaining != 2 || !res.Allowed {
 		t.Errorf("peek 4: %+v, want allowed, remaining 2 (what a take would leave)", res.Statuses[0])
 	}
 	two := desc("k=a")

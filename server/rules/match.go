@@ -23,9 +23,16 @@ type Descriptor struct {
 	// Cost overrides the request's cost for this descriptor when it is
 	// positive. Default 0: the request's.
 	Cost int
-	// Peek asks about this descriptor without taking anything (Envoy's
-	// per-descriptor hits_addend of 0). Default false.
-	Peek bool
+	// NoHits asks about this descriptor with zero hits (Envoy's
+	// per-descriptor hits_addend of 0): nothing is taken, the descriptor
+	// is never over its limit, and Remaining is what is left now.
+	// Default false.
+	NoHits bool
+	// Override, when not nil, is the limit to apply instead of the
+	// configuration's (Envoy's per-descriptor limit override, set by the
+	// proxy's own configuration). Its state is keyed by the domain and
+	// the entries. Default nil.
+	Override *sluice.Limit
 }
 
 // Key returns the descriptor a named rule expects: one entry whose value
@@ -184,4 +191,18 @@ func stateKey(buf []byte) string {
 	}
 	sum := sha256.Sum256(buf)
 	return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// entriesKey appends the state key of entries matched literally, as for
+// a limit override: every key and value, escaped and joined.
+func entriesKey(entries []Entry, buf []byte) []byte {
+	for i, e := range entries {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendEscaped(buf, e.Key, entrySpecial)
+		buf = append(buf, '=')
+		buf = appendEscaped(buf, e.Value, entrySpecial)
+	}
+	return buf
 }

@@ -1,0 +1,286 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server/rules"
+)
+
+// DefaultMaxMessageBytes bounds a request message on the server NewServer
+// builds: a request of the engine's most descriptors fits many times over.
+const DefaultMaxMessageBytes = 1 << 20
+
+// Config configures a Service. The zero value of each field but Engine
+// means its default.
+type Config struct {
+	// Engine returns the engine that decides each request: the current
+	// one, so that a reload takes effect at the next request. Required.
+	Engine func() *rules.Engine
+	// ResponseHeaders adds the IETF RateLimit fields (RateLimit-Policy,
+	// RateLimit, and Retry-After when over the limit) of the descriptor
+	// closest to its limit to every response, for Envoy to pass to the
+	// client. Default false, as in envoyproxy/ratelimit.
+	ResponseHeaders bool
+	// Logger receives store failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// A Service is Envoy's rate limit service, v3
+// (envoy.service.ratelimit.v3.RateLimitService), answered by a
+// [rules.Engine]. Create Services with New; the zero value is not usable.
+// A Service is safe for concurrent use.
+type Service struct {
+	pb.UnimplementedRateLimitServiceServer
+	engine  func() *rules.Engine
+	headers bool
+	log     *slog.Logger
+}
+
+var _ pb.RateLimitServiceServer = (*Service)(nil)
+
+// New returns a Service for c.
+func New(c Config) (*Service, error) {
+	if c.Engine == nil {
+		return nil, fmt.Errorf("envoyrls: %w: no engine", sluice.ErrInvalidRequest)
+	}
+	s := &Service{engine: c.Engine, headers: c.ResponseHeaders, log: c.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	return s, nil
+}
+
+// NewServer returns a gRPC server with s and the standard health service
+// (reporting SERVING) registered, bounding messages to
+// DefaultMaxMessageBytes. Extra options are applied after these.
+func NewServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(DefaultMaxMessageBytes)}, opts...)...)
+	pb.RegisterRateLimitServiceServer(g, s)
+	h := health.NewServer()
+	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.SetServingStatus(pb.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g, h)
+	return g
+}
+
+// ShouldRateLimit decides every descriptor of req under its domain, as
+// envoyproxy/ratelimit does: OVER_LIMIT when a descriptor of an enforced
+// rule is over its limit. A domain the configuration does not know is
+// answered OK with no limits, as Envoy's service does; a malformed
+// request (no domain, no descriptors, more than the engine's bound, an
+// empty descriptor, negative hits) is InvalidArgument, and a store
+// failure Unavailable, which Envoy's failure_mode_deny setting turns
+// into an admission or a denial.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "domain is required")
+	}
+	r := rules.Request{
+		Domain:      req.GetDomain(),
+		Descriptors: make([]rules.Descriptor, len(req.GetDescriptors())),
+		Cost:        int(req.GetHitsAddend()),
+	}
+	for i, d := range req.GetDescriptors() {
+		var err error
+		if r.Descriptors[i], err = descriptor(d); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+		}
+	}
+	e := s.engine()
+	res, err := e.Check(ctx, r)
+	switch {
+	case errors.Is(err, rules.ErrUnknownDomain) && len(r.Descriptors) > 0:
+		return unknownDomain(len(r.Descriptors)), nil
+	case errors.Is(err, sluice.ErrInvalidRequest):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case err != nil:
+		s.log.ErrorContext(ctx, "store failed", "domain", r.Domain, "err", err)
+		return nil, status.Error(codes.Unavailable, "the store failed to decide; try again")
+	}
+	return s.response(res), nil
+}
+
+// descriptor converts an Envoy descriptor.
+func descriptor(d *rlv3.RateLimitDescriptor) (rules.Descriptor, error) {
+	out := rules.Descriptor{Entries: make([]rules.Entry, len(d.GetEntries()))}
+	for i, e := range d.GetEntries() {
+		out.Entries[i] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+	}
+	if d.GetIsNegativeHits() {
+		return out, errors.New("negative hits are not supported")
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		switch v := h.GetValue(); {
+		case v == 0:
+			out.NoHits = true
+		case v > math.MaxInt32:
+			return out, fmt.Errorf("hits_addend %d is too large", v)
+		default:
+			out.Cost = int(v)
+		}
+	}
+	if o := d.GetLimit(); o != nil {
+		l, err := overrideLimit(o)
+		if err != nil {
+			return out, err
+		}
+		out.Override = &l
+	}
+	return out, nil
+}
+
+// overrideLimit converts Envoy's limit override into the fixed window
+// Envoy's service applies for it.
+func overrideLimit(o *rlv3.RateLimitDescriptor_RateLimitOverride) (sluice.Limit, error) {
+	unit, ok := typeUnits[o.GetUnit()]
+	if !ok {
+		return sluice.Limit{}, fmt.Errorf("limit override: unknown unit %v", o.GetUnit())
+	}
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
+		unit *= time.Duration(m.GetValue())
+	}
+	if o.GetRequestsPerUnit() == 0 || o.GetRequestsPerUnit() > math.MaxInt32 {
+		return sluice.Limit{}, fmt.Errorf("limit override: requests_per_unit %d", o.GetRequestsPerUnit())
+	}
+	return sluice.Limit{Rate: int(o.GetRequestsPerUnit()), Period: unit, Algorithm: sluice.FixedWindow}, nil
+}
+
+var typeUnits = map[typev3.RateLimitUnit]time.Duration{
+	typev3.RateLimitUnit_SECOND: time.Second,
+	typev3.RateLimitUnit_MINUTE: time.Minute,
+	typev3.RateLimitUnit_HOUR:   time.Hour,
+	typev3.RateLimitUnit_DAY:    24 * time.Hour,
+	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+}
+
+// unknownDomain is Envoy's answer for a domain it does not know: OK, and
+// an OK status without a limit for every descriptor.
+func unknownDomain(n int) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+	}
+	return resp
+}
+
+// response converts an engine's result.
+func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
+	resp := &pb.RateLimitResponse{
+		OverallCode: pb.RateLimitResponse_OK,
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
+	}
+	if !res.Allowed {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	bind := -1
+	for i, st := range res.Statuses {
+		ds := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		resp.Statuses[i] = ds
+		if !st.Allowed {
+			ds.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+		ru := st.Rule
+		if ru == nil {
+			continue
+		}
+		if ru.Unlimited {
+			ds.LimitRemaining = math.MaxUint32
+			continue
+		}
+		d := st.Decision
+		ds.CurrentLimit = currentLimit(ru, d.Limit)
+		ds.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+		ds.DurationUntilReset = durationpb.New(d.ResetAfter.Truncate(time.Second) + ceilSecond(d.ResetAfter))
+		if bind < 0 || verdict(st).Binds(verdict(res.Statuses[bind])) {
+			bind = i
+		}
+	}
+	if s.headers && bind >= 0 {
+		st := res.Statuses[bind]
+		rl, ra := st.Rule.Fields(verdict(st))
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
+			{Key: "RateLimit-Policy", Value: st.Rule.Policy()},
+			{Key: "RateLimit", Value: rl},
+		}
+		if ra != "" && !res.Allowed {
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: ra})
+		}
+	}
+	return resp
+}
+
+// verdict is a status's decision as the client sees it: a shadow rule's
+// denial is an admission.
+func verdict(st rules.Status) sluice.Decision {
+	d := st.Decision
+	if st.Allowed && !d.Allowed {
+		d.Allowed, d.RetryAfter = true, 0
+	}
+	return d
+}
+
+// ceilSecond is one second when d has a fraction of a second, so that
+// durations round up: a client that waits less would be denied again.
+func ceilSecond(d time.Duration) time.Duration {
+	if d%time.Second != 0 {
+		return time.Second
+	}
+	return 0
+}
+
+// units are Envoy's units, longest first, for currentLimit.
+var units = []struct {
+	d time.Duration
+	u pb.RateLimitResponse_RateLimit_Unit
+}{
+	{365 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_MONTH},
+	{7 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_WEEK},
+	{24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
+	{time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
+	{time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
+	{time.Second, pb.RateLimitResponse_RateLimit_SECOND},
+}
+
+// currentLimit describes limit l of rule ru in Envoy's terms: its rate
+// per the longest unit that divides its period, with a unit multiplier
+// for periods such as 5 minutes, and the rule's name (or its policy in
+// sluice's syntax, for limits Envoy's units cannot express, such as a
+// period of 1500 ms).
+func currentLimit(ru *rules.Rule, l sluice.Limit) *pb.RateLimitResponse_RateLimit {
+	out := &pb.RateLimitResponse_RateLimit{Name: ru.Name, RequestsPerUnit: uint32(min(l.Rate, math.MaxUint32))}
+	for _, u := range units {
+		if l.Period >= u.d && l.Period%u.d == 0 {
+			out.Unit = u.u
+			if m := l.Period / u.d; m > 1 {
+				out.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))
+			}
+			return out
+		}
+	}
+	if out.Name == "" {
+		out.Name = l.String()
+	}
+	return out
+}
