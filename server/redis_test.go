@@ -1,0 +1,295 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+)
+
+// redisServer is a redis-server process owned by a test.
+type redisServer struct {
+	bin, dir string
+	port     int
+	cmd      *exec.Cmd
+	exited   chan struct{}
+}
+
+// startRedis starts redis-server on a free loopback port, without
+// persistence, in its own directory; it is stopped when the test ends.
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	r := &redisServer{bin: binary(t, "redis-server"), dir: t.TempDir()}
+	for attempt := 0; attempt < 3; attempt++ {
+		r.port = freePort(t)
+		if err := r.start(); err == nil {
+			t.Cleanup(r.stop)
+			return r
+		} else {
+			t.Logf("redis-server on port %d: %v", r.port, err)
+		}
+	}
+	t.Fatal("redis-server did not start")
+	return nil
+}
+
+func (r *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
+
+// start runs the server on r.port and waits until it answers PING.
+func (r *redisServer) start() error {
+	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
+		"--save", "", "--appendonly", "no", "--logfile", "redis.log")
+	if err := r.cmd.Start(); err != nil {
+		return err
+	}
+	r.exited = make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(r.exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-r.exited:
+			log, _ := os.ReadFile(r.dir + "/redis.log")
+			return fmt.Errorf("exited: %s", log)
+		default:
+		}
+		if ping(r.addr()) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port, not timing logic
+	}
+	r.stop()
+	return fmt.Errorf("no answer to PING within 10s")
+}
+
+// ping reports whether a Redis server answers PING at addr.
+func ping(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// stop kills the server, as a crash would.
+func (r *redisServer) stop() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.exited
+}
+
+// newRedisService returns a Service on the Redis at addr, with the real
+// clock (the server's), closed when the test ends.
+func newRedisService(t *testing.T, addr, rules string) *Service {
+	t.Helper()
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+addr+"\"]}}\n"+rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewService(context.Background(), c, Options{
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Namespace: fmt.Sprintf("test%d", time.Now().UnixNano()),
+	})
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// postCheck asks a server's /v1/check over HTTP.
+func postCheck(t *testing.T, c *http.Client, base, rule, key string) (int, CheckResponse) {
+	t.Helper()
+	resp, err := c.Post(base+"/v1/check", "application/json", strings.NewReader(`{"rule":"`+rule+`","key":"`+key+`"}`))
+	if err != nil {
+		t.Errorf("POST /v1/check: %v", err)
+		return 0, CheckResponse{}
+	}
+	defer resp.Body.Close()
+	var cr CheckResponse
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&cr); err != nil {
+			t.Errorf("decoding the check answer: %v", err)
+		}
+	}
+	return resp.StatusCode, cr
+}
+
+// TestSharedRedisGlobalLimit runs several sluice servers on one Redis and
+// hammers them together: across all of them, exactly the limit is
+// admitted.
+func TestSharedRedisGlobalLimit(t *testing.T) {
+	r := startRedis(t)
+	const limit, servers, clients, each = 50, 3, 8, 25
+	rules := fmt.Sprintf("rules:\n  - name: global\n    limits: [\"%d/day\"]\n", limit)
+	// One namespace for all the servers: they are one fleet.
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.addr()+"\"]}}\n"+rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for range servers {
+		s, err := NewService(context.Background(), c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(hs.Close)
+		urls = append(urls, hs.URL)
+	}
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range servers * clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				code, cr := postCheck(t, client, urls[i%servers], "global", "tenant-42")
+				switch {
+				case code != http.StatusOK:
+					t.Errorf("check = %d, want 200", code)
+					return
+				case cr.Allowed:
+					allowed.Add(1)
+				default:
+					denied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if a, d := allowed.Load(), denied.Load(); a != limit || a+d != servers*clients*each {
+		t.Errorf("%d servers admitted %d of %d, want exactly %d", servers, a, a+d, limit)
+	}
+}
+
+// TestRedisDownFailurePolicy kills Redis under a running service: each
+// rule answers by its failure policy, and only the fail-closed rule
+// answers 503.
+func TestRedisDownFailurePolicy(t *testing.T) {
+	r := startRedis(t)
+	s := newRedisService(t, r.addr(), `rules:
+  - name: open
+    limits: ["2/h"]
+  - name: closed
+    limits: ["2/h"]
+  - name: local
+    limits: ["3/h"]
+failure:
+  policy: local
+  timeout: 200ms
+  rules: {open: open, closed: closed}
+forward_auth: {rule: closed}
+`)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, rule := range []string{"open", "closed", "local"} {
+		if code, cr := postCheck(t, client, hs.URL, rule, "k"); code != 200 || !cr.Allowed {
+			t.Fatalf("%s with Redis up = %d %+v, want allowed", rule, code, cr)
+		}
+	}
+
+	r.stop()
+	tests := []struct {
+		rule    string
+		codes   []int
+		allowed []bool
+	}{
+		// open allows beyond the limit: availability first.
+		{"open", []int{200, 200, 200, 200}, []bool{true, true, true, true}},
+		// closed refuses to decide: 503, never a guess.
+		{"closed", []int{503, 503}, []bool{false, false}},
+		// local decides in the process, from an empty state: 3 of 3/h.
+		{"local", []int{200, 200, 200, 200}, []bool{true, true, true, false}},
+	}
+	for _, tt := range tests {
+		for i := range tt.codes {
+			code, cr := postCheck(t, client, hs.URL, tt.rule, "k")
+			if code != tt.codes[i] || cr.Allowed != tt.allowed[i] {
+				t.Errorf("%s #%d with Redis down = %d allowed=%v, want %d allowed=%v", tt.rule, i+1, code, cr.Allowed, tt.codes[i], tt.allowed[i])
+			}
+		}
+	}
+	for _, tt := range []struct {
+		path string
+		want int
+	}{{"/v1/auth", 503}, {"/v1/auth?rule=open", 200}, {"/readyz", 503}, {"/healthz", 200}} {
+		resp, err := client.Get(hs.URL + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET %s with Redis down = %d, want %d", tt.path, resp.StatusCode, tt.want)
+		}
+	}
+	resp, err := client.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), "sluice_store_errors_total 0\n") || !strings.Contains(string(body), `sluice_store_degraded_total{policy="open",store="redis"}`) {
+		t.Errorf("/metrics after the outage lacks store errors or degraded counts:\n%s", grepLines(string(body), "sluice_store"))
+	}
+
+	// Redis comes back on the same port: the service is ready again and
+	// the closed rule decides again.
+	if err := r.start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, _ := postCheck(t, client, hs.URL, "closed", "k2")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("closed rule after Redis returned = %d, want 200 within 15s", code)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for the client to reconnect
+	}
+	resp, err = client.Get(hs.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz after Redis returned = %d, want 200", resp.StatusCode)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
