@@ -53,6 +53,19 @@ type LoginConfig struct {
 	// no cap. Each success costs about KnownGoodAddrs+7 store calls, and
 	// each attempt from a known address one more.
 	KnownGoodAddrs int
+	// Allow lets attempts from its networks skip every limit and the jail
+	// (the office, a monitoring probe): nothing is reserved, and their
+	// failures are not counted. Its keys are not consulted: an account
+	// exempt from the limits would be open to a botnet. Edits take effect
+	// at once. Default none.
+	Allow *List
+	// Deny refuses, before any limit, attempts from its networks and on
+	// the usernames among its keys, whatever the password: a frozen
+	// account, or names no one logs in as from the web. A username key is
+	// written in lower case without surrounding spaces ("key:root"), as
+	// typed names are normalised before the lookup, or as HashUser
+	// returns it. Edits take effect at once. Default none.
+	Deny *List
 	// Jail, if set, is fed each failure by address, so that an address
 	// failing too often is banned, for Login and for whatever else checks
 	// the jail (guard.Middleware). Default none.
@@ -165,10 +178,13 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 // so that "Alice " and "alice" are one account. Any bytes are accepted.
 func (l *Login) HashUser(username string) string {
 	h := l.newHash()
-	h.Write([]byte(strings.ToLower(strings.TrimSpace(username))))
+	h.Write([]byte(normalizeUser(username)))
 	var sum [sha256.Size]byte
 	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))
 }
+
+// normalizeUser maps the names of one account to one: "Alice " is alice.
+func normalizeUser(username string) string { return strings.ToLower(strings.TrimSpace(username)) }
 
 // A Try is one login attempt, as Begin sees it.
 type Try struct {
@@ -203,6 +219,10 @@ type Attempt struct {
 	// KnownGood reports that the address logged in to this account
 	// before, within KnownGoodFor.
 	KnownGood bool
+	// Listed reports that a list decided: the Deny list refused the
+	// attempt (answer as for a wrong password: it does not lapse), or the
+	// Allow list let it skip the limits.
+	Listed bool
 	// Reason says which rule decided, for logs; never show it to the
 	// client.
 	Reason string
@@ -218,6 +238,10 @@ type Attempt struct {
 // Succeed on the Attempt once the password is checked. An Attempt that is
 // not Allowed has reserved nothing. Errors are store failures (wrapping
 // sluice.ErrStore); the Attempt is then nil.
+//
+// The Deny list is checked first (a denied attempt has RetryAfter zero:
+// it does not lapse; answer it as a wrong password), then the Allow list
+// (an allowed address skips the limits and the jail), then the jail.
 func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
 	try.IP = try.IP.Unmap().WithZone("")
 	ip := try.IP.String()
@@ -225,6 +249,14 @@ func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
 	fail := func(err error) (*Attempt, error) {
 		a.release(ctx)
 		return nil, fmt.Errorf("guard: login: %w", err)
+	}
+	if d := l.c.Deny; d != nil && (d.Contains(try.IP) || d.ContainsKey(normalizeUser(try.Username)) || d.ContainsKey(a.user)) {
+		a.Listed, a.Reason = true, "denied by list"
+		return a, nil
+	}
+	if l.c.Allow != nil && l.c.Allow.Contains(try.IP) {
+		a.Allowed, a.Listed, a.Reason = true, true, "address on the allow list"
+		return a, nil
 	}
 	if l.c.Jail != nil {
 		left, banned, err := l.c.Jail.Banned(ctx, ip)
@@ -393,7 +425,7 @@ func (a *Attempt) Fail(ctx context.Context) (Ban, bool, error) {
 		_ = r.Commit()
 	}
 	a.res = nil
-	if j := a.l.c.Jail; j != nil {
+	if j := a.l.c.Jail; j != nil && !a.Listed {
 		b, banned, err := j.Fail(context.WithoutCancel(ctx), a.try.IP.String(), "failed logins")
 		if err != nil {
 			return Ban{}, false, fmt.Errorf("guard: login: %w", err)

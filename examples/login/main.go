@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -105,8 +106,10 @@ func newApp(store sluice.Store, c appConfig) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The login checks the same lists as the guard in front of every
+	// page: addresses, and usernames (a frozen account: "key:alice").
 	a.login, err = guard.NewLogin(store, guard.LoginConfig{
-		Jail: a.jail, Delay: c.Delay, MaxDelay: c.MaxDelay, Clock: c.Clock,
+		Jail: a.jail, Allow: &a.allow, Deny: &a.deny, Delay: c.Delay, MaxDelay: c.MaxDelay, Clock: c.Clock,
 		OnAttack: func(at guard.Attack) { c.Logger.Warn("attack", "scope", at.Scope, "from", at.From) },
 	})
 	if err != nil {
@@ -146,6 +149,8 @@ func (a *app) handler() http.Handler {
 	mux.HandleFunc("POST /login", a.serveLogin)
 	mux.Handle("POST /invite", a.invites.Handler(http.HandlerFunc(a.serveInvite)))
 	mux.HandleFunc("GET /admin/bans", a.serveBans)
+	mux.HandleFunc("POST /admin/lists/{list}", a.serveListEdit)
+	mux.HandleFunc("DELETE /admin/lists/{list}", a.serveListEdit)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<form method=post action=/login><input name=username><input name=password type=password><button>Log in</button></form>`)
 	})
@@ -169,6 +174,15 @@ func (a *app) serveLogin(w http.ResponseWriter, r *http.Request) {
 		// The store failed: fail closed for logins, and say so in the log.
 		a.c.Logger.Error("login: store failed", "error", err)
 		http.Error(w, "try again later", http.StatusServiceUnavailable)
+		return
+	}
+	if !at.Allowed && at.Listed {
+		// A frozen account or a name no one logs in as: the same answer,
+		// after the same work, as a wrong password.
+		a.c.Logger.Info("login refused", "ip", ip, "reason", at.Reason)
+		got := hashPassword(user, password)
+		subtle.ConstantTimeCompare(got[:], a.dummy[:])
+		http.Error(w, "wrong username or password", http.StatusUnauthorized)
 		return
 	}
 	if !at.Allowed {
@@ -207,11 +221,45 @@ func (a *app) serveInvite(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "invitation sent")
 }
 
+// serveListEdit adds (POST) or removes (DELETE) the entry given by
+// ?entry= to or from the allow or deny list: an address, a network, or
+// "key:" and a username in lower case. Edits take effect at once, for the guard and the login.
+func (a *app) serveListEdit(w http.ResponseWriter, r *http.Request) {
+	if !a.admin(r) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	l := map[string]*guard.List{"allow": &a.allow, "deny": &a.deny}[r.PathValue("list")]
+	if l == nil {
+		http.NotFound(w, r)
+		return
+	}
+	entry := r.URL.Query().Get("entry")
+	if r.Method == http.MethodDelete {
+		if k, ok := strings.CutPrefix(entry, "key:"); ok {
+			l.RemoveKey(k)
+		} else if p, err := guard.ParsePrefix(entry); err == nil {
+			l.RemovePrefix(p)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err := l.Add(entry); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *app) admin(r *http.Request) bool {
+	tok := r.Header.Get("Authorization")
+	return a.c.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte("Bearer "+a.c.AdminToken)) == 1
+}
+
 // serveBans lists the bans as JSON, or in a firewall format given by
 // ?format= (nftables, ipset, pf, nginx-geo…).
 func (a *app) serveBans(w http.ResponseWriter, r *http.Request) {
-	tok := r.Header.Get("Authorization")
-	if a.c.AdminToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte("Bearer "+a.c.AdminToken)) != 1 {
+	if !a.admin(r) {
 		http.Error(w, "forbidden", http.StatusForbidden)
 		return
 	}

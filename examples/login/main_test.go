@@ -248,3 +248,64 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("giant forged X-Forwarded-For: %v, want 401", r)
 	}
 }
+
+// admin sends an admin request editing a list.
+func (h *harness) admin(method, list, entry, token string) int {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.srv.URL+"/admin/lists/"+list+"?"+url.Values{"entry": {entry}}.Encode(), nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestListsAtRunTime: the admin freezes alice's account (a username on
+// the deny list: even her password gets the answer of a wrong one, so the
+// freeze reveals nothing), lets the office network fail as often as it
+// likes, then thaws alice.
+func TestListsAtRunTime(t *testing.T) {
+	h := start(t)
+	const office = "192.0.2.7"
+	if got := h.admin(http.MethodPost, "deny", "key:alice", "wrong-token"); got != http.StatusForbidden {
+		t.Fatalf("list edit without the token: %d, want 403", got)
+	}
+	for _, e := range []struct{ list, entry string }{{"deny", "key:alice"}, {"allow", "192.0.2.0/24"}} {
+		if got := h.admin(http.MethodPost, e.list, e.entry, "admin"); got != http.StatusNoContent {
+			t.Fatalf("add %s to %s: %d", e.entry, e.list, got)
+		}
+	}
+	if got := h.admin(http.MethodPost, "deny", "not an entry", "admin"); got != http.StatusBadRequest {
+		t.Errorf("bad entry: %d, want 400", got)
+	}
+	frozen, wrong := h.login("203.0.113.10", " Alice", password), h.login("203.0.113.11", "alice", "wrong")
+	if frozen.status != 401 || frozen != wrong {
+		t.Errorf("frozen alice with her password: %v; wrong password: %v; want the same 401", frozen, wrong)
+	}
+	for i := range 50 { // more than the per-address limits and the jail allow
+		if r := h.login(office, "bob", "guess"); r.status != 401 {
+			t.Fatalf("office attempt %d: %v, want 401 (allow-listed: never limited)", i, r)
+		}
+	}
+	if got := h.admin(http.MethodDelete, "deny", "key:alice", "admin"); got != http.StatusNoContent {
+		t.Fatalf("delete: %d", got)
+	}
+	if r := h.login("203.0.113.10", "alice", password); r.status != 200 {
+		t.Errorf("thawed alice: %v, want 200", r)
+	}
+	if got := h.admin(http.MethodDelete, "allow", "192.0.2.0/24", "admin"); got != http.StatusNoContent {
+		t.Fatalf("delete: %d", got)
+	}
+	codes := map[int]int{}
+	for range 8 {
+		codes[h.login(office, "bob", "guess").status]++
+	}
+	if codes[401] != 5 || codes[429] != 3 {
+		t.Errorf("office off the allow list: %v, want 5×401 then 429s", codes)
+	}
+}
