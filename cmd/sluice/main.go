@@ -2,6 +2,7 @@
 //
 //	sluice serve                      serve the HTTP API (built-in sample rules)
 //	sluice check RULE KEY             ask a running server about one request
+//	sluice bans list|add|lift|export  manage a running server's bans
 //	sluice config validate FILE...    check rule files
 //	sluice accuracy                   measure every algorithm against an oracle
 //	sluice version                    print the version
@@ -29,10 +30,13 @@ Usage:
 
 Commands:
 
-  serve      serve the HTTP API: POST /v1/check, POST /v1/reset, /healthz, /readyz
+  serve      serve the HTTP API, forward-auth, /metrics, probes and the admin API
                sluice serve -config sluice.yaml -listen 127.0.0.1:8080
   check      ask a running server whether KEY may act now under RULE
                sluice check -server http://127.0.0.1:8080 login 203.0.113.7 -cost 1
+  bans       list, add, lift or export the bans of a running server (admin API)
+               sluice bans add -for 1h -reason scraping 203.0.113.7
+               sluice bans export -format nftables | nft -f -
   config     validate rule files, or print the built-in sample rules
                sluice config validate sluice.yaml
                sluice config sample > sluice.yaml
@@ -69,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args, stdout, stderr)
 	case "check":
 		return runCheck(ctx, args, stdout, stderr)
+	case "bans":
+		return runBans(ctx, args, stdout, stderr)
 	case "config":
 		return runConfig(ctx, args, stdout, stderr)
 	case "accuracy":

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server/admin"
+)
+
+const bansHelp = `usage: sluice bans list [-json]
+       sluice bans add [-jail J] [-for D] [-reason R] KEY
+       sluice bans lift [-jail J] KEY
+       sluice bans export -format F [-set NAME]
+
+Lists, adds and lifts the bans of a running sluice server through its admin
+API, or exports them for a firewall. KEY is an address, a network or any
+key. The admin token comes from $SLUICE_ADMIN_TOKEN or -token-file (never
+from a flag, which other users could read in the process list); the server
+from -admin or $SLUICE_ADMIN.
+
+Export formats: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx
+(the body of a geo block; nginx-map for a map on $remote_addr). Only bans
+of addresses and networks are exported.
+
+Example:
+
+  export SLUICE_ADMIN_TOKEN=$(cat /etc/sluice/admin-token)
+  sluice bans add -for 1h -reason scraping 203.0.113.7
+  sluice bans list
+  JAIL    KEY          LEFT   OFFENCES  REASON
+  manual  203.0.113.7  59m59s 1         scraping
+  sluice bans export -format nftables | nft -f -
+  sluice bans lift 203.0.113.7
+`
+
+// defaultAdmin is where "sluice serve" puts the admin API by default.
+const defaultAdmin = "http://" + config.DefaultAdminListen
+
+// adminClient talks to the admin API of a server.
+type adminClient struct {
+	base, token string
+	hc          *http.Client
+}
+
+func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("bans", flag.ContinueOnError)
+	base := defaultAdmin
+	if env := os.Getenv("SLUICE_ADMIN"); env != "" {
+		base = env
+	}
+	fs.StringVar(&base, "admin", base, "base `URL` of the admin API; $SLUICE_ADMIN sets the default")
+	tokenFile := fs.String("token-file", "", "read the admin token from `file` (default $SLUICE_ADMIN_TOKEN)")
+	jail := fs.String("jail", "manual", "the jail of the ban (add, lift)")
+	dur := fs.Duration("for", 0, "length of the ban (add); default the jail's own")
+	reason := fs.String("reason", "", "why, for the list (add)")
+	asJSON := fs.Bool("json", false, "print the list as JSON (list)")
+	format := fs.String("format", "", "export `format`: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx, nginx-map")
+	set := fs.String("set", "sluice", "the set, table or chain the export fills")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
+	pos, err := parseFlags(fs, bansHelp, args, stdout)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError(`bans: want list, add, lift or export (run "sluice bans -h")`)
+	}
+	token := os.Getenv("SLUICE_ADMIN_TOKEN")
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return fmt.Errorf("bans: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return usageError("bans: no admin token: set $SLUICE_ADMIN_TOKEN or -token-file")
+	}
+	ac := &adminClient{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: *timeout}}
+
+	sub, rest := pos[0], pos[1:]
+	wantArgs := map[string]int{"list": 0, "export": 0, "add": 1, "lift": 1}
+	n, known := wantArgs[sub]
+	if !known {
+		return usageError(fmt.Sprintf("bans: unknown subcommand %q (want list, add, lift or export)", sub))
+	}
+	if len(rest) != n {
+		return usageError(fmt.Sprintf("bans %s: want %d argument(s), got %d", sub, n, len(rest)))
+	}
+	switch sub {
+	case "list":
+		bans, err := ac.bans(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(bans)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "JAIL\tKEY\tLEFT\tOFFENCES\tREASON")
+		for _, b := range bans {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Jail, b.Key, time.Until(b.Until).Round(time.Second), b.Offences, b.Reason)
+		}
+		return tw.Flush()
+	case "add":
+		req := admin.BanRequest{Jail: *jail, Key: rest[0], Reason: *reason}
+		if *dur > 0 {
+			req.Duration = dur.String()
+		}
+		var b admin.Ban
+		if err := ac.do(ctx, http.MethodPost, "/admin/api/bans", req, &b); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "banned %s in %s until %s (offence %d)\n", b.Key, b.Jail, b.Until.Format(time.RFC3339), b.Offences)
+		return nil
+	case "lift":
+		q := url.Values{"jail": {*jail}, "key": {rest[0]}}
+		if err := ac.do(ctx, http.MethodDelete, "/admin/api/bans?"+q.Encode(), nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "lifted the ban of %s in %s\n", rest[0], *jail)
+		return nil
+	default: // export
+		f := guard.Format(*format)
+		switch f {
+		case "":
+			return usageError("bans export: -format is required")
+		case "nginx":
+			f = guard.NginxGeo
+		}
+		bans, err := ac.bans(ctx)
+		if err != nil {
+			return err
+		}
+		gb := make([]guard.Ban, len(bans))
+		for i, b := range bans {
+			gb[i] = guard.Ban(b)
+		}
+		if err := guard.Export(stdout, f, gb, guard.ExportOptions{Set: *set}); err != nil {
+			return fmt.Errorf("bans export: %w", err)
+		}
+		return nil
+	}
+}
+
+func (ac *adminClient) bans(ctx context.Context) ([]admin.Ban, error) {
+	var bans []admin.Ban
+	err := ac.do(ctx, http.MethodGet, "/admin/api/bans", nil, &bans)
+	return bans, err
+}
+
+// do sends a request with the token and decodes a JSON answer into out.
+func (ac *adminClient) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, ac.base+path, body)
+	if err != nil {
+		return fmt.Errorf("bans: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ac.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := ac.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("bans: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("bans: reading the answer: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var e struct{ Error string }
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+		}
+		return fmt.Errorf("bans: %s %s: %s: %s", method, ac.base+path, resp.Status, e.Error)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("bans: %s answered %q: %w", ac.base+path, data, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const bansToken = "bans-test-token-0123456789"
+
+// startServeAdmin runs "sluice serve" with an admin token on free
+// loopback ports until the test ends, and returns the URLs of its API
+// and of its admin API.
+func startServeAdmin(t *testing.T) (api, adminURL string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	conf := "rules:\n  - name: web\n    limits: [\"5/min\"]\nadmin:\n  token_env: SLUICE_TEST_ADMIN_TOKEN\n"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SLUICE_TEST_ADMIN_TOKEN", bansToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newLineWriter(), newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-config", path, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after cancel, want nil", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop within 15s of cancel")
+		}
+	})
+	for api == "" || adminURL == "" {
+		select {
+		case line := <-stdout.lines:
+			if u, ok := strings.CutPrefix(line, "sluice: listening on "); ok {
+				api = u
+			} else if u, ok := strings.CutPrefix(line, "sluice: admin on "); ok {
+				adminURL = u
+			}
+		case err := <-done:
+			t.Fatalf("serve returned %v before listening; log %s", err, stderr)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("serve did not print its addresses within 15s; log %s", stderr)
+		}
+	}
+	return api, adminURL
+}
+
+func TestBans(t *testing.T) {
+	_, adminURL := startServeAdmin(t)
+	t.Setenv("SLUICE_ADMIN_TOKEN", bansToken)
+	tests := []struct {
+		name     string
+		args     []string
+		want     []string // substrings of stdout
+		wantCode int
+	}{
+		{"add", []string{"bans", "-admin", adminURL, "add", "-for", "1h", "-reason", "scraping", "203.0.113.7"}, []string{"banned 203.0.113.7 in manual until"}, 0},
+		{"add a network", []string{"bans", "-admin", adminURL, "add", "198.51.100.0/24"}, []string{"banned 198.51.100.0/24 in manual"}, 0},
+		{"add a key", []string{"bans", "-admin", adminURL, "add", "user:alice"}, []string{"banned user:alice"}, 0},
+		{"list", []string{"bans", "-admin", adminURL, "list"}, []string{"JAIL", "manual  203.0.113.7", "scraping", "user:alice"}, 0},
+		{"list json", []string{"bans", "-admin", adminURL, "list", "-json"}, []string{`"key":"203.0.113.7"`, `"reason":"scraping"`}, 0},
+		{"nftables", []string{"bans", "-admin", adminURL, "export", "-format", "nftables"}, []string{"add element inet sluice banned4 { 198.51.100.0/24 timeout", "add element inet sluice banned4 { 203.0.113.7/32 timeout 3600s }"}, 0},
+		{"ipset", []string{"bans", "-admin", adminURL, "export", "-format", "ipset", "-set", "abuse"}, []string{"add abuse4 203.0.113.7/32 timeout"}, 0},
+		{"iptables", []string{"bans", "-admin", adminURL, "export", "-format", "iptables"}, []string{"-A sluice -s 203.0.113.7/32"}, 0},
+		{"hosts.deny", []string{"bans", "-admin", adminURL, "export", "-format", "hosts.deny"}, []string{"ALL: 203.0.113.7", "ALL: 198.51.100.0/255.255.255.0"}, 0},
+		{"pf", []string{"bans", "-admin", adminURL, "export", "-format", "pf"}, []string{"203.0.113.7/32"}, 0},
+		{"nginx", []string{"bans", "-admin", adminURL, "export", "-format", "nginx"}, []string{"203.0.113.7/32 1;"}, 0},
+		{"lift", []string{"bans", "-admin", adminURL, "lift", "203.0.113.7"}, []string{"lifted the ban of 203.0.113.7 in manual"}, 0},
+		{"unknown format", []string{"bans", "-admin", adminURL, "export", "-format", "excel"}, nil, 1},
+		{"unknown jail", []string{"bans", "-admin", adminURL, "add", "-jail", "nope", "k"}, nil, 1},
+		{"no format", []string{"bans", "-admin", adminURL, "export"}, nil, 2},
+		{"no key", []string{"bans", "-admin", adminURL, "add"}, nil, 2},
+		{"no subcommand", []string{"bans", "-admin", adminURL}, nil, 2},
+		{"bad subcommand", []string{"bans", "-admin", adminURL, "purge"}, nil, 2},
+		{"no server", []string{"bans", "-admin", "http://127.0.0.1:1", "list"}, nil, 1},
+	}
+	for _, tt := range tests {
+		out, _, err := runCmd(t, tt.args...)
+		if code := exitCode(err); code != tt.wantCode {
+			t.Errorf("%s: run(%q) exit %d (%v), want %d", tt.name, tt.args, code, err, tt.wantCode)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: run(%q) = %q, want it to contain %q", tt.name, tt.args, out, w)
+			}
+		}
+	}
+	out, _, _ := runCmd(t, "bans", "-admin", adminURL, "list")
+	if strings.Contains(out, "203.0.113.7") {
+		t.Errorf("list after lift = %q, still shows the lifted ban", out)
+	}
+
+	// A wrong token is refused, and the error says so.
+	t.Setenv("SLUICE_ADMIN_TOKEN", "wrong-token-0123456789")
+	if _, _, err := runCmd(t, "bans", "-admin", adminURL, "list"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("list with a wrong token = %v, want a 401 error", err)
+	}
+	t.Setenv("SLUICE_ADMIN_TOKEN", "")
+	if _, _, err := runCmd(t, "bans", "-admin", adminURL, "list"); exitCode(err) != 2 {
+		t.Errorf("list without a token = %v, want a usage error", err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(bansToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCmd(t, "bans", "-admin", adminURL, "-token-file", tokenFile, "list"); err != nil {
+		t.Errorf("list with -token-file = %v", err)
+	}
+}
