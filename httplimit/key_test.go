@@ -2,12 +2,16 @@ package httplimit_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,10 +181,12 @@ func TestAdaptivePrefix(t *testing.T) {
 }
 
 // FuzzFields checks that the fields written for any policy name the
-// middleware accepts and any limit parse as structured-field lists.
+// middleware accepts and any limit parse as structured-field lists, and
+// that the problem details of a denial parse as JSON naming the policy.
 func FuzzFields(f *testing.F) {
 	f.Add("api", 10, int64(time.Minute), 3)
 	f.Add("x y-z!", 1, int64(time.Millisecond), 2)
+	f.Add("<a href='x'>&", 1, int64(time.Hour), 3)
 	f.Fuzz(func(t *testing.T, name string, rate int, period int64, n int) {
 		c := newClock()
 		l := fmt.Sprintf("%d/%dns", rate, period)
@@ -188,9 +194,12 @@ func FuzzFields(f *testing.F) {
 			return
 		}
 		lim := limiter(t, newStore(t), c, "f", l)
-		m, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Name: name, Limiter: lim}}})
+		m, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Name: name, Limiter: lim}}, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			return
+		}
+		if name == "" {
+			name = "default" // the first rule's default name
 		}
 		srv := m.Handler(&recordingHandler{})
 		for range min(max(n, 1), 5) {
@@ -199,6 +208,66 @@ func FuzzFields(f *testing.F) {
 			if len(policy) != 1 || len(limit) != 1 {
 				t.Fatalf("fields %v %v, want one item each", policy, limit)
 			}
+			if w.Code != http.StatusTooManyRequests {
+				continue
+			}
+			var p httplimit.Problem
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatalf("problem body %q: %v", w.Body, err)
+			}
+			if p.Status != 429 || len(p.ViolatedPolicies) != 1 || p.ViolatedPolicies[0] != name || w.Header().Get("Content-Length") != strconv.Itoa(w.Body.Len()) {
+				t.Fatalf("problem %+v, Content-Length %s for a body of %d; want 429 violating %q", p, w.Header().Get("Content-Length"), w.Body.Len(), name)
+			}
+		}
+	})
+}
+
+// FuzzKeys checks that every Keyer's AppendKey gives the bytes of its Key
+// after any prefix, for any addresses, headers and usernames, and that
+// composed keys of different parts differ.
+func FuzzKeys(f *testing.F) {
+	f.Add("203.0.113.7:1", "198.51.100.1, 10.0.0.2", "alice", "k")
+	f.Add("[2001:db8::1%eth0]:443", "", "\xff\xfe", "")
+	f.Add("10.0.0.1:1", "[::ffff:1.2.3.4]:80", strings.Repeat("u", 200), "1:x")
+	trusted := &httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	user := httplimit.FormField("username", httplimit.FormFieldOptions{})
+	keyers := map[string]httplimit.Keyer{
+		"client":  trusted,
+		"prefix":  httplimit.IPPrefix(trusted, 24, 56),
+		"user":    user,
+		"compose": httplimit.Compose(trusted, httplimit.Header("X-K"), user),
+		"nested":  httplimit.Compose(httplimit.Compose(httplimit.Header("X-K")), httplimit.Path()),
+	}
+	f.Fuzz(func(t *testing.T, remote, xff, username, hdr string) {
+		mk := func() *http.Request {
+			r := formRequest(strings.NewReader(url.Values{"username": {username}}.Encode()), "application/x-www-form-urlencoded")
+			r.RemoteAddr = remote
+			r.Header.Set("X-Forwarded-For", xff)
+			r.Header.Set("X-K", hdr)
+			return r
+		}
+		for name, k := range keyers {
+			want, wantOK := k.Key(mk())
+			a, ok := k.(httplimit.KeyAppender)
+			if !ok {
+				t.Fatalf("%s: not a KeyAppender", name)
+			}
+			got, gotOK := a.AppendKey([]byte("prefix"), mk())
+			if gotOK != wantOK || (wantOK && string(got) != "prefix"+want) {
+				t.Fatalf("%s: AppendKey = %q, %v; Key = %q, %v", name, got, gotOK, want, wantOK)
+			}
+		}
+		// Moving bytes between parts changes the composed key.
+		c := httplimit.Compose(httplimit.Header("X-A"), httplimit.Header("X-B"))
+		r1, r2 := mk(), mk()
+		r1.Header.Set("X-A", hdr+"x")
+		r1.Header.Set("X-B", username)
+		r2.Header.Set("X-A", hdr)
+		r2.Header.Set("X-B", "x"+username)
+		k1, ok1 := c.Key(r1)
+		k2, ok2 := c.Key(r2)
+		if ok1 && ok2 && k1 == k2 {
+			t.Fatalf("Compose: parts %q,%q and %q,%q share the key %q", hdr+"x", username, hdr, "x"+username, k1)
 		}
 	})
 }
