@@ -293,3 +293,47 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRedisFleetBans bans on one server of a fleet sharing Redis: every
+// server refuses the address and lists the ban, and any can lift it.
+func TestRedisFleetBans(t *testing.T) {
+	r := startRedis(t)
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.addr()+"\"]}}\n"+
+		"rules: [{name: web, limits: [\"100/min\"]}]\nadmin: {token: "+adminToken+"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("fleet%d", time.Now().UnixNano())
+	var fleet []*Service
+	for range 2 {
+		s, err := NewService(context.Background(), c, Options{Namespace: ns, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		fleet = append(fleet, s)
+	}
+	if _, err := fleet[0].Ban(t.Context(), ManualJail, "203.0.113.9", time.Hour, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range fleet {
+		if w := auth(t, s.Handler(), "", "203.0.113.9"); w.Code != http.StatusForbidden {
+			t.Errorf("server %d: banned address = %d, want 403", i, w.Code)
+		}
+		bans, err := s.Bans(t.Context())
+		if err != nil || len(bans) != 1 || bans[0].Key != "203.0.113.9" || bans[0].Reason != "test" {
+			t.Errorf("server %d: Bans() = %+v, %v; want the ban made on server 0", i, bans, err)
+		}
+	}
+	if err := fleet[1].Lift(t.Context(), ManualJail, "203.0.113.9"); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range fleet {
+		if w := auth(t, s.Handler(), "", "203.0.113.9"); w.Code != http.StatusOK {
+			t.Errorf("server %d: lifted address = %d, want 200", i, w.Code)
+		}
+		if bans, _ := s.Bans(t.Context()); len(bans) != 0 {
+			t.Errorf("server %d: Bans() after lift = %+v, want none", i, bans)
+		}
+	}
+}

@@ -46,7 +46,7 @@ type Service struct {
 	st      *stores
 	state   atomic.Pointer[state]
 	reload  sync.Mutex // serializes reloads
-	reg     guard.MemoryRegistry
+	reg     guard.Registry
 	handler http.Handler
 }
 
@@ -80,6 +80,10 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 		return nil, err
 	}
 	s.st = st
+	s.reg = st.registry
+	if s.reg == nil {
+		s.reg = &guard.MemoryRegistry{}
+	}
 	next, err := s.build(c)
 	if err != nil {
 		return nil, errors.Join(err, st.close())
@@ -124,7 +128,7 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	for _, jc := range jails {
 		j, err := guard.NewJail(s.st.top, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
-			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: &s.reg, Namespace: s.opts.Namespace,
+			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.reg, Namespace: s.opts.Namespace,
 			Clock: s.opts.Clock, OnBan: s.onBan,
 		})
 		if err != nil {

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/guard/redisbans"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/memory"
@@ -31,6 +35,10 @@ type stores struct {
 	// policies maps a limiter prefix to the failure policy of its rule,
 	// swapped whole on reload; nil for the memory store.
 	policies *atomic.Pointer[policyTable]
+	// registry lists the bans of every process sharing a Redis store
+	// (package guard/redisbans); nil for the other stores, whose bans
+	// each process lists for itself.
+	registry guard.Registry
 	closers  []io.Closer
 }
 
@@ -71,7 +79,7 @@ func openStores(ctx context.Context, c *config.Config, namespace string, m *metr
 		st.policies = new(atomic.Pointer[policyTable])
 		st.policies.Store(newPolicyTable(c, namespace))
 		wrap = func(addr string, s sluice.Store) sluice.Store {
-			r, err := newRouter(s, addr, c.Failure, st.policies, m, log)
+			r, err := newRouter(s, addr, namespace, c.Failure, st.policies, m, log)
 			if err != nil { // only for a nil store, which cannot happen
 				return s
 			}
@@ -111,6 +119,16 @@ func openStores(ctx context.Context, c *config.Config, namespace string, m *metr
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		st.closers = append(st.closers, closerFunc(func() error { client.Close(); return nil }))
+		// The ban list lives beside the state, so that every process
+		// lists, and may lift, the whole fleet's bans.
+		rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{
+			Addrs: opt.InitAddress, Username: rc.Username, Password: rc.Password, DB: rc.DB,
+			MasterName: rc.Sentinel.Master, SentinelUsername: rc.Sentinel.Username, SentinelPassword: rc.Sentinel.Password,
+		})
+		st.closers = append(st.closers, rdb)
+		if st.registry, err = redisbans.New(redisbans.Config{Client: rdb, Prefix: namespace + ":bans"}); err != nil {
+			return nil, errors.Join(err, st.close())
+		}
 		st.primary = rs
 		st.top = newMeter(wrap("redis", rs), m)
 	case config.StoreMemcached:
@@ -158,13 +176,20 @@ func (f closerFunc) Close() error { return f() }
 // one shared store (or one server of a fleet): open and local through a
 // store/fallback Store each, closed as the store itself under a timeout,
 // whose errors the API answers with 503.
+//
+// The states of jails (failures, offences, bans) bypass the policies:
+// store/fallback's deny cache would keep refusing a banned actor that
+// another process lifted, for as long as the ban was to last. A store
+// failure while checking a ban is logged and lets the request on to the
+// rule, which has its own policy.
 type router struct {
 	open, local *fallback.Store
 	closed      sluice.Store
 	table       *atomic.Pointer[policyTable]
+	jails       string // the prefix of the jails' states
 }
 
-func newRouter(s sluice.Store, addr string, f config.Failure, table *atomic.Pointer[policyTable], m *metrics, log *slog.Logger) (*router, error) {
+func newRouter(s sluice.Store, addr, namespace string, f config.Failure, table *atomic.Pointer[policyTable], m *metrics, log *slog.Logger) (*router, error) {
 	mk := func(p fallback.Policy) (*fallback.Store, error) {
 		return fallback.New(fallback.Config{
 			Primary:   s,
@@ -192,11 +217,14 @@ func newRouter(s sluice.Store, addr string, f config.Failure, table *atomic.Poin
 	}
 	m.watchFallback(addr, fallback.Open.String(), open)
 	m.watchFallback(addr, fallback.Local.String(), local)
-	return &router{open: open, local: local, closed: &timeoutStore{s, f.Timeout, m}, table: table}, nil
+	return &router{open: open, local: local, closed: &timeoutStore{s, f.Timeout, m}, table: table, jails: namespace + ":jail-"}, nil
 }
 
 // Decide decides r under the failure policy of its rule.
 func (r *router) Decide(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if strings.HasPrefix(req.Prefix, r.jails) {
+		return r.closed.Decide(ctx, req)
+	}
 	switch r.table.Load().of(req.Prefix) {
 	case config.FailOpen:
 		return r.open.Decide(ctx, req)
