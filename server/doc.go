@@ -6,7 +6,10 @@
 // # Endpoints
 //
 //	POST /v1/check   {"rule":"login","key":"203.0.113.7","cost":1,"peek":false}
+//	POST /v1/check   {"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.7"}]}]}
+//	POST /v1/check   {"checks":[{...},{...}]}
 //	POST /v1/reset   {"rule":"login","key":"203.0.113.7"}
+//	POST /v1/reset   {"domain":"edge","descriptors":[...]}
 //	GET  /healthz    the process serves
 //	GET  /readyz     the store answers
 //
@@ -38,18 +41,48 @@
 // rounded up. A rule of one limit names its item after the rule; a rule of
 // several appends each limit's period.
 //
+// # Descriptors
+//
+// A check may name a descriptor domain of the configuration (Envoy's
+// format, see package config) and give descriptors instead of a rule and
+// a key; they are decided together by the same engine as Envoy's gRPC
+// API (package rules): allowed only if no enforced descriptor is over its
+// limit, and a denied request takes nothing. The answer's top-level
+// fields describe the binding descriptor (the denying one with the
+// longest wait, else the one closest to its limit), "rule" being its
+// rule's ID ("edge.path_/login.remote_address"), and "statuses" has one
+// [DescriptorStatus] per descriptor. A descriptor that matches no rule is
+// allowed and counts nothing.
+//
+// # Batches
+//
+// {"checks":[...]} asks up to [DefaultMaxBatch] checks (of either form)
+// in one request; they are decided in order, each on its own, and
+// answered as {"results":[...]}, one [CheckResponse] per check. A check
+// the client got wrong (an unknown rule, a cost above the burst) is
+// answered {"error":"..."} in its place; a store failure fails the batch
+// with 503. Batch answers carry no RateLimit fields.
+//
+// # Shadow rules
+//
+// A rule marked shadow (named rules) or shadow_mode (descriptors) is a
+// dry run: it counts as usual but never denies, and the answer says
+// "shadowed":true when it would have.
+//
 // # Reset
 //
 // A reset forgets key's state under every limit of the rule (after a
-// successful sign-in, the failures before it no longer count) and answers
-// 204 No Content.
+// successful sign-in, the failures before it no longer count), or the
+// states of the rules the descriptors match, and answers 204 No Content.
 //
 // # Errors
 //
 // Errors are JSON objects {"error":"..."} ([ErrorResponse]) with status
 //
-//	400  malformed JSON, an unknown field, a missing or unknown rule, a
-//	     missing key, a cost below 0 or above the rule's burst
+//	400  malformed JSON, an unknown field, a missing or unknown rule or
+//	     domain, a missing key, no or empty descriptors, more than the
+//	     engine's descriptors (rules.DefaultMaxDescriptors) or the
+//	     batch's checks, a cost below 0 or above the rule's burst
 //	404  no such endpoint
 //	405  a method other than POST (GET for the probes)
 //	413  a body larger than the limit

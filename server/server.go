@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/rules"
 )
 
 // DefaultMaxBodyBytes is the default bound on a request body: far more
@@ -27,9 +27,12 @@ const DefaultMaxBodyBytes = 64 << 10
 type Config struct {
 	// Store keeps the state of every rule. Required.
 	Store sluice.Store
-	// Rules are the rules clients may name: at least one, with unique
-	// names, as config.Parse returns them.
+	// Rules are the rules clients may name, with unique names, as
+	// config.Parse returns them.
 	Rules []config.Rule
+	// Domains are the descriptor domains clients may name, as
+	// config.Parse returns them. At least one rule or domain.
+	Domains []config.Domain
 	// Namespace prefixes every key the rules store, to share a store
 	// with other applications. Default "sluice".
 	Namespace string
@@ -41,7 +44,12 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; larger ones get 413. Default
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxBatch bounds the checks of one batch. Default DefaultMaxBatch.
+	MaxBatch int
 }
+
+// DefaultMaxBatch is the default bound on the checks of one batch.
+const DefaultMaxBatch = 100
 
 // A Pinger is a store that can tell whether it is reachable. Stores that
 // implement it are pinged by GET /readyz; others are always ready.
@@ -59,6 +67,8 @@ type Server struct {
 	log     *slog.Logger
 	maxBody int64
 	mux     *http.ServeMux
+	engine  *rules.Engine
+	batch   int
 }
 
 // rule is a named policy as the server applies it.
@@ -75,7 +85,7 @@ func New(c Config) (*Server, error) {
 	if c.Store == nil {
 		return nil, fmt.Errorf("server: %w: nil store", sluice.ErrInvalidRequest)
 	}
-	if len(c.Rules) == 0 {
+	if len(c.Rules)+len(c.Domains) == 0 {
 		return nil, fmt.Errorf("server: %w: no rules", sluice.ErrInvalidRequest)
 	}
 	s := &Server{
@@ -84,6 +94,10 @@ func New(c Config) (*Server, error) {
 		log:     c.Logger,
 		maxBody: c.MaxBodyBytes,
 		mux:     http.NewServeMux(),
+		batch:   c.MaxBatch,
+	}
+	if s.batch <= 0 {
+		s.batch = DefaultMaxBatch
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -91,7 +105,6 @@ func New(c Config) (*Server, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	names := make([]string, 0, len(c.Rules))
 	for _, r := range c.Rules {
 		if _, dup := s.rules[r.Name]; dup {
 			return nil, fmt.Errorf("server: %w: rule %q defined twice", sluice.ErrInvalidRequest, r.Name)
@@ -110,10 +123,16 @@ func New(c Config) (*Server, error) {
 			ru.maxCost = min(ru.maxCost, l.MaxBurst())
 		}
 		s.rules[r.Name] = ru
-		names = append(names, r.Name)
 	}
-	sort.Strings(names)
-	s.names = strings.Join(names, ", ")
+	eng, err := rules.New(rules.Config{
+		Store: c.Store, Rules: c.Rules, Domains: c.Domains,
+		Namespace: c.Namespace, Clock: c.Clock, Logger: s.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.engine = eng
+	s.names = strings.Join(eng.Names(), ", ")
 
 	s.mux.HandleFunc("/v1/check", s.post(s.check))
 	s.mux.HandleFunc("/v1/reset", s.post(s.reset))
@@ -126,6 +145,10 @@ func New(c Config) (*Server, error) {
 }
 
 var _ http.Handler = (*Server)(nil)
+
+// Engine returns the engine that decides the server's checks, for the
+// other APIs of the service (Envoy's gRPC, forward-auth) to decide alike.
+func (s *Server) Engine() *rules.Engine { return s.engine }
 
 // ServeHTTP serves the API described in the package documentation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -176,55 +199,6 @@ func (s *Server) get(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
-}
-
-func (s *Server) check(w http.ResponseWriter, r *http.Request) *apiError {
-	var req CheckRequest
-	if err := decode(r.Body, &req); err != nil {
-		return err
-	}
-	ru, err := s.rule(req.Rule, req.Key)
-	if err != nil {
-		return err
-	}
-	cost := req.Cost
-	switch {
-	case cost == 0:
-		cost = 1
-	case cost < 0:
-		return badRequest("cost %d must be at least 1", cost)
-	case cost > ru.maxCost:
-		return badRequest("cost %d exceeds the burst of rule %q: at most %d at once", cost, ru.name, ru.maxCost)
-	}
-	var d sluice.Decision
-	var derr error
-	if req.Peek {
-		d, derr = ru.lim.PeekN(r.Context(), req.Key, cost)
-	} else {
-		d, derr = ru.lim.AllowN(r.Context(), req.Key, cost)
-	}
-	if derr != nil {
-		return s.limiterError(r, ru, derr)
-	}
-	ru.fields.write(w.Header(), d)
-	writeJSON(w, http.StatusOK, newCheckResponse(ru.name, d))
-	return nil
-}
-
-func (s *Server) reset(w http.ResponseWriter, r *http.Request) *apiError {
-	var req ResetRequest
-	if err := decode(r.Body, &req); err != nil {
-		return err
-	}
-	ru, err := s.rule(req.Rule, req.Key)
-	if err != nil {
-		return err
-	}
-	if err := ru.lim.Reset(r.Context(), req.Key); err != nil {
-		return s.limiterError(r, ru, err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // rule finds the named rule, and checks that the request names a key.

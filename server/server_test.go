@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -109,7 +110,7 @@ func TestCheckEnforcesLimits(t *testing.T) {
 	for i := range 5 {
 		got, h := check(t, s, body)
 		want := CheckResponse{Allowed: true, Rule: "login", Limit: 5, Policy: "5/min", Remaining: 4 - i, ResetAfter: float64(12 * (i + 1))}
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("check %d = %+v, want %+v", i+1, got, want)
 		}
 		if ra := h.Get("Retry-After"); ra != "" {
@@ -118,7 +119,7 @@ func TestCheckEnforcesLimits(t *testing.T) {
 	}
 	got, h := check(t, s, body)
 	want := CheckResponse{Allowed: false, Rule: "login", Limit: 5, Policy: "5/min", Remaining: 0, ResetAfter: 60, RetryAfter: 12}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("check 6 = %+v, want %+v", got, want)
 	}
 	for name, want := range map[string]string{

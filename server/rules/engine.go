@@ -442,7 +442,8 @@ func (e *Engine) storeError(req sluice.Request, err error) error {
 	return fmt.Errorf("rules: %s: %w: %w", strings.TrimSuffix(req.Prefix, ":"), sluice.ErrStore, err)
 }
 
-// refund gives back the takes of a request denied as a whole.
+// refund gives back the takes of a request denied as a whole, and sets
+// their statuses' decisions to what is left after it.
 func (e *Engine) refund(ctx context.Context, res Result, reqs []sluice.Request, idx []int) {
 	var back []sluice.Request
 	var at []int
@@ -458,8 +459,20 @@ func (e *Engine) refund(ctx context.Context, res Result, reqs []sluice.Request, 
 	if len(back) == 0 {
 		return
 	}
-	if _, err := e.decide(context.WithoutCancel(ctx), back, at, res.Statuses); err != nil {
+	ds, err := e.decide(context.WithoutCancel(ctx), back, at, res.Statuses)
+	if err != nil {
 		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "err", err)
+		return
+	}
+	// The statuses say what is left now, after the refunds. A store
+	// answers a refund with what a take of its cost would get, so the
+	// cost goes back on Remaining; ResetAfter stays that of the take,
+	// which errs late, never early.
+	for k, i := range at {
+		d := ds[k]
+		d.Allowed, d.RetryAfter = true, 0
+		d.Remaining = max(d.Remaining, 0) + back[k].Cost
+		res.Statuses[i].Decision = d
 	}
 }
 
