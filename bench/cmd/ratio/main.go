@@ -76,16 +76,18 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	for _, unit := range t.units {
 		t.writeMedians(w, unit)
 	}
+	t.writeOthers(w)
 	return w.Flush()
 }
 
 // key identifies one sample: a scenario, an implementation and a unit.
 type key struct{ scenario, impl, unit string }
 
-// table collects samples in the order benchmarks first appear.
+// table collects samples in the order benchmarks first appear. Benchmarks
+// without an impl= element (the clock, say) are kept apart, as others.
 type table struct {
-	scenarios, impls, units []string
-	samples                 map[key][]float64
+	scenarios, impls, units, others []string
+	samples                         map[key][]float64
 }
 
 func newTable() *table { return &table{samples: map[key][]float64{}} }
@@ -100,9 +102,6 @@ func (t *table) read(r io.Reader, name string) error {
 			continue // syntax errors are other output: test logs, PASS
 		}
 		scenario, impl := split(res.Name)
-		if impl == "" {
-			continue
-		}
 		for _, v := range res.Values {
 			unit, val := v.Unit, v.Value
 			if v.OrigUnit != "" {
@@ -110,9 +109,13 @@ func (t *table) read(r io.Reader, name string) error {
 			}
 			k := key{scenario, impl, unit}
 			if _, seen := t.samples[k]; !seen {
-				t.scenarios = appendNew(t.scenarios, scenario)
-				t.impls = appendNew(t.impls, impl)
-				t.units = appendNew(t.units, unit)
+				if impl == "" {
+					t.others = appendNew(t.others, scenario)
+				} else {
+					t.scenarios = appendNew(t.scenarios, scenario)
+					t.impls = appendNew(t.impls, impl)
+					t.units = appendNew(t.units, unit)
+				}
 			}
 			t.samples[k] = append(t.samples[k], val)
 		}
@@ -272,6 +275,22 @@ func (t *table) writeMedians(w io.Writer, unit string) {
 	}
 	fmt.Fprintf(w, "\n### %s: median ±95%% confidence interval\n\n", unit)
 	writeTable(w, append([]string{"scenario"}, t.impls...), rows)
+}
+
+// writeOthers prints the ns/op of the benchmarks that name no
+// implementation, such as the cost of reading the clock.
+func (t *table) writeOthers(w io.Writer) {
+	var rows [][]string
+	for _, name := range t.others {
+		if s := t.summary(key{name, "", "ns/op"}); s.ok {
+			rows = append(rows, []string{name, s.String()})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### other benchmarks: median ±95%% confidence interval\n\n")
+	writeTable(w, []string{"benchmark", "ns/op"}, rows)
 }
 
 func writeTable(w io.Writer, header []string, rows [][]string) {
