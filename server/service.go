@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/rules"
 )
 
 // Options configure a Service beyond its configuration file. The zero
@@ -107,9 +108,14 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	return s, nil
 }
 
+// Engine returns the rules engine of the configuration in force, which
+// decides for every API (Envoy's gRPC API asks it at each request, so a
+// reload takes effect at once).
+func (s *Service) Engine() *rules.Engine { return s.state.Load().api.Engine() }
+
 // build makes the state of configuration c over the service's store.
 func (s *Service) build(c *config.Config) (*state, error) {
-	api, err := New(Config{Store: s.st.top, Rules: c.Rules, Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log})
+	api, err := New(Config{Store: s.st.top, Rules: c.Rules, Domains: c.Domains, Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}

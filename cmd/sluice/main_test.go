@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -125,7 +126,7 @@ func TestServeAndCheck(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &resp) != nil {
 		t.Fatalf("check -json = %q, %v; want a JSON answer", out, err)
 	}
-	if want := (server.CheckResponse{Allowed: true, Rule: "api", Limit: 100, Policy: "100/s burst 200", Remaining: 0, ResetAfter: 2}); resp != want {
+	if want := (server.CheckResponse{Allowed: true, Rule: "api", Limit: 100, Policy: "100/s burst 200", Remaining: 0, ResetAfter: 2}); !reflect.DeepEqual(resp, want) {
 		t.Errorf("check -json = %+v, want %+v", resp, want)
 	}
 

@@ -16,11 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/envoyrls"
 )
 
-const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
+const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-grpc-listen ADDR] [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
 
 Serves sluice with the configuration FILE (a sluice YAML file, an
 envoyproxy/ratelimit file or its config directory), or the built-in sample
@@ -31,8 +34,11 @@ rules ("sluice config sample" prints them):
   GET  /metrics               Prometheus metrics
   GET  /healthz, /readyz      the process serves; the store answers
 
-and, when the file sets an admin token, the admin API and dashboard on
-their own listener (loopback by default): /admin/.
+with -grpc-listen, Envoy's rate limit service API (gRPC
+envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, and the gRPC
+health service) on its own listener, and, when the file sets an admin
+token, the admin API and dashboard on their own listener (loopback by
+default): /admin/.
 
 SIGHUP, or any change of FILE (unless -watch=false), reloads the
 configuration: the rules change, the counters stay (same store); a file
@@ -44,6 +50,7 @@ Logs are structured (slog text) on stderr.
 Example:
 
   sluice serve -config sluice.yaml -listen 127.0.0.1:8080
+  sluice serve -config /etc/ratelimit/config -grpc-listen 127.0.0.1:8081 -admin-listen 127.0.0.1:8082
   curl -s --json '{"rule":"login","key":"203.0.113.7"}' http://127.0.0.1:8080/v1/check
   kill -HUP $(pidof sluice)
 `
@@ -53,6 +60,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfgPath := fs.String("config", "", "configuration `file` or directory; default the built-in sample rules")
 	listen := fs.String("listen", "", "`address` to listen on, host:port; port 0 picks a free one (default the config's listen, else "+config.DefaultListen+")")
 	adminListen := fs.String("admin-listen", "", "`address` of the admin API, when the config sets a token (default the config's admin.listen, else "+config.DefaultAdminListen+")")
+	grpcListen := fs.String("grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default none)")
+	grpcHeaders := fs.Bool("grpc-headers", false, "ask Envoy to add the RateLimit header fields to its responses")
 	watch := fs.Bool("watch", true, "reload the configuration when its file changes")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
 	pos, err := parseFlags(fs, serveHelp, args, stdout)
@@ -80,7 +89,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}()
 
 	var servers []*http.Server
-	served := make(chan error, 2)
+	var gs *grpc.Server
+	served := make(chan error, 3)
 	start := func(name, addr string, h http.Handler) error {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 		if err != nil {
@@ -104,6 +114,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
 		defer cancel()
 		var errs []error
+		if gs != nil {
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-sctx.Done():
+				gs.Stop()
+			}
+		}
 		for _, hs := range servers {
 			errs = append(errs, hs.Shutdown(sctx))
 		}
@@ -112,12 +131,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := start("listening", addr, svc.Handler()); err != nil {
 		return err
 	}
+	if *grpcListen != "" {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *grpcListen)
+		if err != nil {
+			return errors.Join(fmt.Errorf("grpc: %w", err), shutdown())
+		}
+		rls, err := envoyrls.New(envoyrls.Config{Engine: svc.Engine, ResponseHeaders: *grpcHeaders, Logger: log})
+		if err != nil {
+			return errors.Join(err, shutdown())
+		}
+		gs = envoyrls.NewServer(rls)
+		go func() { served <- gs.Serve(ln) }()
+		fmt.Fprintf(stdout, "sluice: grpc on %s\n", ln.Addr())
+		log.Info("listening", "what", "grpc", "addr", ln.Addr().String())
+	}
 	if ah := svc.AdminHandler(); ah != nil {
 		if err := start("admin", cmp.Or(*adminListen, cfg.Admin.Listen), ah); err != nil {
 			return errors.Join(err, shutdown())
 		}
 	}
-	log.Info("serving", "rules", len(cfg.Rules), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
+	log.Info("serving", "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -169,7 +202,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	for range servers {
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	if gs != nil {
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
