@@ -35,7 +35,7 @@
 // An allowed request costs one allocation: the key's bytes (for keys that
 // implement [KeyAppender], as every address key does), the header values
 // and their slices share it, and the handler gets the request as it came.
-// A denied one costs one more, for the problem details.
+// A denied one costs the same, its problem details included.
 //
 // # Responses
 //

@@ -170,56 +170,57 @@ type Problem struct {
 func ProblemHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o, _ := OutcomeOf(r)
-		writeProblem(w, newReqState(), &o)
+		writeProblem(w, newReqState(), &o, nil)
 	})
 }
 
-// writeProblem writes the problem details of o, with the body and the
-// header values built in st. Policy names are printable ASCII without
-// quotes or backslashes (see validName), so they need no JSON escapes.
-func writeProblem(w http.ResponseWriter, st *reqState, o *Outcome) {
-	status, typ, detail := http.StatusTooManyRequests, ProblemType, "Too many requests; retry after "
-	if o.StoreFailed {
-		status, typ, detail = http.StatusServiceUnavailable, "about:blank", "The rate limiter is unavailable; try again shortly."
+// The problem details, in parts: the body of a 429 is problemHead, the
+// seconds to wait, and a tail naming the policy (built once per policy);
+// that of a 503 is fixed. Writers must not modify what they are given
+// (io.Writer), so the parts are shared.
+var (
+	problemHead = []byte(`{"type":"` + ProblemType + `","title":"Too Many Requests","status":429,"detail":"Too many requests; retry after `)
+	problem503  = []byte(`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"The rate limiter is unavailable; try again shortly."}`)
+	problem503n = strconv.Itoa(len(problem503))
+)
+
+// problemTail returns the end of a 429's problem details naming policy.
+// Policy names are printable ASCII without quotes or backslashes (see
+// validName), so they need no JSON escapes.
+func problemTail(policy string) []byte {
+	if policy == "" {
+		return []byte(` s."}`)
 	}
-	// One growth for the body and its length, rather than several.
-	b := st.b
-	if n := len(`{"type":"","title":"","status":,"detail":" s.","violated-policies":[""]}`) +
-		len(typ) + len(http.StatusText(status)) + 3 + len(detail) + 20 + len(o.Policy) + 20; cap(b)-len(b) < n {
-		b = make([]byte, len(b), len(b)+n)
-		copy(b, st.b)
-	}
-	start := len(b)
-	b = append(b, `{"type":"`...)
-	b = append(b, typ...)
-	b = append(b, `","title":"`...)
-	b = append(b, http.StatusText(status)...)
-	b = append(b, `","status":`...)
-	b = strconv.AppendInt(b, int64(status), 10)
-	b = append(b, `,"detail":"`...)
-	b = append(b, detail...)
-	if !o.StoreFailed {
-		b = strconv.AppendInt(b, max(ceilSeconds(o.Decision.RetryAfter), 1), 10)
-		b = append(b, ` s."`...)
-		if o.Policy != "" {
-			b = append(b, `,"violated-policies":["`...)
-			b = append(b, o.Policy...)
-			b = append(b, `"]`...)
-		}
-	} else {
-		b = append(b, '"')
-	}
-	b = append(b, '}')
-	st.b = b
-	body := b[start:]
-	start = len(st.b)
-	st.b = strconv.AppendInt(st.b, int64(len(body)), 10)
+	return []byte(` s.","violated-policies":["` + policy + `"]}`)
+}
+
+// writeProblem writes the problem details of o, with tail (nil: built
+// from o.Policy) and the header values built in st.
+func writeProblem(w http.ResponseWriter, st *reqState, o *Outcome, tail []byte) {
 	h := w.Header()
 	st.set(h, "Content-Type", "application/problem+json")
 	st.set(h, "Cache-Control", "no-store")
+	if o.StoreFailed {
+		st.set(h, "Content-Length", problem503n)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write(problem503)
+		return
+	}
+	if tail == nil {
+		tail = problemTail(o.Policy)
+	}
+	start := len(st.b)
+	st.b = strconv.AppendInt(st.b, max(ceilSeconds(o.Decision.RetryAfter), 1), 10)
+	secs := st.b[start:]
+	start = len(st.b)
+	st.b = strconv.AppendInt(st.b, int64(len(problemHead)+len(secs)+len(tail)), 10)
 	st.set(h, "Content-Length", st.str(start))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	w.WriteHeader(http.StatusTooManyRequests)
+	for _, part := range [...][]byte{problemHead, secs, tail} {
+		if _, err := w.Write(part); err != nil {
+			return
+		}
+	}
 }
 
 // Methods matches requests with one of the given methods, for Rule.Match.

@@ -151,6 +151,7 @@ type rule struct {
 	Rule
 	limits      []sluice.Limit
 	names       []string // policy name of each limit
+	tails       [][]byte // problem details' tail naming each limit
 	policyField string   // this rule's items of RateLimit-Policy
 	appender    KeyAppender
 }
@@ -189,6 +190,9 @@ func New(c Config) (*Middleware, error) {
 		}
 		ru := rule{Rule: r, limits: r.Limiter.Limits()}
 		ru.names, ru.policyField = policyItems(r.Name, ru.limits)
+		for _, name := range ru.names {
+			ru.tails = append(ru.tails, problemTail(name))
+		}
 		ru.appender, _ = r.Key.(KeyAppender)
 		m.rules = append(m.rules, ru)
 		if r.Mode == Enforce {
@@ -285,7 +289,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		out.Policy = denied.rule.nameOf(denied.d.Limit)
 		out.Decision = denied.d
 		m.writeFields(w.Header(), st, as, deny)
-		m.answerDenied(w, r, st, &out)
+		if m.custom {
+			m.deny.ServeHTTP(w, withOutcome(r, &out))
+			return
+		}
+		var tail []byte
+		if i := denied.rule.indexOf(denied.d.Limit); i >= 0 {
+			tail = denied.rule.tails[i]
+		}
+		writeProblem(w, st, &out, tail)
 		return
 	}
 	if bind := binding(as); bind >= 0 {
@@ -313,7 +325,7 @@ func (m *Middleware) answerDenied(w http.ResponseWriter, r *http.Request, st *re
 		m.deny.ServeHTTP(w, withOutcome(r, out))
 		return
 	}
-	writeProblem(w, st, out)
+	writeProblem(w, st, out, nil)
 }
 
 // key derives the request's key under ru, appending it to st.b when the
@@ -391,16 +403,24 @@ func (m *Middleware) settle(ctx context.Context, as []applied, status int) {
 }
 
 func (ru *rule) nameOf(l sluice.Limit) string {
+	if i := ru.indexOf(l); i >= 0 {
+		return ru.names[i]
+	}
+	return ru.Name
+}
+
+// indexOf returns the index of l among the rule's limits, or -1.
+func (ru *rule) indexOf(l sluice.Limit) int {
 	if len(ru.limits) == 1 {
-		return ru.names[0]
+		return 0
 	}
 	id := l.StateID()
 	for i, x := range ru.limits {
 		if x.StateID() == id {
-			return ru.names[i]
+			return i
 		}
 	}
-	return ru.Name
+	return -1
 }
 
 func (m *Middleware) logDenial(r *http.Request, ru *rule, key string, d sluice.Decision) {
