@@ -1,0 +1,96 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// httpClient asks the HTTP API, POST /v1/check, over at most Conns
+// keep-alive connections.
+type httpClient struct {
+	url string
+	hc  *http.Client
+	tr  *http.Transport
+	cfg Config
+}
+
+func newHTTP(u *url.URL, cfg Config) (*httpClient, error) {
+	tr := &http.Transport{
+		MaxConnsPerHost:     cfg.Conns,
+		MaxIdleConnsPerHost: cfg.Conns,
+		DisableCompression:  true,
+		Proxy:               nil, // never a proxy: the target is loopback
+	}
+	return &httpClient{url: strings.TrimRight(u.String(), "/") + "/v1/check", hc: &http.Client{Transport: tr}, tr: tr, cfg: cfg}, nil
+}
+
+type httpEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type httpDescriptor struct {
+	Entries []httpEntry `json:"entries"`
+}
+
+type httpCheck struct {
+	Rule        string           `json:"rule,omitempty"`
+	Key         string           `json:"key,omitempty"`
+	Domain      string           `json:"domain,omitempty"`
+	Descriptors []httpDescriptor `json:"descriptors,omitempty"`
+	Cost        int              `json:"cost,omitempty"`
+}
+
+func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
+	chk := httpCheck{Rule: c.cfg.Rule, Domain: c.cfg.Domain, Cost: c.cfg.Hits}
+	if c.cfg.Rule != "" {
+		chk.Key = key
+	}
+	for _, d := range c.cfg.Descriptors {
+		es, _ := parseDescriptor(d, key) // checked by withDefaults
+		var hd httpDescriptor
+		for _, e := range es {
+			hd.Entries = append(hd.Entries, httpEntry{e.key, e.value})
+		}
+		chk.Descriptors = append(chk.Descriptors, hd)
+	}
+	body, err := json.Marshal(chk)
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return false, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("load: %s: %s", resp.Status, bytes.TrimSpace(data))
+	}
+	var out struct {
+		Allowed bool `json:"allowed"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return false, fmt.Errorf("load: answer %q: %w", data, err)
+	}
+	return out.Allowed, nil
+}
+
+func (c *httpClient) close() error {
+	c.tr.CloseIdleConnections()
+	return nil
+}
