@@ -40,6 +40,8 @@ Commands:
   config     validate rule files, or print the built-in sample rules
                sluice config validate sluice.yaml
                sluice config sample > sluice.yaml
+  bench      load a running server (gRPC or HTTP, loopback only): throughput, latency
+               sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'ip={key}' -keys 10000
   accuracy   measure every algorithm against a brute-force oracle
                sluice accuracy -format markdown
   version    print the version of this binary
@@ -77,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBans(ctx, args, stdout, stderr)
 	case "config":
 		return runConfig(ctx, args, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args, stdout, stderr)
 	case "accuracy":
 		return runAccuracy(ctx, args, stdout, stderr)
 	case "version":

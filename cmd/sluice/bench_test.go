@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startServeGRPC runs "sluice serve" on the envoyproxy/ratelimit config
+// directory dir with Envoy's gRPC API on, and returns the HTTP and gRPC
+// addresses.
+func startServeGRPC(t *testing.T, dir string) (httpURL, grpcAddr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newLineWriter(), newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-config", dir, "-listen", "127.0.0.1:0", "-grpc-listen", "127.0.0.1:0", "-watch=false"}, stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after cancel, want nil", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop within 15s of cancel")
+		}
+	})
+	for httpURL == "" || grpcAddr == "" {
+		select {
+		case line := <-stdout.lines:
+			if u, ok := strings.CutPrefix(line, "sluice: listening on "); ok {
+				httpURL = u
+			}
+			if a, ok := strings.CutPrefix(line, "sluice: grpc on "); ok {
+				grpcAddr = a
+			}
+		case err := <-done:
+			t.Fatalf("serve returned %v before listening; log %s", err, stderr)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("serve did not print its addresses within 15s; log %s", stderr)
+		}
+	}
+	return httpURL, grpcAddr
+}
+
+// TestBench serves an envoyproxy/ratelimit config directory over gRPC and
+// HTTP and loads it with "sluice bench".
+func TestBench(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 50}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpURL, grpcAddr := startServeGRPC(t, dir)
+
+	out, errOut, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "200", "-c", "4", "-conns", "2")
+	if err != nil {
+		t.Fatalf("bench grpc: %v; stderr %s", err, errOut)
+	}
+	for _, want := range []string{"requests   200 in", "verdicts   50 allowed (25.0%), 150 over the limit (75.0%), 0 errors", "p50 ", "p999 ", "histogram", "#"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench grpc output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=h{key}", "-keys", "4", "-n", "100")
+	if err != nil {
+		t.Fatalf("bench http: %v; stderr %s", err, errOut)
+	}
+	var r benchReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Requests != 100 || r.Allowed != 100 || r.Errors != 0 || r.P99 <= 0 || errOut != "" {
+		t.Errorf("bench -json http = %+v (%v), stderr %q; want 100 allowed, no progress", r, err, errOut)
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"bench", "-domain", "edge", "-descriptor", "a=b"}, "-target is required", 2},
+		{[]string{"bench", "-target", "grpc://192.0.2.1:8081", "-domain", "edge", "-descriptor", "a=b"}, "not a loopback address", 1},
+		{[]string{"bench", "-target", "grpc://" + grpcAddr, "-rule", "x"}, "needs a domain", 1},
+		{[]string{"bench", "-target", httpURL, "-rule", "nope", "-n", "3", "-quiet"}, "every request failed", 1},
+	} {
+		_, _, err := runCmd(t, tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != tt.code {
+			t.Errorf("sluice %v = %v (exit %d), want exit %d with %q", tt.args, err, exitCode(err), tt.code, tt.want)
+		}
+	}
+}
