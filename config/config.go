@@ -194,7 +194,7 @@ func (f *file) config(v *validator) (*Config, error) {
 // rules, which it may name.
 func (f *file) service(v *validator, c *Config) error {
 	var err error
-	if c.Failure, err = f.Failure.failure(v, c.Rules); err != nil {
+	if c.Failure, err = f.Failure.failure(v, c); err != nil {
 		return err
 	}
 	if c.Admin, err = f.Admin.admin(v); err != nil {

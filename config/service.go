@@ -128,8 +128,8 @@ type Failure struct {
 	// Instances is how many sluice processes share the store: under
 	// FailLocal each limit is divided among them. Default 1.
 	Instances int
-	// Rules sets the policy of single rules, by rule name, overriding
-	// Policy. Default none.
+	// Rules sets the policy of single named rules and domains, by name,
+	// overriding Policy. Default none.
 	Rules map[string]string
 }
 
@@ -335,8 +335,9 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 	return s, nil
 }
 
-// failure validates the failure section against the rules.
-func (f *fileFailure) failure(v *validator, rules []Rule) (Failure, error) {
+// failure validates the failure section against the rules and domains of
+// c.
+func (f *fileFailure) failure(v *validator, c *Config) (Failure, error) {
 	fl := Failure{Policy: f.Policy, Timeout: f.Timeout, Instances: f.Instances}
 	if fl.Policy == "" {
 		fl.Policy = FailLocal
@@ -359,8 +360,8 @@ func (f *fileFailure) failure(v *validator, rules []Rule) (Failure, error) {
 		fl.Rules = make(map[string]string, len(f.Rules))
 	}
 	for name, p := range f.Rules {
-		if !hasRule(rules, name) {
-			return fl, v.errorf(at("failure", "rules", name), "no rule named %q", name)
+		if !hasRule(c.Rules, name) && !slices.ContainsFunc(c.Domains, func(d Domain) bool { return d.Name == name }) {
+			return fl, v.errorf(at("failure", "rules", name), "no rule or domain named %q", name)
 		}
 		if !validPolicy(p) {
 			return fl, v.errorf(at("failure", "rules", name), "unknown policy %q (want %s, %s or %s)", p, FailLocal, FailOpen, FailClosed)

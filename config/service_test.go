@@ -34,14 +34,16 @@ func TestParseService(t *testing.T) {
 		},
 		{
 			name: "redis with everything",
-			in: twoRules + `store:
+			in: twoRules + `  - domain: edge
+    descriptors: [{key: remote_address, limits: ["10/s"]}]
+store:
   type: redis
   redis: {addrs: ["10.0.0.1:6379", "10.0.0.2:6379"], username: app, password_env: SLUICE_TEST_REDIS_PASSWORD, db: 2}
 failure:
   policy: open
   timeout: 50ms
   instances: 4
-  rules: {login: closed}
+  rules: {login: closed, edge: local}
 admin: {token_env: SLUICE_TEST_TOKEN}
 guard:
   allow: [10.0.0.0/8, "key:ops"]
@@ -58,7 +60,7 @@ forward_auth:
 				Store: Store{Type: StoreRedis, Redis: RedisStore{
 					Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Username: "app", Password: "s3cret", DB: 2,
 				}},
-				Failure: Failure{Policy: FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]string{"login": FailClosed}},
+				Failure: Failure{Policy: FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]string{"login": FailClosed, "edge": FailLocal}},
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
 				Guard: Guard{Allow: []string{"10.0.0.0/8", "key:ops"}, Deny: []string{"192.0.2.7"}, Jails: []Jail{{
 					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
@@ -102,7 +104,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 				t.Fatalf("Parse(%q) error = %v, want nil", tt.in, err)
 			}
 			got := *c
-			got.Listen, got.Rules = "", nil
+			got.Listen, got.Rules, got.Domains = "", nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Parse(%q) =\n%+v, want\n%+v", tt.in, got, tt.want)
 			}
@@ -133,7 +135,7 @@ func TestParseServiceErrors(t *testing.T) {
 		{"failure timeout", "failure: {timeout: -1s}\n", []string{"failure.timeout:"}},
 		{"failure timeout unit", "failure: {timeout: 10}\n", []string{"t.yaml:6:", "into a duration"}},
 		{"failure instances", "failure: {instances: -2}\n", []string{"failure.instances:"}},
-		{"failure unknown rule", "failure:\n  rules: {signup: open}\n", []string{"t.yaml:7: failure.rules.signup:", `no rule named "signup"`}},
+		{"failure unknown rule", "failure:\n  rules: {signup: open}\n", []string{"t.yaml:7: failure.rules.signup:", `no rule or domain named "signup"`}},
 		{"failure rule policy", "failure:\n  rules: {login: sometimes}\n", []string{"failure.rules.login:", `unknown policy "sometimes"`}},
 		{"admin short token", "admin: {token: short}\n", []string{"t.yaml:6: admin:", "at least 16"}},
 		{"admin token space", "admin: {token: \"0123456789 abcdef\"}\n", []string{"admin: the token must not contain white space"}},

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/rules"
 )
 
 // The Service is what its admin API manages.
@@ -27,42 +30,55 @@ func (s *Service) AdminHandler() http.Handler {
 	}))
 }
 
-// Rules lists the rules in force, with their failure policy and jails.
+// Rules lists the rules in force (named rules and the descriptor rules
+// of domains), with their failure policy and jails.
 func (s *Service) Rules() []admin.Rule {
 	st := s.state.Load()
-	out := make([]admin.Rule, 0, len(st.cfg.Rules))
-	for _, r := range st.cfg.Rules {
-		ar := admin.Rule{Name: r.Name, Failure: "none (memory store)"}
+	jails := map[string][]string{}
+	for _, j := range st.cfg.Guard.Jails {
+		for _, r := range j.Rules {
+			jails[r] = append(jails[r], j.Name)
+		}
+	}
+	var out []admin.Rule
+	for _, ru := range st.api.Engine().Rules() {
+		scope := cmp.Or(ru.Domain, ru.ID)
+		ar := admin.Rule{Name: ru.ID, Failure: "none (memory store)", Jails: jails[ru.ID]}
 		if st.cfg.Store.Shared() {
-			ar.Failure = st.cfg.Failure.PolicyOf(r.Name)
+			ar.Failure = st.cfg.Failure.PolicyOf(scope)
 		}
-		for _, l := range r.Limits {
-			ar.Limits = append(ar.Limits, l.String())
+		switch {
+		case ru.Unlimited:
+			ar.Limits = []string{"unlimited"}
+		case ru.Deny:
+			ar.Limits = []string{"deny"}
 		}
-		for _, j := range st.cfg.Guard.Jails {
-			for _, jr := range j.Rules {
-				if jr == r.Name {
-					ar.Jails = append(ar.Jails, j.Name)
-				}
+		if !ru.Unlimited && !ru.Deny {
+			for _, l := range ru.Limits {
+				ar.Limits = append(ar.Limits, l.String())
 			}
+		}
+		if ru.Shadow {
+			ar.Limits = append(ar.Limits, "(shadow)")
 		}
 		out = append(out, ar)
 	}
 	return out
 }
 
-// Peek reports what a take of one unit by key under rule would get.
+// Peek reports what a take of one unit by key under the named rule would
+// get, taking nothing.
 func (s *Service) Peek(ctx context.Context, rule, key string) (admin.Decision, error) {
-	ru := s.state.Load().api.rules[rule]
-	if ru == nil {
-		return admin.Decision{}, fmt.Errorf("rule %q: %w", rule, admin.ErrNotFound)
+	st := s.state.Load()
+	if _, ok := st.cfg.Rule(rule); !ok {
+		return admin.Decision{}, fmt.Errorf("named rule %q: %w", rule, admin.ErrNotFound)
 	}
-	d, err := ru.lim.Peek(ctx, key)
+	res, err := st.api.Engine().Check(ctx, rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}, Op: sluice.OpPeek})
 	if err != nil {
 		return admin.Decision{}, err
 	}
-	c := newCheckResponse(rule, d)
-	return admin.Decision{Allowed: c.Allowed, Rule: rule, Policy: c.Policy, Remaining: c.Remaining,
+	c := newCheckResponse(rule, res.Statuses[0].Decision)
+	return admin.Decision{Allowed: res.Allowed, Rule: rule, Policy: c.Policy, Remaining: c.Remaining,
 		ResetAfter: c.ResetAfter, RetryAfter: c.RetryAfter}, nil
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -41,17 +40,6 @@ func newFields(rule string, limits []sluice.Limit) fields {
 	}
 	f.policy = strings.Join(items, ", ")
 	return f
-}
-
-// write sets the RateLimit fields of d on h, and Retry-After when d is a
-// denial.
-func (f fields) write(h http.Header, d sluice.Decision) {
-	h.Set("RateLimit-Policy", f.policy)
-	h.Set("RateLimit", `"`+f.names[d.Limit.StateID()]+`";r=`+strconv.Itoa(max(d.Remaining, 0))+
-		";t="+strconv.FormatInt(ceilSeconds(d.ResetAfter), 10))
-	if !d.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
-	}
 }
 
 // shortPeriod writes d in the largest whole unit: 1m, 36h, 1500ms.

@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/server/rules"
 )
 
 // forwardAuth is GET /v1/auth for one configuration: nginx auth_request,
@@ -20,6 +23,7 @@ type forwardAuth struct {
 	api   *Server
 	st    *state
 	jails map[string][]string // rule → jails counting its denials
+	named map[string]bool     // the named rules
 }
 
 func newForwardAuth(c *config.Config, api *Server, st *state) (*forwardAuth, error) {
@@ -29,6 +33,10 @@ func newForwardAuth(c *config.Config, api *Server, st *state) (*forwardAuth, err
 		api:   api,
 		st:    st,
 		jails: map[string][]string{},
+		named: map[string]bool{},
+	}
+	for _, r := range c.Rules {
+		fa.named[r.Name] = true
 	}
 	for _, j := range c.Guard.Jails {
 		for _, r := range j.Rules {
@@ -62,9 +70,8 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("rule"); v != "" {
 		rule = v
 	}
-	ru := fa.api.rules[rule]
-	if ru == nil {
-		writeError(w, http.StatusBadRequest, "unknown rule "+strconv.Quote(rule)+" (want one of "+fa.api.names+")")
+	if !fa.named[rule] {
+		writeError(w, http.StatusBadRequest, "unknown rule "+strconv.Quote(rule)+" (forward-auth applies the named rules of the configuration)")
 		return
 	}
 	denyStatus := fa.c.DenyStatus
@@ -107,14 +114,19 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	d, err := ru.lim.Allow(r.Context(), key)
+	res, err := fa.api.Engine().Check(r.Context(), rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}})
 	if err != nil {
-		e := fa.api.limiterError(r, ru, err)
-		writeError(w, e.status, e.msg)
+		s.authError(w, r, rule, err)
 		return
 	}
-	ru.fields.write(w.Header(), d)
-	if d.Allowed {
+	st := res.Statuses[0]
+	if st.Rule != nil {
+		st.Rule.SetHeaders(w.Header(), st.Decision)
+	}
+	if res.Allowed {
+		if st.Shadowed {
+			w.Header().Set("X-Sluice-Shadowed", "true")
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -127,6 +139,20 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.Error(w, "rate limited", denyStatus)
+}
+
+// authError answers a check that failed: the store failed under a
+// fail-closed rule (503), or the request was impossible (400).
+func (s *Service) authError(w http.ResponseWriter, r *http.Request, rule string, err error) {
+	switch {
+	case errors.Is(err, sluice.ErrInvalidRequest), errors.Is(err, sluice.ErrCostExceedsBurst):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case r.Context().Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, "request cancelled")
+	default:
+		s.log.ErrorContext(r.Context(), "forward-auth: store failed", "rule", rule, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "the store failed to decide; try again")
+	}
 }
 
 // banned reports whether key is banned in any jail, and for how long.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/store/fallback"
 )
 
@@ -152,17 +153,19 @@ type meter struct {
 
 func newMeter(next sluice.Store, m *metrics) *meter {
 	mt := &meter{next: next, m: m}
-	mt.setRules(otherRule, nil)
+	mt.table.Store(&meterTable{byPrefix: map[string]*ruleMetrics{}, other: m.rule(otherRule)})
 	mt.denials.max = 100
 	return mt
 }
 
-// setRules names the rules whose decisions are counted under their own
-// label, by the prefixes of their limiters.
-func (mt *meter) setRules(namespace string, rules []string) {
-	t := &meterTable{byPrefix: make(map[string]*ruleMetrics, len(rules)), other: mt.m.rule(otherRule)}
-	for _, r := range rules {
-		t.byPrefix[rulePrefix(namespace, r)] = mt.m.rule(r)
+// setRules names the rules and domains of c whose decisions are counted
+// under their own label, by the prefixes of their states.
+func (mt *meter) setRules(c *config.Config, namespace string) {
+	t := &meterTable{byPrefix: map[string]*ruleMetrics{}, other: mt.m.rule(otherRule)}
+	for _, name := range ruleNames(c) {
+		for _, p := range prefixes(c, namespace, name) {
+			t.byPrefix[p] = mt.m.rule(name)
+		}
 	}
 	mt.table.Store(t)
 }

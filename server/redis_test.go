@@ -143,7 +143,10 @@ func postCheck(t *testing.T, c *http.Client, base, rule, key string) (int, Check
 func TestSharedRedisGlobalLimit(t *testing.T) {
 	r := startRedis(t)
 	const limit, servers, clients, each = 50, 3, 8, 25
-	rules := fmt.Sprintf("rules:\n  - name: global\n    limits: [\"%d/day\"]\n", limit)
+	// A generous timeout: a slow answer (under -race, on a loaded
+	// machine) would be decided by the local failure policy, which admits
+	// per process.
+	rules := fmt.Sprintf("rules:\n  - name: global\n    limits: [\"%d/day\"]\nfailure: {timeout: 10s}\n", limit)
 	// One namespace for all the servers: they are one fleet.
 	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.addr()+"\"]}}\n"+rules))
 	if err != nil {
@@ -184,6 +187,17 @@ func TestSharedRedisGlobalLimit(t *testing.T) {
 	wg.Wait()
 	if a, d := allowed.Load(), denied.Load(); a != limit || a+d != servers*clients*each {
 		t.Errorf("%d servers admitted %d of %d, want exactly %d", servers, a, a+d, limit)
+	}
+	for i, u := range urls {
+		resp, err := client.Get(u + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "sluice_store_errors_total 0\n") {
+			t.Errorf("server %d: the store failed during the test:\n%s", i, grepLines(string(body), "sluice_store"))
+		}
 	}
 }
 

@@ -215,21 +215,6 @@ func (s *Server) rule(name, key string) (*rule, *apiError) {
 	}
 }
 
-// limiterError maps an error of a rule's limiter to an answer: the
-// client's fault is a 400, anything else means the store failed.
-func (s *Server) limiterError(r *http.Request, ru *rule, err error) *apiError {
-	switch {
-	case errors.Is(err, sluice.ErrCostExceedsBurst), errors.Is(err, sluice.ErrInvalidRequest):
-		return badRequest("%v", err)
-	case r.Context().Err() != nil:
-		// The client went away or its deadline passed: nobody to tell,
-		// and no store fault to log.
-		return &apiError{http.StatusServiceUnavailable, "request cancelled"}
-	}
-	s.log.ErrorContext(r.Context(), "store failed", "rule", ru.name, "err", err)
-	return &apiError{http.StatusServiceUnavailable, "the store failed to decide; try again"}
-}
-
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

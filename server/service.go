@@ -89,7 +89,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if err != nil {
 		return nil, errors.Join(err, st.close())
 	}
-	s.st.top.setRules(o.Namespace, ruleNames(c))
+	s.st.top.setRules(c, o.Namespace)
 	s.state.Store(next)
 	s.m.lastReload.SetToCurrentTime()
 
@@ -202,15 +202,20 @@ func (s *Service) swap(c *config.Config) error {
 	if s.st.policies != nil {
 		s.st.policies.Store(newPolicyTable(c, s.opts.Namespace))
 	}
-	s.st.top.setRules(s.opts.Namespace, ruleNames(c))
+	s.st.top.setRules(c, s.opts.Namespace)
 	s.state.Store(next)
 	return nil
 }
 
+// ruleNames returns the names that metrics and failure policies tell
+// apart: the named rules and the domains.
 func ruleNames(c *config.Config) []string {
-	names := make([]string, len(c.Rules))
-	for i, r := range c.Rules {
-		names[i] = r.Name
+	names := make([]string, 0, len(c.Rules)+len(c.Domains))
+	for _, r := range c.Rules {
+		names = append(names, r.Name)
+	}
+	for _, d := range c.Domains {
+		names = append(names, d.Name)
 	}
 	return names
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/rules"
 )
 
 const serviceConfig = `rules:
@@ -333,5 +334,33 @@ func TestWatchConfig(t *testing.T) {
 	case <-reloads:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reload after the file was replaced by a rename")
+	}
+}
+
+// TestDomainMetrics checks that decisions of descriptor domains are
+// counted under the domain's name: the prefixes the service computes
+// agree with those the engine sends.
+func TestDomainMetrics(t *testing.T) {
+	s, _ := newService(t, `rules:
+  - name: api
+    limits: ["3/min"]
+  - domain: "edge.v2"
+    descriptors: [{key: remote_address, limits: ["1/min"]}]
+`)
+	for range 2 {
+		_, err := s.state.Load().api.Engine().Check(t.Context(), rules.Request{Domain: "edge.v2",
+			Descriptors: []rules.Descriptor{{Entries: []rules.Entry{{Key: "remote_address", Value: "203.0.113.7"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := do(t, s.Handler(), http.MethodGet, "/metrics", "").Body.String()
+	for _, want := range []string{
+		`sluice_decisions_total{op="take",result="allowed",rule="edge.v2"} 1`,
+		`sluice_decisions_total{op="take",result="denied",rule="edge.v2"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, grepLines(body, "sluice_decisions_total"))
+		}
 	}
 }

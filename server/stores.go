@@ -56,19 +56,43 @@ func (t *policyTable) of(prefix string) string {
 	return t.def
 }
 
-// newPolicyTable returns the policies of c's rules, for limiters whose
-// keys start with namespace.
+// newPolicyTable returns the policies of c's rules and domains, for
+// states whose keys start with namespace.
 func newPolicyTable(c *config.Config, namespace string) *policyTable {
 	t := &policyTable{byPrefix: make(map[string]string, len(c.Failure.Rules)), def: c.Failure.Policy}
 	for name, p := range c.Failure.Rules {
-		t.byPrefix[rulePrefix(namespace, name)] = p
+		for _, prefix := range prefixes(c, namespace, name) {
+			t.byPrefix[prefix] = p
+		}
 	}
 	return t
 }
 
-// rulePrefix is the Request.Prefix of the limiter of a rule, as
-// sluice.New builds it from the namespace and the action.
-func rulePrefix(namespace, rule string) string { return namespace + ":" + rule + ":" }
+// prefixes returns the Request.Prefix of the states of a named rule (as
+// sluice.New builds it from the namespace and the action) or of a domain
+// (as package server/rules builds it: '@' and the name with ':' and '%'
+// percent-escaped). The metrics tests check that both agree with what
+// the engine sends.
+func prefixes(c *config.Config, namespace, name string) []string {
+	var out []string
+	if _, ok := c.Rule(name); ok {
+		out = append(out, namespace+":"+name+":")
+	}
+	for _, d := range c.Domains {
+		if d.Name == name {
+			var b strings.Builder
+			for i := 0; i < len(name); i++ {
+				if ch := name[i]; ch == ':' || ch == '%' {
+					fmt.Fprintf(&b, "%%%02X", ch)
+				} else {
+					b.WriteByte(ch)
+				}
+			}
+			out = append(out, namespace+":@"+b.String()+":")
+		}
+	}
+	return out
+}
 
 // openStores opens the store c names and puts it under the failure
 // policies of c.
