@@ -78,6 +78,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	addr := cmp.Or(*listen, cfg.Listen)
+	// Catch SIGHUP before anyone can know the address: until then its
+	// default action would end the process.
+	hup := make(chan os.Signal, 1)
+	if *cfgPath != "" {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log})
 	if err != nil {
 		return err
@@ -163,12 +170,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			defer mu.Unlock()
 			_ = svc.ReloadFile(*cfgPath) // logged and counted
 		}
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer signal.Stop(hup)
 			for {
 				select {
 				case <-rctx.Done():
