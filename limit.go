@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -170,16 +171,28 @@ func (l Limit) Validate() error {
 	case int64(l.Rate) > int64(l.Period):
 		return bad("rate %d per %v is more than one event per nanosecond", l.Rate, l.Period)
 	}
-	if l.Algorithm == GCRA {
-		// Burst·Interval is the bucket's depth in time; keep it in range.
-		if b := int64(l.MaxBurst()); b > int64(MaxPeriod)/int64(l.Interval()) {
-			return bad("burst %d at one event per %v spans more than %v", b, l.Interval(), MaxPeriod)
-		}
+	if l.Algorithm == GCRA && !burstInRange(l) {
+		return bad("burst %d at one event per %v spans more than %v", l.MaxBurst(), l.Interval(), MaxPeriod)
 	}
 	if (l.Algorithm == SlidingWindow || l.Algorithm == ApproxSlidingWindow) && l.Period < time.Duration(l.BucketCount()) {
 		return bad("period %v is too short for %d buckets", l.Period, l.BucketCount())
 	}
 	return nil
+}
+
+// burstInRange reports whether Burst·Interval, the GCRA bucket's depth in
+// time, is at most MaxPeriod. Validate runs on every decision, so the
+// common case costs no division: Interval = ⌈Period/Rate⌉ ≤
+// (Period+Rate-1)/Rate, and Burst·(Period+Rate-1) ≤ MaxPeriod·Rate (in 128
+// bits) suffices. Only when that bound fails is the exact division done.
+func burstInRange(l Limit) bool {
+	b := uint64(l.MaxBurst())
+	hi, lo := bits.Mul64(b, uint64(l.Period)+uint64(l.Rate)-1)
+	mhi, mlo := bits.Mul64(uint64(MaxPeriod), uint64(l.Rate))
+	if hi < mhi || (hi == mhi && lo <= mlo) {
+		return true
+	}
+	return b <= uint64(MaxPeriod)/uint64(l.Interval())
 }
 
 // units maps the names ParseLimit accepts after "/" to their length. The

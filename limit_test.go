@@ -80,6 +80,11 @@ func TestLimitStringRoundTrip(t *testing.T) {
 }
 
 func TestLimitValidate(t *testing.T) {
+	// A burst whose depth is exactly MaxPeriod is valid (guard's ban limit).
+	edge := Limit{Rate: 316_224_000, Period: MaxPeriod}
+	if err := edge.Validate(); err != nil {
+		t.Errorf("%+v.Validate() = %v, want nil", edge, err)
+	}
 	bad := []Limit{
 		{},
 		{Rate: 1},

@@ -131,7 +131,7 @@ func (l *Limiter) Reserve(ctx context.Context, actor string, n int) (*Reservatio
 }
 
 func (l *Limiter) do(ctx context.Context, op Op, actor string, n int, at time.Time) (Decision, error) {
-	r := Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, At: at}
+	r := Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, At: at, limitsChecked: true}
 	if l.clock != nil {
 		r.Now = l.clock()
 	}

@@ -74,6 +74,11 @@ type Request struct {
 	Now time.Time
 	// At is, for OpRefund, the Decision.Time of the take being refunded.
 	At time.Time
+
+	// limitsChecked is set by a Limiter, whose Limits were validated by
+	// New and cannot change since: Validate then skips re-checking them on
+	// every decision. Requests built elsewhere never have it set.
+	limitsChecked bool
 }
 
 // Validate checks what every store requires of a request: a known op, at
@@ -88,12 +93,14 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("%w: no limits", ErrInvalidRequest)
 	}
 	for i, l := range r.Limits {
-		if err := l.Validate(); err != nil {
-			return err
-		}
-		for _, prev := range r.Limits[:i] {
-			if prev.StateID() == l.StateID() {
-				return fmt.Errorf("%w: limits %v and %v share their state (same algorithm and period)", ErrInvalidRequest, prev, l)
+		if !r.limitsChecked {
+			if err := l.Validate(); err != nil {
+				return err
+			}
+			for _, prev := range r.Limits[:i] {
+				if prev.StateID() == l.StateID() {
+					return fmt.Errorf("%w: limits %v and %v share their state (same algorithm and period)", ErrInvalidRequest, prev, l)
+				}
 			}
 		}
 		if r.Op != OpReset && r.Cost > l.MaxBurst() {
@@ -106,10 +113,18 @@ func (r *Request) Validate() error {
 	if r.Op == OpRefund && r.At.IsZero() {
 		return fmt.Errorf("%w: refund without the time of its take", ErrInvalidRequest)
 	}
-	for _, t := range [...]time.Time{r.Now, r.At} {
-		if !t.IsZero() && (t.Before(minTime) || t.After(maxTime)) {
-			return fmt.Errorf("%w: time %v is outside %d–%d", ErrInvalidRequest, t, minTime.Year(), maxTime.Year())
-		}
+	if err := checkTime(r.Now); err != nil {
+		return err
+	}
+	return checkTime(r.At)
+}
+
+func checkTime(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
+	if sec := t.Unix(); sec < 0 || sec >= maxTime.Unix() || (sec == 0 && t.Nanosecond() == 0) {
+		return fmt.Errorf("%w: time %v is outside %d–%d", ErrInvalidRequest, t, minTime.Year(), maxTime.Year())
 	}
 	return nil
 }

@@ -64,7 +64,8 @@ func Check(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
 	case sluice.SlidingLog:
 		return logCheck(l, s, now, cost)
 	}
-	_, d := GCRA(l, s[0], now, cost)
+	var d sluice.Decision
+	GCRA(l, s[0], now, cost, &d)
 	return d
 }
 
@@ -78,7 +79,8 @@ func Commit(l sluice.Limit, s []int64, now int64, cost int) {
 	case sluice.SlidingLog:
 		logCommit(l, s, now, cost)
 	default:
-		s[0], _ = GCRA(l, s[0], now, cost)
+		var d sluice.Decision
+		s[0] = GCRA(l, s[0], now, cost, &d)
 	}
 }
 

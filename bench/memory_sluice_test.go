@@ -13,7 +13,7 @@ import (
 func sluiceImpl(a sluice.Algorithm) memImpl {
 	return memImpl{
 		name:       "sluice-" + a.String(),
-		clock:      "the memory store's clock (Request.Now left zero)",
+		clock:      "the memory store's monotonic clock (Limiter.Clock nil)",
 		injectable: true,
 		model:      a.String(),
 		new: func(l memLimit, now func() time.Time) (memTaker, error) {
@@ -21,7 +21,12 @@ func sluiceImpl(a sluice.Algorithm) memImpl {
 			if err := lim.Validate(); err != nil {
 				return nil, err
 			}
-			return &sluiceTaker{store: memory.New(memory.Config{}), limits: []sluice.Limit{lim}, now: now}, nil
+			store := memory.New(memory.Config{})
+			limiter, err := sluice.New(store, sluice.Config{Limits: []sluice.Limit{lim}, Action: "bench", Clock: now})
+			if err != nil {
+				return nil, err
+			}
+			return &sluiceTaker{store: store, lim: limiter}, nil
 		},
 		fits: func(l memLimit, keys int) string {
 			lim := sluiceLimit(l, a)
@@ -45,20 +50,15 @@ func sluiceLimit(l memLimit, a sluice.Algorithm) sluice.Limit {
 	return lim
 }
 
-// sluiceTaker asks the sluice memory store, as a Limiter would, without
-// the Limiter's key bounding.
+// sluiceTaker asks the sluice memory store through sluice.Limiter, the API
+// an application calls.
 type sluiceTaker struct {
-	store  *memory.Store
-	limits []sluice.Limit
-	now    func() time.Time
+	store *memory.Store
+	lim   *sluice.Limiter
 }
 
 func (s *sluiceTaker) take(ctx context.Context, key string) (bool, error) {
-	r := sluice.Request{Prefix: "bench:", Key: key, Limits: s.limits, Cost: 1}
-	if s.now != nil {
-		r.Now = s.now()
-	}
-	d, err := s.store.Decide(ctx, r)
+	d, err := s.lim.Allow(ctx, key)
 	return d.Allowed, err
 }
 

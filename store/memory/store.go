@@ -37,7 +37,11 @@ type Config struct {
 	// (states are then dropped only to make room under MaxBytes).
 	SweepInterval time.Duration
 	// Clock gives the time of requests whose Now is zero. Default nil:
-	// time.Now.
+	// the wall time at New plus the monotonic time elapsed since, which
+	// costs one clock read instead of time.Now's two and never jumps when
+	// the wall clock is stepped (a step would look to a limiter like time
+	// running backwards or leaping ahead). Its resolution is the
+	// monotonic clock's, nanoseconds on Linux.
 	Clock func() time.Time
 }
 
@@ -129,7 +133,7 @@ func New(c Config) *Store {
 		s.maxBytes = math.MaxInt64
 	}
 	if s.clock == nil {
-		s.clock = time.Now
+		s.clock = monotonicClock()
 	}
 	for i := range s.shards {
 		s.shards[i].store = s
@@ -194,11 +198,24 @@ func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, er
 	}
 	h := s.hash(r.Prefix, r.Key)
 	sh := &s.shards[h&s.mask]
+	var d sluice.Decision
 	sh.mu.Lock()
-	d, err := sh.decide(&r, h, now.UnixNano())
+	err := sh.decide(&r, h, now.UnixNano(), &d)
 	sh.mu.Unlock()
+	if err != nil {
+		return sluice.Decision{}, err
+	}
 	d.Time = now
-	return d, err
+	return d, nil
+}
+
+// monotonicClock returns a clock that reads the wall clock once, now, and
+// afterwards only the monotonic clock (time.Since of a reading that has
+// one): see Config.Clock.
+func monotonicClock() func() time.Time {
+	base := time.Now()
+	wall := base.UnixNano()
+	return func() time.Time { return time.Unix(0, wall+int64(time.Since(base))) }
 }
 
 // hash returns the hash of prefix+key without building the string: the
@@ -230,21 +247,22 @@ func (sh *shard) table(l sluice.Limit) *table {
 	return t
 }
 
-// decide applies r at now to the shard's states. It requires sh.mu.
-func (sh *shard) decide(r *sluice.Request, h uint64, now int64) (sluice.Decision, error) {
+// decide applies r at now to the shard's states and writes the decision
+// to d (in place: a Decision is large to copy). It requires sh.mu.
+func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decision) error {
 	sh.hw = max(sh.hw, now)
 	sh.hash = h
 	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
 	defer sh.trimScratch()
 	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op != sluice.OpReset {
-		return sh.decideGCRA(r, now)
+		return sh.decideGCRA(r, now, d)
 	}
-	return sh.decideAll(r, now)
+	return sh.decideAll(r, now, d)
 }
 
 // decideGCRA is decideAll for the common case of one GCRA limit, whose
 // state is a single word.
-func (sh *shard) decideGCRA(r *sluice.Request, now int64) (sluice.Decision, error) {
+func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) error {
 	l := r.Limits[0]
 	t := sh.table(l)
 	s, ok, _ := t.get(sh.key, sh.hash, l)
@@ -254,30 +272,30 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64) (sluice.Decision, erro
 	}
 	if r.Op == sluice.OpRefund {
 		if !ok {
-			_, d := algorithm.GCRA(l, 0, now, r.Cost)
-			return d, nil
+			algorithm.GCRA(l, 0, now, r.Cost, d)
+			return nil
 		}
 		algorithm.Refund(l, s, r.At.UnixNano(), now, r.Cost)
 		tat = s[0]
 	}
-	next, d := algorithm.GCRA(l, tat, now, r.Cost)
+	next := algorithm.GCRA(l, tat, now, r.Cost, d)
 	if r.Op != sluice.OpTake || !d.Allowed {
-		return d, nil
+		return nil
 	}
 	if ok {
 		s[0] = next
-		return d, nil
+		return nil
 	}
 	if err := sh.makeRoom(entryBytes("", 1) + int64(len(sh.key))); err != nil {
-		return sluice.Decision{}, err
+		return err
 	}
 	sh.zeros = append(sh.zeros[:0], next)
 	sh.add(t, string(sh.key), sh.zeros[:1])
-	return d, nil
+	return nil
 }
 
 // decideAll applies r under every limit of its policy, all or nothing.
-func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error) {
+func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) error {
 	n := len(r.Limits)
 	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
 	words, need := 0, int64(0)
@@ -309,10 +327,12 @@ func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error
 	states := sh.list
 	switch r.Op {
 	case sluice.OpPeek:
-		return algorithm.Decide(r.Limits, states, name, now, r.Cost, false), nil
+		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+		return nil
 	case sluice.OpRefund:
 		algorithm.RefundAll(r.Limits, states, name, r.At.UnixNano(), now, r.Cost)
-		return algorithm.Decide(r.Limits, states, name, now, r.Cost, false), nil
+		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+		return nil
 	case sluice.OpReset:
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
@@ -320,17 +340,19 @@ func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error
 				sh.drop(t, string(sh.key), sh.hash, states[i])
 			}
 		}
-		return algorithm.Decide(r.Limits, states, name, now, 1, false), nil
+		*d = algorithm.Decide(r.Limits, states, name, now, 1, false)
+		return nil
 	}
 	if need == 0 {
-		return algorithm.Decide(r.Limits, states, name, now, r.Cost, true), nil
+		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, true)
+		return nil
 	}
-	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+	*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
 	if !d.Allowed {
-		return d, nil
+		return nil
 	}
 	if err := sh.makeRoom(need); err != nil {
-		return sluice.Decision{}, err
+		return err
 	}
 	for i, l := range r.Limits {
 		algorithm.Commit(l, states[i], now-algorithm.Offset(l, name), r.Cost)
@@ -342,7 +364,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64) (sluice.Decision, error
 			sh.add(t, key, states[i])
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // add inserts the state s of the request's key, named key, into t and
