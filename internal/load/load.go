@@ -142,6 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg                                      sync.WaitGroup
 	)
 	begin := time.Now()
+	end, _ := ctx.Deadline()
 	stopProgress := progress(ctx, cfg.Progress, begin, &done, &over, &failed, &latencySum)
 	for range cfg.Concurrency {
 		wg.Add(1)
@@ -160,8 +161,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				lat := time.Since(t0)
 				rcancel()
 				if err != nil {
-					if ctx.Err() != nil {
-						break // the run ended under this request
+					if ctx.Err() != nil || !time.Now().Before(end) {
+						// The run ended under this request (its own
+						// deadline may fire before the run's).
+						break
 					}
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, &err)

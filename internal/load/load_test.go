@@ -116,6 +116,11 @@ func TestProgress(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) < 1 || !strings.Contains(lines[0], "req/s") || r.Requests == 0 {
 		t.Errorf("progress = %q after %d requests, want a line per second", out.String(), r.Requests)
 	}
+	// A run ended by its duration cuts its last requests short: they are
+	// not errors.
+	if r.Errors != 0 {
+		t.Errorf("Run ended by its duration: %d errors (%v), want 0", r.Errors, r.FirstError)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
