@@ -114,10 +114,16 @@ func Load(path string) (*Config, error) {
 // in error messages. Every error names the file and, where the input has
 // one, the line and the field at fault.
 func Parse(name string, data []byte) (*Config, error) {
+	return parse(name, data, false)
+}
+
+// parse is Parse; inDir parses a file of a directory (see LoadDir), whose
+// rules may all be in other files.
+func parse(name string, data []byte, inDir bool) (*Config, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
 	}
-	var f file
+	f := file{inDir: inDir}
 	var target any = &f
 	if envoyFormat(data) {
 		f.envoy = new(envoyFile)
@@ -161,6 +167,8 @@ type file struct {
 	// envoy holds the file when it is in Envoy's format (a domain and
 	// its descriptors), whose settings are all defaults.
 	envoy *envoyFile
+	// inDir marks a file of a directory, which may have no rules.
+	inDir bool
 }
 
 type fileRule struct {

@@ -33,8 +33,9 @@ func envoyFormat(data []byte) bool {
 // point sluice at the directory they have: every *.yaml and *.yml file in
 // it (not in subdirectories; hidden files skipped), in name order. Files
 // in Envoy's format (a top-level domain) each add their domain; at most
-// one file may be in sluice's own format, and it gives the settings and
-// named rules. With no such file, the settings are the defaults.
+// one file may be in sluice's own format, and it gives the settings (a
+// store, listeners) and named rules, if any. With no such file, the
+// settings are the defaults.
 //
 // A domain defined twice, or named like a rule, is an error that names
 // both files.
@@ -57,7 +58,7 @@ func LoadDir(dir string) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := Parse(path, data)
+		c, err := parse(path, data, true)
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +77,9 @@ func LoadDir(dir string) (*Config, error) {
 	}
 	if base == nil {
 		return nil, fmt.Errorf("%s: no *.yaml or *.yml configuration files", dir)
+	}
+	if len(base.Rules)+len(domains) == 0 {
+		return nil, fmt.Errorf("%s: no rules: the directory's files define no rule or domain", dir)
 	}
 	return base.withDomains(domains)
 }

@@ -274,6 +274,18 @@ func TestLoadDir(t *testing.T) {
 		t.Errorf("Load(dir with sluice.yaml) = %d domains, %d rules, listen %q; want 2, 1, 127.0.0.1:9999", len(c.Domains), len(c.Rules), c.Listen)
 	}
 
+	// A settings file without rules: the Envoy files have them.
+	write(t, dir, "sluice.yaml", "listen: 127.0.0.1:9998\n")
+	if c, err = Load(dir); err != nil || c.Listen != "127.0.0.1:9998" || len(c.Rules) != 0 || len(c.Domains) != 2 {
+		t.Errorf("Load(dir with a settings file) = %+v, %v; want its listen and the 2 domains", c, err)
+	}
+	empty := t.TempDir()
+	write(t, empty, "sluice.yaml", "listen: 127.0.0.1:9998\n")
+	if c, err := Load(empty); err == nil || !strings.Contains(err.Error(), "no rules") {
+		t.Errorf("Load(dir of settings only) = %v, %v; want a no-rules error", c, err)
+	}
+	write(t, dir, "sluice.yaml", sluiceFile)
+
 	errs := []struct {
 		name, file, data, want string
 	}{

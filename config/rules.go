@@ -276,6 +276,9 @@ func (f *file) rules(v *validator, c *Config) error {
 		return err
 	}
 	if len(f.Rules) == 0 {
+		if f.inDir {
+			return nil // the directory's Envoy files have the rules
+		}
 		return v.errorf(at("rules"), "no rules: a configuration needs at least one")
 	}
 	seen := make(map[string]int, len(f.Rules))
