@@ -2,27 +2,46 @@ module github.com/sluicehq/sluice/bench
 
 go 1.26.0
 
-require github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+require (
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
+	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/go-chi/httprate v0.16.1
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sethvargo/go-limiter v0.7.1
+	github.com/sluicehq/sluice v0.0.0-00010101000000-000000000000
+	github.com/throttled/throttled/v2 v2.15.0
+	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
+	golang.org/x/time v0.16.0
+	google.golang.org/grpc v1.85.0
+)
 
 require (
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
-	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/go-chi/httprate v0.16.1 // indirect
-	github.com/go-redis/redis_rate/v10 v10.0.1 // indirect
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
+	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/redis/rueidis v1.0.79 // indirect
-	github.com/sethvargo/go-limiter v0.7.1 // indirect
-	github.com/throttled/throttled/v2 v2.15.0 // indirect
-	github.com/ulule/limiter/v3 v3.11.2 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../

@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/envoyrls"
+	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// serviceConfig is envoyproxy/ratelimit's README example 3: a limit per
+// address, and a blocked address. 1000 a minute per address: the 10k-key
+// runs stay admitted, the hot key is denied after its first 1000.
+const serviceConfig = `domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 1000}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+`
+
+// newServiceAPI builds sluice's HTTP API for serviceConfig on a memory
+// store.
+func newServiceAPI(b *testing.B) *server.Server {
+	b.Helper()
+	c, err := config.Parse("edge.yaml", []byte(serviceConfig))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := memory.New(memory.Config{})
+	b.Cleanup(func() { st.Close() })
+	api, err := server.New(server.Config{Store: st, Domains: c.Domains, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return api
+}
+
+// BenchmarkServiceEngine is the cost of a decision inside the service,
+// without the network: matching a descriptor and deciding it on the
+// memory store, for one address (keys=hot, mostly denied) or 10,000.
+func BenchmarkServiceEngine(b *testing.B) {
+	for _, keys := range []int{1, 10_000} {
+		b.Run("keys="+keyName(keys), func(b *testing.B) {
+			eng := newServiceAPI(b).Engine()
+			ips := addresses(keys)
+			var n, allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					res, err := eng.Check(context.Background(), rules.Request{Domain: "edge_proxy_per_ip", Descriptors: []rules.Descriptor{
+						{Entries: []rules.Entry{{Key: "remote_address", Value: ips[int(i)%len(ips)]}}},
+					}})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if res.Allowed {
+						allowed.Add(1)
+					}
+				}
+			})
+			b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
+		})
+	}
+}
+
+// BenchmarkServiceGRPC is Envoy's ShouldRateLimit against sluice over a
+// loopback gRPC connection, requests in flight on every core.
+func BenchmarkServiceGRPC(b *testing.B) {
+	for _, keys := range []int{1, 10_000} {
+		b.Run("keys="+keyName(keys), func(b *testing.B) {
+			api := newServiceAPI(b)
+			svc, err := envoyrls.New(envoyrls.Config{Engine: api.Engine})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			g := envoyrls.NewServer(svc)
+			go g.Serve(ln)
+			b.Cleanup(g.Stop)
+			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { conn.Close() })
+			client := pb.NewRateLimitServiceClient(conn)
+			ips := addresses(keys)
+			var n, allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(p *testing.PB) {
+				for p.Next() {
+					i := n.Add(1)
+					resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+						Domain: "edge_proxy_per_ip",
+						Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+							{Key: "remote_address", Value: ips[int(i)%len(ips)]},
+						}}},
+					})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if resp.OverallCode == pb.RateLimitResponse_OK {
+						allowed.Add(1)
+					}
+				}
+			})
+			b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
+		})
+	}
+}
+
+// BenchmarkServiceHTTP is POST /v1/check of a descriptor over loopback
+// HTTP/1.1 keep-alive connections.
+func BenchmarkServiceHTTP(b *testing.B) {
+	for _, keys := range []int{1, 10_000} {
+		b.Run("keys="+keyName(keys), func(b *testing.B) {
+			hs := httptest.NewServer(newServiceAPI(b))
+			b.Cleanup(hs.Close)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+			bodies := make([][]byte, keys)
+			for i, ip := range addresses(keys) {
+				bodies[i] = fmt.Appendf(nil, `{"domain":"edge_proxy_per_ip","descriptors":[{"entries":[{"key":"remote_address","value":%q}]}]}`, ip)
+			}
+			var n, allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(p *testing.PB) {
+				for p.Next() {
+					i := n.Add(1)
+					resp, err := client.Post(hs.URL+"/v1/check", "application/json", bytes.NewReader(bodies[int(i)%len(bodies)]))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("check = %d %s", resp.StatusCode, body)
+						return
+					}
+					if bytes.HasPrefix(body, []byte(`{"allowed":true`)) {
+						allowed.Add(1)
+					}
+				}
+			})
+			b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
+		})
+	}
+}
+
+// addresses returns n distinct IPv4 addresses of TEST-NET-3 and beyond.
+func addresses(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255)
+	}
+	return out
+}
