@@ -19,5 +19,22 @@
 //
 //	sluice.yaml:7: rules[1].limits[0]: limit "100/sec burst -1": ...
 //
+// # Descriptor domains
+//
+// A rule may instead be a domain of descriptors, in the format of
+// envoyproxy/ratelimit (see [Domain] for the matching rules):
+//
+//	rules:
+//	  - domain: edge
+//	    descriptors:
+//	      - key: remote_address
+//	        limits: ["30/5m sliding"]        # or Envoy's rate_limit block
+//	      - key: remote_address
+//	        value: 50.0.0.5
+//	        rate_limit: {unit: second, requests_per_unit: 0}
+//
+// envoyproxy/ratelimit's own files (a top-level domain and descriptors)
+// load unchanged, alone or as a directory ([LoadDir]).
+//
 // [Default] returns the built-in sample rule set, [Sample] its YAML.
 package config
