@@ -14,6 +14,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/memcached"
 )
 
@@ -224,7 +225,7 @@ var mcKeys = sync.OnceValues(func() ([]string, []uint32) {
 // decision) and 64 goroutines (throughput: decisions/s). Each reports
 // admitted/op and round-trips/op.
 func BenchmarkMemcached(b *testing.B) {
-	addr := startMemcached(b)
+	addr := testserver.StartMemcached(b, "-m", "256", "-c", "4096").Addr
 	for _, keys := range []string{"hot", "100k"} {
 		b.Run("keys="+keys, func(b *testing.B) {
 			for _, impl := range mcImpls {
@@ -294,7 +295,7 @@ func mcRun(b *testing.B, addr string, impl mcImpl, keys string, parallel bool) {
 // comparison admits the limit on a fresh key asked three times the limit
 // at once, so that the benchmarks compare limiters doing the same work.
 func TestMemcachedAdmitted(t *testing.T) {
-	addr := startMemcached(t)
+	addr := testserver.StartMemcached(t, "-m", "256", "-c", "4096").Addr
 	for _, impl := range mcImpls {
 		t.Run(impl.name, func(t *testing.T) {
 			const rate = 50

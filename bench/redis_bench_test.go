@@ -22,6 +22,7 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testserver"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -158,7 +159,7 @@ var rdKeys = mcKeys
 // sluice's script. Each reports admitted/op, evalsha/op (EVALSHA calls on
 // the server per decision) and decisions/s.
 func BenchmarkRedis(b *testing.B) {
-	addr := startRedis(b)
+	addr := testserver.StartRedis(b).Addr
 	for _, keys := range []string{"hot", "100k"} {
 		b.Run("keys="+keys, func(b *testing.B) {
 			for _, run := range []string{"serial", "parallel64"} {
@@ -212,7 +213,7 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 	if _, err := t.take(ctx, "warm-up"); err != nil { // loads scripts
 		b.Fatal(err)
 	}
-	evals0 := redisCalls(addr, "evalsha") + redisCalls(addr, "eval")
+	evals0 := testserver.RedisCalls(addr, "evalsha") + testserver.RedisCalls(addr, "eval")
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -243,7 +244,7 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d decisions failed", n, b.N)
 	}
-	evals := redisCalls(addr, "evalsha") + redisCalls(addr, "eval") - evals0
+	evals := testserver.RedisCalls(addr, "evalsha") + testserver.RedisCalls(addr, "eval") - evals0
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
 	b.ReportMetric(float64(evals)/float64(b.N), "evalsha/op")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
@@ -256,7 +257,7 @@ func rdScript(b *testing.B, addr string) string {
 		b.Fatal(err)
 	}
 	sum := sha1.Sum(src)
-	if _, err := redisDo(addr, "SCRIPT", "LOAD", string(src)); err != nil {
+	if _, err := testserver.RedisDo(addr, "SCRIPT", "LOAD", string(src)); err != nil {
 		b.Fatal(err)
 	}
 	return hex.EncodeToString(sum[:])
@@ -267,7 +268,7 @@ func rdScript(b *testing.B, addr string) string {
 // clock, as the store sends it, and reports redis-benchmark's own rate as
 // ns/op and decisions/s: the physical limit of this server and machine.
 func rdFloor(b *testing.B, addr, keys string, parallel bool, pipeline int) {
-	bin := redisBinary(b, "redis-benchmark")
+	bin := testserver.Binary(b, "redis-benchmark")
 	sha := rdScript(b, addr)
 	host, port, _ := strings.Cut(addr, ":")
 	// A fixed count, whatever b.N: redis-benchmark reports its own rate,
@@ -310,7 +311,7 @@ func rdFloor(b *testing.B, addr, keys string, parallel bool, pipeline int) {
 // admits exactly the limit on a fresh key asked three times the limit at
 // once, so that the benchmarks compare limiters doing the same work.
 func TestRedisAdmitted(t *testing.T) {
-	addr := startRedis(t)
+	addr := testserver.StartRedis(t).Addr
 	for _, impl := range rdImpls {
 		t.Run(impl.name, func(t *testing.T) {
 			const rate = 50

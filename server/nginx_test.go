@@ -1,56 +1,18 @@
 package server
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testserver"
 )
-
-// binary returns the path of a server binary the tests need, or ends the
-// test: t.Fatal under CI=true (CI must run every test), t.Skip otherwise.
-func binary(t testing.TB, name string, dirs ...string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, d := range dirs {
-		if p := filepath.Join(d, name); isExecutable(p) {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found: install it (Debian package %s)", name, name)
-	}
-	t.Skipf("%s not found: install it (Debian package %s); under CI=true this test fails", name, name)
-	return ""
-}
-
-func isExecutable(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // nginxConf puts nginx in front of an upstream, asking sluice about every
 // request with auth_request. nginx passes on only 401 and 403 from the
@@ -129,70 +91,18 @@ http {
 }
 `
 
-// startNginx runs nginx with nginxConf in its own prefix directory on a
-// free loopback port, stopped when the test ends, and returns its URL.
+// startNginx runs nginx with nginxConf on a free loopback port, stopped
+// when the test ends, and returns its URL.
 func startNginx(t *testing.T, upstream, sluice string) string {
 	t.Helper()
-	bin := binary(t, "nginx", "/usr/sbin")
 	tmpl := template.Must(template.New("nginx").Parse(nginxConf))
-	for attempt := 0; attempt < 3; attempt++ { // the free port may be taken meanwhile
-		dir := t.TempDir()
-		port := freePort(t)
-		var conf bytes.Buffer
+	return testserver.StartNginx(t, func(dir string, port int) string {
+		var conf strings.Builder
 		if err := tmpl.Execute(&conf, map[string]any{"Dir": dir, "Port": port, "Upstream": upstream, "Sluice": sluice}); err != nil {
 			t.Fatal(err)
 		}
-		confPath := filepath.Join(dir, "nginx.conf")
-		if err := os.WriteFile(confPath, conf.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
-		cmd.Stdout, cmd.Stderr = &stderr, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if waitListening(addr, exited, 10*time.Second) {
-			t.Cleanup(func() {
-				_ = cmd.Process.Signal(os.Interrupt) // fast shutdown
-				select {
-				case <-exited:
-				case <-time.After(10 * time.Second):
-					_ = cmd.Process.Kill()
-					<-exited
-				}
-			})
-			return "http://" + addr
-		}
-		_ = cmd.Process.Kill()
-		<-exited
-		log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-		t.Logf("nginx did not start (attempt %d): %s%s", attempt+1, stderr.String(), log)
-	}
-	t.Fatal("nginx did not start")
-	return ""
-}
-
-// waitListening reports whether addr accepts connections before the
-// process exits or the timeout passes.
-func waitListening(addr string, exited <-chan error, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return false
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return true
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port, not timing logic
-	}
-	return false
+		return conf.String()
+	})
 }
 
 // TestNginxAuthRequest puts a real nginx in front of a tiny upstream, with

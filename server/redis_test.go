@@ -1,18 +1,13 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,85 +15,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testserver"
 )
-
-// redisServer is a redis-server process owned by a test.
-type redisServer struct {
-	bin, dir string
-	port     int
-	cmd      *exec.Cmd
-	exited   chan struct{}
-}
-
-// startRedis starts redis-server on a free loopback port, without
-// persistence, in its own directory; it is stopped when the test ends.
-func startRedis(t *testing.T) *redisServer {
-	t.Helper()
-	r := &redisServer{bin: binary(t, "redis-server"), dir: t.TempDir()}
-	for attempt := 0; attempt < 3; attempt++ {
-		r.port = freePort(t)
-		if err := r.start(); err == nil {
-			t.Cleanup(r.stop)
-			return r
-		} else {
-			t.Logf("redis-server on port %d: %v", r.port, err)
-		}
-	}
-	t.Fatal("redis-server did not start")
-	return nil
-}
-
-func (r *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
-
-// start runs the server on r.port and waits until it answers PING.
-func (r *redisServer) start() error {
-	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
-		"--save", "", "--appendonly", "no", "--logfile", "redis.log")
-	if err := r.cmd.Start(); err != nil {
-		return err
-	}
-	r.exited = make(chan struct{})
-	go func() { _ = r.cmd.Wait(); close(r.exited) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-r.exited:
-			log, _ := os.ReadFile(r.dir + "/redis.log")
-			return fmt.Errorf("exited: %s", log)
-		default:
-		}
-		if ping(r.addr()) {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port, not timing logic
-	}
-	r.stop()
-	return fmt.Errorf("no answer to PING within 10s")
-}
-
-// ping reports whether a Redis server answers PING at addr.
-func ping(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
-}
-
-// stop kills the server, as a crash would.
-func (r *redisServer) stop() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.exited
-}
 
 // newRedisService returns a Service on the Redis at addr, with the real
 // clock (the server's), closed when the test ends.
@@ -141,7 +59,7 @@ func postCheck(t *testing.T, c *http.Client, base, rule, key string) (int, Check
 // hammers them together: across all of them, exactly the limit is
 // admitted.
 func TestSharedRedisGlobalLimit(t *testing.T) {
-	r := startRedis(t)
+	r := testserver.StartRedis(t)
 	const limit, servers, clients, each = 50, 3, 8, 25
 	// Fail closed with a generous timeout: Redis must be the only
 	// authority. A slow answer on a loaded machine (under -race) would
@@ -150,7 +68,7 @@ func TestSharedRedisGlobalLimit(t *testing.T) {
 	// the limit over the many requests that follow.
 	rules := fmt.Sprintf("rules:\n  - name: global\n    limits: [\"%d/day\"]\nfailure: {policy: closed, timeout: 10s}\n", limit)
 	// One namespace for all the servers: they are one fleet.
-	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.addr()+"\"]}}\n"+rules))
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.Addr+"\"]}}\n"+rules))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +125,8 @@ func TestSharedRedisGlobalLimit(t *testing.T) {
 // rule answers by its failure policy, and only the fail-closed rule
 // answers 503.
 func TestRedisDownFailurePolicy(t *testing.T) {
-	r := startRedis(t)
-	s := newRedisService(t, r.addr(), `rules:
+	r := testserver.StartRedis(t)
+	s := newRedisService(t, r.Addr, `rules:
   - name: open
     limits: ["2/h"]
   - name: closed
@@ -230,7 +148,7 @@ forward_auth: {rule: closed}
 		}
 	}
 
-	r.stop()
+	r.Stop()
 	tests := []struct {
 		rule    string
 		codes   []int
@@ -276,7 +194,7 @@ forward_auth: {rule: closed}
 
 	// Redis comes back on the same port: the service is ready again and
 	// the closed rule decides again.
-	if err := r.start(); err != nil {
+	if err := r.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -313,8 +231,8 @@ func grepLines(s, sub string) string {
 // TestRedisFleetBans bans on one server of a fleet sharing Redis: every
 // server refuses the address and lists the ban, and any can lift it.
 func TestRedisFleetBans(t *testing.T) {
-	r := startRedis(t)
-	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.addr()+"\"]}}\n"+
+	r := testserver.StartRedis(t)
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.Addr+"\"]}}\n"+
 		"rules: [{name: web, limits: [\"100/min\"]}]\nadmin: {token: "+adminToken+"}\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -38,7 +38,7 @@ func uniquePrefix(t testing.TB) string {
 // waiting; GCRA and sliding log need a second round trip to write their
 // state, only when allowed.
 func TestRoundTrips(t *testing.T) {
-	s := newStore(t, Config{Addrs: []string{mctest.Start(t).Addr}})
+	s := newStore(t, Config{Addrs: []string{testserver.StartMemcached(t).Addr}})
 	fixed := sluice.Limit{Rate: 3, Period: time.Minute, Algorithm: sluice.FixedWindow}
 	sliding := sluice.Limit{Rate: 3, Period: time.Minute, Algorithm: sluice.SlidingWindow, Buckets: 6}
 	approx := sluice.Limit{Rate: 3, Period: time.Minute, Algorithm: sluice.ApproxSlidingWindow, Buckets: 6}
@@ -109,7 +109,7 @@ func TestRoundTrips(t *testing.T) {
 // that one limit denies was counted by the counter limits that allowed
 // it, and is taken back, so nothing stays consumed.
 func TestRollback(t *testing.T) {
-	s := newStore(t, Config{Addrs: []string{mctest.Start(t).Addr}})
+	s := newStore(t, Config{Addrs: []string{testserver.StartMemcached(t).Addr}})
 	fixed := sluice.Limit{Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}
 	sliding := sluice.Limit{Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingWindow}
 	gcra := sluice.Limit{Rate: 1, Period: time.Hour}
@@ -197,7 +197,7 @@ func TestAtomicAcrossProcesses(t *testing.T) {
 	if os.Getenv(helperEnv) != "" {
 		return
 	}
-	srv := mctest.Start(t)
+	srv := testserver.StartMemcached(t)
 	prefix := uniquePrefix(t)
 	var outs []*bufio.Scanner
 	var ins []io.WriteCloser
@@ -268,7 +268,7 @@ func policyName(limits []sluice.Limit) string {
 // store: a refunded reservation gives its units back, a committed one
 // keeps them, for a counter policy and a compare-and-set one.
 func TestReservation(t *testing.T) {
-	s := newStore(t, Config{Addrs: []string{mctest.Start(t).Addr}})
+	s := newStore(t, Config{Addrs: []string{testserver.StartMemcached(t).Addr}})
 	ctx := context.Background()
 	for _, limits := range [][]sluice.Limit{
 		{{Rate: 3, Period: time.Hour, Algorithm: sluice.SlidingWindow}, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}},

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 )
 
 // BenchmarkDecide measures one goroutine's decisions on one key, all
 // admitted or all denied, per algorithm; the comparison with peers lives
 // in the bench module.
 func BenchmarkDecide(b *testing.B) {
-	srv := mctest.Start(b)
+	srv := testserver.StartMemcached(b)
 	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow, sluice.GCRA, sluice.SlidingLog} {
 		for _, traffic := range []string{"admit", "deny"} {
 			b.Run(alg.String()+"/"+traffic, func(b *testing.B) {

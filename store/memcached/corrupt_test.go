@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/memcached/internal/meta"
 )
 
@@ -17,7 +17,7 @@ import (
 // not what the store wrote: every request on it fails with an error
 // wrapping sluice.ErrCorruptState, and nothing panics.
 func TestCorruptValues(t *testing.T) {
-	srv := mctest.Start(t)
+	srv := testserver.StartMemcached(t)
 	s := newStore(t, Config{Addrs: []string{srv.Addr}})
 	raw := meta.New(meta.Config{Addr: srv.Addr})
 	defer raw.Close()

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/memcached/internal/meta"
 )
 
@@ -90,7 +90,7 @@ func TestEvictionPressure(t *testing.T) {
 		{"-M", []string{"-m", "8", "-M"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := mctest.Start(t, tc.args...)
+			srv := testserver.StartMemcached(t, tc.args...)
 			s := newStore(t, Config{Addrs: []string{srv.Addr}})
 			prefix := uniquePrefix(t)
 			req := func(key string, op sluice.Op) sluice.Request {

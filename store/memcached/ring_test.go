@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/fallback"
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
 )
 
 // TestKetamaCompatible checks placement against the published ketama
@@ -124,7 +124,7 @@ func TestRemapShare(t *testing.T) {
 func TestFleet(t *testing.T) {
 	var addrs []string
 	for range 5 {
-		addrs = append(addrs, mctest.Start(t).Addr)
+		addrs = append(addrs, testserver.StartMemcached(t).Addr)
 	}
 	four := newStore(t, Config{Addrs: addrs[:4]})
 	five := newStore(t, Config{Addrs: addrs})
@@ -175,10 +175,10 @@ func TestFleet(t *testing.T) {
 // store/fallback to answer), and every other actor keeps its state and
 // its decisions.
 func TestNodeDeath(t *testing.T) {
-	var srvs []*mctest.Server
+	var srvs []*testserver.Memcached
 	var addrs []string
 	for range 4 {
-		srv := mctest.Start(t)
+		srv := testserver.StartMemcached(t)
 		srvs = append(srvs, srv)
 		addrs = append(addrs, srv.Addr)
 	}
@@ -227,10 +227,10 @@ func TestNodeDeath(t *testing.T) {
 func TestFleetFailover(t *testing.T) {
 	for _, policy := range []fallback.Policy{fallback.Open, fallback.Closed, fallback.Local} {
 		t.Run(policy.String(), func(t *testing.T) {
-			var srvs []*mctest.Server
+			var srvs []*testserver.Memcached
 			var addrs []string
 			for range 4 {
-				srv := mctest.Start(t)
+				srv := testserver.StartMemcached(t)
 				srvs = append(srvs, srv)
 				addrs = append(addrs, srv.Addr)
 			}

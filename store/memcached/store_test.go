@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
@@ -20,7 +20,7 @@ func newStore(t testing.TB, c Config) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	srv := mctest.Start(t)
+	srv := testserver.StartMemcached(t)
 	storetest.Run(t, func(t *testing.T) sluice.Store {
 		return newStore(t, Config{Addrs: []string{srv.Addr}})
 	})

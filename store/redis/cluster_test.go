@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store/redis/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
@@ -22,7 +22,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster; skipped with -short")
 	}
-	nodes := redistest.StartCluster(t, 3)
+	nodes := testserver.StartRedisCluster(t, 3)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
 		addrs[i] = n.Addr

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/store/fallback"
-	"github.com/sluicehq/sluice/store/redis/internal/redistest"
 )
 
 // TestRedisKilled kills Redis under load from 16 goroutines, behind
@@ -25,7 +25,7 @@ import (
 // decisions come from Redis again after the restart. It logs the slowest
 // decision and how long after the restart Redis decided again.
 func TestRedisKilled(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := testserver.StartRedis(t)
 	primary := newStore(t, Config{Addrs: []string{srv.Addr}})
 	const timeout = 200 * time.Millisecond
 	for _, policy := range []fallback.Policy{fallback.Local, fallback.Closed} {

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/store/redis/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testserver"
 )
 
 // shared is one redis-server for the tests that need no special server,
 // started by TestMain; nil when redis-server is missing.
-var shared *redistest.Server
+var shared *testserver.Redis
 
 // helperEnv marks a child process of TestAtomicProcesses.
 const helperEnv = "SLUICE_REDIS_HELPER"
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if bin, err := exec.LookPath("redis-server"); err == nil {
 		dir, err = os.MkdirTemp("", "sluice-redis-test")
 		if err == nil {
-			shared, err = redistest.Launch(bin, dir)
+			shared, err = testserver.LaunchRedis(bin, dir)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "start redis-server:", err)
@@ -45,10 +45,10 @@ func TestMain(m *testing.M) {
 
 // sharedServer returns the shared server, or ends the test when
 // redis-server is missing (t.Fatal under CI=true, t.Skip otherwise).
-func sharedServer(t testing.TB) *redistest.Server {
+func sharedServer(t testing.TB) *testserver.Redis {
 	t.Helper()
 	if shared == nil {
-		redistest.Binary(t, "redis-server")
+		testserver.Binary(t, "redis-server")
 		t.Fatal("redis-server found but not started")
 	}
 	return shared

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 )
 
 // BenchmarkDo measures one round trip of a batch of n commands, to show
 // what pipelining more commands in a round trip costs.
 func BenchmarkDo(b *testing.B) {
-	c := New(Config{Addr: mctest.Start(b).Addr})
+	c := New(Config{Addr: testserver.StartMemcached(b).Addr})
 	defer c.Close()
 	ctx := context.Background()
 	for _, n := range []int{1, 2, 4, 6, 8, 10, 16} {

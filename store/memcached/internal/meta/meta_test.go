@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/store/memcached/internal/mctest"
+	"github.com/sluicehq/sluice/internal/testserver"
 )
 
 func newClient(t *testing.T) *Client {
 	t.Helper()
-	s := mctest.Start(t)
+	s := testserver.StartMemcached(t)
 	c := New(Config{Addr: s.Addr})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -146,7 +146,7 @@ func TestInvalidKeysAreNotSent(t *testing.T) {
 // TestSend checks that fire-and-forget commands are applied and that
 // their replies, errors included, do not leak into the next batch.
 func TestSend(t *testing.T) {
-	c := New(Config{Addr: mctest.Start(t).Addr, MaxIdle: 1})
+	c := New(Config{Addr: testserver.StartMemcached(t).Addr, MaxIdle: 1})
 	defer c.Close()
 	var b Batch
 	b.IncrCreate("sent", 10, time.Minute)

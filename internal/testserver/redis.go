@@ -1,7 +1,4 @@
-// Package redistest starts real redis-server processes for tests, on free
-// loopback ports with their own temporary directories, and stops them when
-// the test ends. It never touches a shared server.
-package redistest
+package testserver
 
 import (
 	"bufio"
@@ -17,26 +14,12 @@ import (
 	"time"
 )
 
-// startTimeout bounds how long a server may take to answer PING.
+// startTimeout bounds how long a Redis server may take to answer PING.
 const startTimeout = 10 * time.Second
 
-// Binary returns the path of name (redis-server, redis-cli,
-// redis-benchmark), or ends the test: with t.Fatal when env CI=true, since
-// CI must have it, and with t.Skip otherwise.
-func Binary(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s not found: install it (scripts/setup.sh): %v", name, err)
-		}
-		t.Skipf("%s not found (CI=true would fail): %v", name, err)
-	}
-	return p
-}
-
-// A Server is a redis-server process owned by a test.
-type Server struct {
+// A Redis is a redis-server process owned by a test. It is not safe for
+// concurrent use.
+type Redis struct {
 	Addr string   // host:port
 	Port int      // port
 	Dir  string   // its working directory
@@ -46,12 +29,12 @@ type Server struct {
 	done chan struct{} // closed when cmd has exited
 }
 
-// Start starts a redis-server on a free loopback port with persistence
+// StartRedis starts a redis-server on a free loopback port with persistence
 // off and extra args appended ("--maxmemory", "1mb", ...). It is stopped
 // when the test ends.
-func Start(t testing.TB, args ...string) *Server {
+func StartRedis(t testing.TB, args ...string) *Redis {
 	t.Helper()
-	s, err := Launch(Binary(t, "redis-server"), t.TempDir(), args...)
+	s, err := LaunchRedis(Binary(t, "redis-server"), t.TempDir(), args...)
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
@@ -59,11 +42,11 @@ func Start(t testing.TB, args ...string) *Server {
 	return s
 }
 
-// Launch starts redis-server bin in dir on a free loopback port, for
+// LaunchRedis starts redis-server bin in dir on a free loopback port, for
 // servers that outlive one test (started in TestMain); the caller stops
 // it.
-func Launch(bin, dir string, args ...string) (*Server, error) {
-	s := &Server{bin: bin, Dir: dir, args: args}
+func LaunchRedis(bin, dir string, args ...string) (*Redis, error) {
+	s := &Redis{bin: bin, Dir: dir, args: args}
 	var err error
 	for range 5 { // another process may take the port between pick and bind
 		if s.Port, err = FreePort(); err != nil {
@@ -77,17 +60,7 @@ func Launch(bin, dir string, args ...string) (*Server, error) {
 	return nil, err
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (s *Server) start() error {
+func (s *Redis) start() error {
 	args := append([]string{
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.Dir,
@@ -119,7 +92,7 @@ func (s *Server) start() error {
 }
 
 // Stop kills the server, if it runs, and waits for it to exit.
-func (s *Server) Stop() {
+func (s *Redis) Stop() {
 	if s.cmd == nil {
 		return
 	}
@@ -130,7 +103,7 @@ func (s *Server) Stop() {
 
 // Restart starts the server again on the same port, with an empty data
 // set: a crashed and restarted Redis.
-func (s *Server) Restart() error {
+func (s *Redis) Restart() error {
 	s.Stop()
 	var err error
 	for range 50 { // the port may linger for a moment
@@ -146,12 +119,12 @@ func (s *Server) Restart() error {
 // RESP form, parsed loosely: a status, error, integer or bulk string as
 // text; an array as its elements joined by newlines. It is for test
 // setup and inspection (INFO, CONFIG SET, SCRIPT FLUSH), not for load.
-func (s *Server) Do(args ...string) (string, error) {
-	return Do(s.Addr, args...)
+func (s *Redis) Do(args ...string) (string, error) {
+	return RedisDo(s.Addr, args...)
 }
 
-// Do is Server.Do on any address.
-func Do(addr string, args ...string) (string, error) {
+// RedisDo is Redis.Do on any address.
+func RedisDo(addr string, args ...string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return "", err
@@ -212,7 +185,7 @@ func readReply(r *bufio.Reader) (string, error) {
 }
 
 // Info returns the fields of INFO section as a map.
-func (s *Server) Info(section string) (map[string]string, error) {
+func (s *Redis) Info(section string) (map[string]string, error) {
 	out, err := s.Do("INFO", section)
 	if err != nil {
 		return nil, err
@@ -226,27 +199,22 @@ func (s *Server) Info(section string) (map[string]string, error) {
 	return m, nil
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
-}
-
 // clusterTimeout bounds how long a new cluster may take to agree.
 const clusterTimeout = 20 * time.Second
 
-// StartCluster starts a Redis Cluster of n masters (n ≥ 3) on loopback,
+// StartRedisCluster starts a Redis Cluster of n masters (n ≥ 3) on loopback,
 // each in its own directory, joins them with redis-cli --cluster create,
 // and waits until every node reports cluster_state:ok. The nodes are
 // stopped when the test ends.
-func StartCluster(t testing.TB, n int) []*Server {
+func StartRedisCluster(t testing.TB, n int) []*Redis {
 	t.Helper()
 	bin, cli := Binary(t, "redis-server"), Binary(t, "redis-cli")
-	nodes := make([]*Server, n)
+	nodes := make([]*Redis, n)
 	addrs := make([]string, n)
 	for i := range nodes {
 		var err error
 		for range 20 { // the cluster bus listens on port+10000: both must be free
-			var s *Server
+			var s *Redis
 			dir := t.TempDir()
 			s, err = launchCluster(bin, dir)
 			if err == nil {
@@ -280,7 +248,7 @@ func StartCluster(t testing.TB, n int) []*Server {
 	return nodes
 }
 
-func launchCluster(bin, dir string) (*Server, error) {
+func launchCluster(bin, dir string) (*Redis, error) {
 	var port int
 	for {
 		p, err := FreePort()
@@ -298,11 +266,29 @@ func launchCluster(bin, dir string) (*Server, error) {
 		port = p
 		break
 	}
-	s := &Server{bin: bin, Dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+	s := &Redis{bin: bin, Dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		args: []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", "5000"}}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// RedisCalls returns the calls of command cmd (lower case) on the Redis at
+// addr since it started, from INFO commandstats: 0 if it was never
+// called, -1 if the server did not answer.
+func RedisCalls(addr, cmd string) int64 {
+	info, err := RedisDo(addr, "INFO", "commandstats")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			n, _, _ := strings.Cut(v, ",")
+			c, _ := strconv.ParseInt(n, 10, 64)
+			return c
+		}
+	}
+	return 0
 }

@@ -1,0 +1,59 @@
+// Package testserver starts real server processes for tests and
+// benchmarks — redis-server (single or a cluster), memcached and nginx —
+// each on a free loopback port with its own temporary directory, stopped
+// when the test ends. It never touches a shared server.
+//
+// When a server's binary is missing, the test fails under env CI=true,
+// since CI must run every test, and is skipped otherwise.
+package testserver
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Binary returns the path of the program name (redis-server, redis-cli,
+// redis-benchmark, memcached, nginx), looked up in PATH and then in dirs,
+// or ends the test: with t.Fatal when env CI=true, since CI must have it,
+// and with t.Skip otherwise.
+func Binary(t testing.TB, name string, dirs ...string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	for _, d := range dirs {
+		if p := filepath.Join(d, name); isExecutable(p) {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not found: install it (scripts/setup.sh): %v", name, err)
+	}
+	t.Skipf("%s not found (CI=true would fail): %v", name, err)
+	return ""
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
