@@ -4,9 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ratelimitheader"
 )
 
 // Canonical header names, so the middleware can index http.Header
@@ -35,61 +34,13 @@ func validName(s string) bool {
 	return s != ""
 }
 
-// policyItems names each limit of a rule and returns the rule's items of
-// the RateLimit-Policy field: `"name";q=Rate;w=seconds`. A rule of one
-// limit names it after the rule; a rule of several appends the period.
-func policyItems(rule string, limits []sluice.Limit) (names []string, field string) {
-	var b strings.Builder
-	for i, l := range limits {
-		name := rule
-		if len(limits) > 1 {
-			name = rule + "-" + shortPeriod(l.Period)
-			for _, prev := range names {
-				if prev == name {
-					name += "-" + strconv.Itoa(i+1)
-				}
-			}
-		}
-		names = append(names, name)
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(`"` + name + `";q=`)
-		b.WriteString(strconv.Itoa(l.Rate))
-		b.WriteString(";w=")
-		b.WriteString(strconv.FormatInt(ceilSeconds(l.Period), 10))
-	}
-	return names, b.String()
-}
-
-func shortPeriod(d time.Duration) string {
-	for _, u := range []struct {
-		s string
-		d time.Duration
-	}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}} {
-		if d%u.d == 0 {
-			return strconv.FormatInt(int64(d/u.d), 10) + u.s
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
-}
-
-// ceilSeconds rounds d up to whole seconds: a client told to wait less
-// than the true wait would be denied again.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
 // writeFields sets Retry-After when deny ≥ 0, and the rate-limit fields of
 // the Enforce rules in as, building every value in st so that a request
 // costs no allocation here.
 func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny int) {
 	if deny >= 0 {
 		start := len(st.b)
-		st.b = strconv.AppendInt(st.b, max(ceilSeconds(as[deny].d.RetryAfter), 1), 10)
+		st.b = strconv.AppendInt(st.b, max(ratelimitheader.CeilSeconds(as[deny].d.RetryAfter), 1), 10)
 		st.set(h, hdrRetryAfter, st.str(start))
 	}
 	bind := deny
@@ -125,7 +76,7 @@ func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny
 			if len(st.b) > start {
 				st.b = append(st.b, ", "...)
 			}
-			st.b = appendItem(st.b, a.rule.nameOf(a.d.Limit), a.d)
+			st.b = ratelimitheader.AppendItem(st.b, a.rule.nameOf(a.d.Limit), a.d)
 		}
 	}
 	st.set(h, hdrRateLimit, st.str(start))
@@ -134,23 +85,12 @@ func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny
 		for _, f := range [...]struct {
 			key string
 			n   int64
-		}{{hdrLegacyLimit, int64(d.Limit.Rate)}, {hdrLegacyRemaining, int64(max(d.Remaining, 0))}, {hdrLegacyReset, ceilSeconds(d.ResetAfter)}} {
+		}{{hdrLegacyLimit, int64(d.Limit.Rate)}, {hdrLegacyRemaining, int64(max(d.Remaining, 0))}, {hdrLegacyReset, ratelimitheader.CeilSeconds(d.ResetAfter)}} {
 			start := len(st.b)
 			st.b = strconv.AppendInt(st.b, f.n, 10)
 			st.set(h, f.key, st.str(start))
 		}
 	}
-}
-
-// appendItem appends one item of the RateLimit field:
-// `"name";r=remaining;t=seconds until the quota is whole again`.
-func appendItem(b []byte, name string, d sluice.Decision) []byte {
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, int64(max(d.Remaining, 0)), 10)
-	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
 }
 
 // A Problem is the RFC 9457 problem details body ProblemHandler writes.
@@ -210,7 +150,7 @@ func writeProblem(w http.ResponseWriter, st *reqState, o *Outcome, tail []byte) 
 		tail = problemTail(o.Policy)
 	}
 	start := len(st.b)
-	st.b = strconv.AppendInt(st.b, max(ceilSeconds(o.Decision.RetryAfter), 1), 10)
+	st.b = strconv.AppendInt(st.b, max(ratelimitheader.CeilSeconds(o.Decision.RetryAfter), 1), 10)
 	secs := st.b[start:]
 	start = len(st.b)
 	st.b = strconv.AppendInt(st.b, int64(len(problemHead)+len(secs)+len(tail)), 10)

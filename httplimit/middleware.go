@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/ratelimitheader"
 )
 
 // Mode says what a rule does with a request it denies.
@@ -189,7 +190,7 @@ func New(c Config) (*Middleware, error) {
 			}
 		}
 		ru := rule{Rule: r, limits: r.Limiter.Limits()}
-		ru.names, ru.policyField = policyItems(r.Name, ru.limits)
+		ru.names, ru.policyField = ratelimitheader.Policy(r.Name, ru.limits)
 		for _, name := range ru.names {
 			ru.tails = append(ru.tails, problemTail(name))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/ratelimitheader"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -98,7 +99,7 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if left, banned := s.banned(r.Context(), fa.st, ipKey); banned {
-			w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(left), 1), 10))
+			w.Header().Set("Retry-After", strconv.FormatInt(max(ratelimitheader.CeilSeconds(left), 1), 10))
 			http.Error(w, "banned", http.StatusForbidden)
 			return
 		}

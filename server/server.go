@@ -75,7 +75,6 @@ type Server struct {
 type rule struct {
 	name    string
 	lim     *sluice.Limiter
-	fields  fields
 	maxCost int // the smallest MaxBurst of the rule's limits
 }
 
@@ -118,7 +117,7 @@ func New(c Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: rule %q: %w", r.Name, err)
 		}
-		ru := &rule{name: r.Name, lim: lim, fields: newFields(r.Name, r.Limits), maxCost: r.Limits[0].MaxBurst()}
+		ru := &rule{name: r.Name, lim: lim, maxCost: r.Limits[0].MaxBurst()}
 		for _, l := range r.Limits {
 			ru.maxCost = min(ru.maxCost, l.MaxBurst())
 		}

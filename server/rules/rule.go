@@ -3,11 +3,10 @@ package rules
 import (
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/ratelimitheader"
 )
 
 // A Rule is a limit of the configuration as the engine applies it: a named
@@ -65,23 +64,12 @@ func newRule(id, name, domain, prefix string, rl config.RateLimit, shadow, quota
 			r.maxCost = min(r.maxCost, l.MaxBurst())
 		}
 	}
+	names, policy := ratelimitheader.Policy(fieldName(r.label()), r.Limits)
 	r.items = make(map[uint64]string, len(r.Limits))
-	used := make(map[string]bool, len(r.Limits))
-	items := make([]string, 0, len(r.Limits))
-	base := fieldName(r.label())
 	for i, l := range r.Limits {
-		item := base
-		if len(r.Limits) > 1 {
-			item = base + "-" + shortPeriod(l.Period)
-			if used[item] {
-				item += "-" + strconv.Itoa(i+1)
-			}
-		}
-		used[item] = true
-		r.items[l.StateID()] = item
-		items = append(items, `"`+item+`";q=`+strconv.Itoa(l.Rate)+";w="+strconv.FormatInt(ceilSeconds(l.Period), 10))
+		r.items[l.StateID()] = names[i]
 	}
-	r.policy = strings.Join(items, ", ")
+	r.policy = policy
 	return r
 }
 
@@ -114,9 +102,9 @@ func (r *Rule) Fields(d sluice.Decision) (rateLimit, retryAfter string) {
 	if item == "" {
 		item = fieldName(r.label())
 	}
-	rateLimit = `"` + item + `";r=` + strconv.Itoa(max(d.Remaining, 0)) + ";t=" + strconv.FormatInt(ceilSeconds(d.ResetAfter), 10)
+	rateLimit = string(ratelimitheader.AppendItem(make([]byte, 0, 64), item, d))
 	if !d.Allowed {
-		retryAfter = strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10)
+		retryAfter = strconv.FormatInt(max(ratelimitheader.CeilSeconds(d.RetryAfter), 1), 10)
 	}
 	return rateLimit, retryAfter
 }
@@ -156,25 +144,4 @@ func fieldName(s string) string {
 		}
 	}
 	return string(b)
-}
-
-// shortPeriod writes d in the largest whole unit: 1m, 36h, 1500ms.
-func shortPeriod(d time.Duration) string {
-	for _, u := range [...]struct {
-		s string
-		d time.Duration
-	}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}} {
-		if d%u.d == 0 {
-			return strconv.FormatInt(int64(d/u.d), 10) + u.s
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
-}
-
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
 }
