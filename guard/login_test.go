@@ -168,7 +168,7 @@ func TestLoginStoreFailure(t *testing.T) {
 	c := newClock()
 	s := newStore(t)
 	l := newLogin(t, s, c, guard.LoginConfig{})
-	s.setFail(true)
+	s.SetFail(true)
 	if _, err := l.Begin(context.Background(), guard.Try{IP: ip(1), Username: "alice"}); !errors.Is(err, sluice.ErrStore) {
 		t.Errorf("Begin with a failed store: err = %v, want ErrStore", err)
 	}

@@ -415,7 +415,7 @@ func testStoreFailure(t *testing.T) {
 	}{{httplimit.FailOpen, 200}, {httplimit.FailClosed, 503}} {
 		c := newClock()
 		s := newStore(t)
-		s.setFail(true)
+		s.SetFail(true)
 		var logs bytes.Buffer
 		m := middleware(t, httplimit.Config{
 			OnStoreError: tt.policy,
@@ -436,7 +436,7 @@ func testStoreFailure(t *testing.T) {
 		if n := strings.Count(logs.String(), "suppressed=49"); n != 1 {
 			t.Errorf("policy %d: second line does not count the 49 suppressed: %s", tt.policy, logs.String())
 		}
-		s.setFail(false)
+		s.SetFail(false)
 		if w := serve(srv, request("203.0.113.7:1")); w.Code != 200 {
 			t.Errorf("after recovery: status = %d, want 200", w.Code)
 		}
