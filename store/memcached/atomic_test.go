@@ -159,7 +159,7 @@ const (
 func TestHelperProcess(t *testing.T) {
 	cfg := os.Getenv(helperEnv)
 	if cfg == "" {
-		t.Skip("helper process of TestAtomicAcrossProcesses")
+		return // run only as a helper process, as in os/exec's tests
 	}
 	addr, prefix, _ := strings.Cut(cfg, " ")
 	s := newStore(t, Config{Addrs: []string{addr}})
