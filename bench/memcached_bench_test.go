@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -247,7 +246,6 @@ func mcRun(b *testing.B, addr string, impl mcImpl, keys string, parallel bool) {
 	defer t.close()
 	names, seq := mcKeys()
 	ctx := context.Background()
-	var admitted, failed atomic.Int64
 	var next atomic.Uint64
 	key := func() string {
 		if keys == "hot" {
@@ -258,35 +256,8 @@ func mcRun(b *testing.B, addr string, impl mcImpl, keys string, parallel bool) {
 	trips0 := t.roundTrips()
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
-	if parallel {
-		b.SetParallelism((mcParallel + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				ok, err := t.take(ctx, key())
-				if err != nil {
-					failed.Add(1)
-				} else if ok {
-					admitted.Add(1)
-				}
-			}
-		})
-	} else {
-		for range b.N {
-			ok, err := t.take(ctx, key())
-			if err != nil {
-				failed.Add(1)
-			} else if ok {
-				admitted.Add(1)
-			}
-		}
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d decisions failed", n, b.N)
-	}
-	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
+	admitted, elapsed := driveTakes(b, ctx, parallel, mcParallel, t.take, key)
+	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
 	b.ReportMetric(float64(t.roundTrips()-trips0)/float64(b.N), "round-trips/op")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 }

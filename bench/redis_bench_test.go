@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -202,7 +201,6 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 	defer t.close()
 	names, seq := rdKeys()
 	ctx := context.Background()
-	var admitted, failed atomic.Int64
 	var next atomic.Uint64
 	key := func() string {
 		if keys == "hot" {
@@ -216,36 +214,9 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 	evals0 := testserver.RedisCalls(addr, "evalsha") + testserver.RedisCalls(addr, "eval")
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
-	if parallel {
-		b.SetParallelism((rdParallel + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				ok, err := t.take(ctx, key())
-				if err != nil {
-					failed.Add(1)
-				} else if ok {
-					admitted.Add(1)
-				}
-			}
-		})
-	} else {
-		for range b.N {
-			ok, err := t.take(ctx, key())
-			if err != nil {
-				failed.Add(1)
-			} else if ok {
-				admitted.Add(1)
-			}
-		}
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d of %d decisions failed", n, b.N)
-	}
+	admitted, elapsed := driveTakes(b, ctx, parallel, rdParallel, t.take, key)
 	evals := testserver.RedisCalls(addr, "evalsha") + testserver.RedisCalls(addr, "eval") - evals0
-	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
+	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
 	b.ReportMetric(float64(evals)/float64(b.N), "evalsha/op")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 }
