@@ -111,12 +111,12 @@ func Refund(l sluice.Limit, s []int64, at, now int64, cost int) {
 	}
 }
 
-// Decide applies an all-or-nothing take (or a peek when take is false) of
-// cost under every limit, with states[i] holding the state of limits[i]
-// for key: it checks every limit, and commits to every state only if every
-// limit allows. It returns the binding decision (see sluice.Decision).
-// Staggered fixed windows are offset by key.
-func Decide(limits []sluice.Limit, states [][]int64, key string, now int64, cost int, take bool) sluice.Decision {
+// Decide checks a take of cost under every limit, with states[i] holding
+// the state of limits[i] for key, and returns the binding decision (see
+// sluice.Decision). For op sluice.OpTake it then commits to every state,
+// only if every limit allows (all or nothing); for any other op it
+// changes nothing. Staggered fixed windows are offset by key.
+func Decide(limits []sluice.Limit, states [][]int64, key string, now int64, cost int, op sluice.Op) sluice.Decision {
 	var d sluice.Decision
 	for i, l := range limits {
 		di := Check(l, states[i], now-Offset(l, key), cost)
@@ -124,7 +124,7 @@ func Decide(limits []sluice.Limit, states [][]int64, key string, now int64, cost
 			d = di
 		}
 	}
-	if take && d.Allowed {
+	if op == sluice.OpTake && d.Allowed {
 		for i, l := range limits {
 			Commit(l, states[i], now-Offset(l, key), cost)
 		}

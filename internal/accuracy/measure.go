@@ -202,7 +202,7 @@ func (s *directStore) Decide(_ context.Context, r sluice.Request) (sluice.Decisi
 		states[i] = st
 	}
 	// Prefix+Key names the actor, also for a staggered window's offset.
-	d := algorithm.Decide(r.Limits, states, r.Prefix+r.Key, r.Now.UnixNano(), r.Cost, r.Op == sluice.OpTake)
+	d := algorithm.Decide(r.Limits, states, r.Prefix+r.Key, r.Now.UnixNano(), r.Cost, r.Op)
 	d.Time = r.Now
 	return d, nil
 }

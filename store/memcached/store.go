@@ -261,7 +261,7 @@ func (s *Store) decide(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 			s.learnGens(p)
 			continue
 		}
-		d := algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, false)
+		d := algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, sluice.OpPeek)
 		if !take {
 			return d, nil
 		}
@@ -343,7 +343,7 @@ func (s *Store) decideCached(ctx context.Context, c *meta.Client, p *plan, b *me
 		}
 		p.states[i], pt.found, pt.cas = st, true, e.cas
 	}
-	d := algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, false)
+	d := algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, sluice.OpPeek)
 	if !d.Allowed {
 		return sluice.Decision{}, false, nil
 	}

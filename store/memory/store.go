@@ -327,11 +327,11 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 	states := sh.list
 	switch r.Op {
 	case sluice.OpPeek:
-		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpPeek)
 		return nil
 	case sluice.OpRefund:
 		algorithm.RefundAll(r.Limits, states, name, r.At.UnixNano(), now, r.Cost)
-		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpPeek)
 		return nil
 	case sluice.OpReset:
 		for i, t := range sh.tabs {
@@ -340,14 +340,14 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 				sh.drop(t, string(sh.key), sh.hash, states[i])
 			}
 		}
-		*d = algorithm.Decide(r.Limits, states, name, now, 1, false)
+		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
 		return nil
 	}
 	if need == 0 {
-		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, true)
+		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpTake)
 		return nil
 	}
-	*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, false)
+	*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpPeek)
 	if !d.Allowed {
 		return nil
 	}

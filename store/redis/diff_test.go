@@ -135,7 +135,7 @@ func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps i
 		var want sluice.Decision
 		switch req.Op {
 		case sluice.OpTake, sluice.OpPeek:
-			want = algorithm.Decide(limits, states, prefix+key, n, req.Cost, req.Op == sluice.OpTake)
+			want = algorithm.Decide(limits, states, prefix+key, n, req.Cost, req.Op)
 			want.Time = now
 			if got != want {
 				return fmt.Errorf("step %d: %v of %d at +%v under %v:\n got  %+v\n want %+v",

@@ -334,7 +334,7 @@ func TestBigLog(t *testing.T) {
 			algorithm.RefundAll(r.Limits, [][]int64{st}, prefix+"k", r.At.UnixNano(), r.Now.UnixNano(), r.Cost)
 			return
 		default:
-			want = algorithm.Decide(r.Limits, [][]int64{st}, prefix+"k", r.Now.UnixNano(), r.Cost, r.Op == sluice.OpTake)
+			want = algorithm.Decide(r.Limits, [][]int64{st}, prefix+"k", r.Now.UnixNano(), r.Cost, r.Op)
 			want.Time = r.Now
 		}
 		if got != want {

@@ -217,7 +217,7 @@ func testExpiry(t *testing.T, s *suite) {
 		// ends on an arbitrary nanosecond).
 		at := d.Time.Add(d.ResetAfter + time.Microsecond - 1).Truncate(time.Microsecond)
 		r := s.request(take("k", at, 1, l))
-		fresh := algorithm.Decide(r.Limits, [][]int64{make([]int64, algorithm.Words(l))}, r.Prefix+r.Key, at.UnixNano(), 1, true)
+		fresh := algorithm.Decide(r.Limits, [][]int64{make([]int64, algorithm.Words(l))}, r.Prefix+r.Key, at.UnixNano(), 1, sluice.OpTake)
 		fresh.Time = at
 		got := s.do(t, take("k", at, 1, l))
 		if diff := diffDecision(got, fresh); diff != "" {

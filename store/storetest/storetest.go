@@ -191,7 +191,7 @@ func (m *reference) apply(r sluice.Request) sluice.Decision {
 		algorithm.RefundAll(r.Limits, states, name, r.At.UnixNano(), now, r.Cost)
 		return sluice.Decision{}
 	}
-	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, r.Op == sluice.OpTake)
+	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, r.Op)
 	d.Time = r.Now
 	return d
 }
