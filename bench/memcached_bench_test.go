@@ -204,20 +204,6 @@ func (s *incrOnly) take(ctx context.Context, key string) (bool, error) {
 func (s *incrOnly) roundTrips() int64 { return s.trips.Load() }
 func (s *incrOnly) close()            { s.mc.Close() }
 
-// mcKeys is the random order in which the 100k keys are asked.
-var mcKeys = sync.OnceValues(func() ([]string, []uint32) {
-	keys := make([]string, mcNumKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff)
-	}
-	rng := rand.New(rand.NewPCG(2026, 4))
-	seq := make([]uint32, 1<<20)
-	for i := range seq {
-		seq[i] = uint32(rng.IntN(mcNumKeys))
-	}
-	return keys, seq
-})
-
 // BenchmarkMemcached compares sluice's memcached store with the seeds'
 // algorithm on gomemcache: one hot key (mostly denied) and 100k random
 // keys (all admitted), one goroutine (latency: ns/op is the time of one
@@ -244,15 +230,8 @@ func mcRun(b *testing.B, addr string, impl mcImpl, keys string, parallel bool) {
 		b.Fatal(err)
 	}
 	defer t.close()
-	names, seq := mcKeys()
 	ctx := context.Background()
-	var next atomic.Uint64
-	key := func() string {
-		if keys == "hot" {
-			return "203.0.113.7"
-		}
-		return names[seq[next.Add(1)&(1<<20-1)]]
-	}
+	key := pickKey(keys)
 	trips0 := t.roundTrips()
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,9 +149,6 @@ func (u *ululeRedis) take(ctx context.Context, key string) (bool, error) {
 
 func (u *ululeRedis) close() { u.c.Close() }
 
-// rdKeys are the 100k keys and the random order in which they are asked.
-var rdKeys = mcKeys
-
 // BenchmarkRedis compares sluice's Redis store with redis_rate and
 // ulule/limiter, and with the floor redis-benchmark reaches running
 // sluice's script. Each reports admitted/op, evalsha/op (EVALSHA calls on
@@ -199,15 +195,8 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 		b.Fatal(err)
 	}
 	defer t.close()
-	names, seq := rdKeys()
 	ctx := context.Background()
-	var next atomic.Uint64
-	key := func() string {
-		if keys == "hot" {
-			return "203.0.113.7"
-		}
-		return names[seq[next.Add(1)&(1<<20-1)]]
-	}
+	key := pickKey(keys)
 	if _, err := t.take(ctx, "warm-up"); err != nil { // loads scripts
 		b.Fatal(err)
 	}

@@ -2,7 +2,10 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,4 +45,30 @@ func driveTakes(b *testing.B, ctx context.Context, parallel bool, goroutines int
 		b.Fatalf("%d of %d decisions failed", n, b.N)
 	}
 	return ok.Load(), elapsed
+}
+
+// storeKeys are the mcNumKeys keys of the Redis and memcached benchmarks
+// and the random order in which they are asked.
+var storeKeys = sync.OnceValues(func() ([]string, []uint32) {
+	keys := make([]string, mcNumKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&0xff, i>>8&0xff, i&0xff)
+	}
+	rng := rand.New(rand.NewPCG(2026, 4))
+	seq := make([]uint32, 1<<20)
+	for i := range seq {
+		seq[i] = uint32(rng.IntN(mcNumKeys))
+	}
+	return keys, seq
+})
+
+// pickKey returns the key of each take: one hot key when keys is "hot",
+// otherwise the next of storeKeys in their random order.
+func pickKey(keys string) func() string {
+	if keys == "hot" {
+		return func() string { return "203.0.113.7" }
+	}
+	names, seq := storeKeys()
+	var next atomic.Uint64
+	return func() string { return names[seq[next.Add(1)&(1<<20-1)]] }
 }
