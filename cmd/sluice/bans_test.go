@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 const bansToken = "bans-test-token-0123456789"
@@ -22,38 +20,9 @@ func startServeAdmin(t *testing.T) (api, adminURL string) {
 		t.Fatal(err)
 	}
 	t.Setenv("SLUICE_TEST_ADMIN_TOKEN", bansToken)
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := newLineWriter(), newLineWriter()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-config", path, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, stdout, stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v after cancel, want nil", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not stop within 15s of cancel")
-		}
-	})
-	for api == "" || adminURL == "" {
-		select {
-		case line := <-stdout.lines:
-			if u, ok := strings.CutPrefix(line, "sluice: listening on "); ok {
-				api = u
-			} else if u, ok := strings.CutPrefix(line, "sluice: admin on "); ok {
-				adminURL = u
-			}
-		case err := <-done:
-			t.Fatalf("serve returned %v before listening; log %s", err, stderr)
-		case <-time.After(15 * time.Second):
-			t.Fatalf("serve did not print its addresses within 15s; log %s", stderr)
-		}
-	}
-	return api, adminURL
+	got, _ := serve(t, []string{"-config", path, "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"},
+		"sluice: listening on ", "sluice: admin on ")
+	return got[0], got[1]
 }
 
 func TestBans(t *testing.T) {

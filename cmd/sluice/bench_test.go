@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // startServeGRPC runs "sluice serve" on the envoyproxy/ratelimit config
@@ -15,39 +13,9 @@ import (
 // addresses.
 func startServeGRPC(t *testing.T, dir string) (httpURL, grpcAddr string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := newLineWriter(), newLineWriter()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-config", dir, "-listen", "127.0.0.1:0", "-grpc-listen", "127.0.0.1:0", "-watch=false"}, stdout, stderr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v after cancel, want nil", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not stop within 15s of cancel")
-		}
-	})
-	for httpURL == "" || grpcAddr == "" {
-		select {
-		case line := <-stdout.lines:
-			if u, ok := strings.CutPrefix(line, "sluice: listening on "); ok {
-				httpURL = u
-			}
-			if a, ok := strings.CutPrefix(line, "sluice: grpc on "); ok {
-				grpcAddr = a
-			}
-		case err := <-done:
-			t.Fatalf("serve returned %v before listening; log %s", err, stderr)
-		case <-time.After(15 * time.Second):
-			t.Fatalf("serve did not print its addresses within 15s; log %s", stderr)
-		}
-	}
-	return httpURL, grpcAddr
+	got, _ := serve(t, []string{"-config", dir, "-listen", "127.0.0.1:0", "-grpc-listen", "127.0.0.1:0", "-watch=false"},
+		"sluice: listening on ", "sluice: grpc on ")
+	return got[0], got[1]
 }
 
 // TestBench serves an envoyproxy/ratelimit config directory over gRPC and

@@ -54,16 +54,17 @@ func (w *lineWriter) String() string {
 	return w.all.String()
 }
 
-// startServe runs "sluice serve" with args on a free loopback port until
-// the test ends, and returns its base URL.
-func startServe(t *testing.T, args ...string) string {
+// serve runs "sluice serve" with args until the test ends, and returns
+// what it announces on stdout after each of the prefixes (the addresses it
+// listens on, such as "sluice: listening on "), in order, with the writer
+// of its log. It fails the test if serve stops before announcing them all,
+// or does not stop within 15s of the test's end.
+func serve(t *testing.T, args []string, prefixes ...string) ([]string, *lineWriter) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := newLineWriter(), newLineWriter()
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "-listen", "127.0.0.1:0"}, args...), stdout, stderr)
-	}()
+	go func() { done <- run(ctx, append([]string{"serve"}, args...), stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -71,26 +72,41 @@ func startServe(t *testing.T, args ...string) string {
 			if err != nil {
 				t.Errorf("serve returned %v after cancel, want nil", err)
 			}
-			if !strings.Contains(stderr.String(), "msg=stopped") {
-				t.Errorf("serve log = %q, want a clean stop", stderr.String())
-			}
 		case <-time.After(15 * time.Second):
 			t.Errorf("serve did not stop within 15s of cancel")
 		}
 	})
-	select {
-	case line := <-stdout.lines:
-		url, ok := strings.CutPrefix(line, "sluice: listening on ")
-		if !ok {
-			t.Fatalf("serve printed %q, want its address", line)
+	got := make([]string, len(prefixes))
+	for missing := len(prefixes); missing > 0; {
+		select {
+		case line := <-stdout.lines:
+			for i, p := range prefixes {
+				if v, ok := strings.CutPrefix(line, p); ok && got[i] == "" {
+					got[i] = v
+					missing--
+				}
+			}
+		case err := <-done:
+			t.Fatalf("serve returned %v before announcing %q; log %s", err, prefixes, stderr)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("serve did not announce %q within 15s; log %s", prefixes, stderr)
 		}
-		return url
-	case err := <-done:
-		t.Fatalf("serve returned %v before listening; log %s", err, stderr)
-	case <-time.After(15 * time.Second):
-		t.Fatalf("serve did not print its address within 15s; log %s", stderr)
 	}
-	return ""
+	return got, stderr
+}
+
+// startServe runs "sluice serve" on a free loopback port with args until
+// the test ends, checks that it stops cleanly, and returns its URL.
+func startServe(t *testing.T, args ...string) string {
+	t.Helper()
+	var stderr *lineWriter
+	t.Cleanup(func() { // runs after serve's own cleanup has stopped it
+		if stderr != nil && !strings.Contains(stderr.String(), "msg=stopped") {
+			t.Errorf("serve log = %q, want a clean stop", stderr.String())
+		}
+	})
+	got, stderr := serve(t, append([]string{"-listen", "127.0.0.1:0"}, args...), "sluice: listening on ")
+	return got[0]
 }
 
 // runCmd runs the command line and returns its output and error.
