@@ -122,10 +122,7 @@ func TestRemapShare(t *testing.T) {
 // and measures, by what the servers remember, the share of actors that
 // lost their state: about 1/5, at most 25%.
 func TestFleet(t *testing.T) {
-	var addrs []string
-	for range 5 {
-		addrs = append(addrs, testserver.StartMemcached(t).Addr)
-	}
+	_, addrs := startFleet(t, 5)
 	four := newStore(t, Config{Addrs: addrs[:4]})
 	five := newStore(t, Config{Addrs: addrs})
 	l := sluice.Limit{Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}
@@ -175,20 +172,11 @@ func TestFleet(t *testing.T) {
 // store/fallback to answer), and every other actor keeps its state and
 // its decisions.
 func TestNodeDeath(t *testing.T) {
-	var srvs []*testserver.Memcached
-	var addrs []string
-	for range 4 {
-		srv := testserver.StartMemcached(t)
-		srvs = append(srvs, srv)
-		addrs = append(addrs, srv.Addr)
-	}
+	srvs, addrs := startFleet(t, 4)
 	s := newStore(t, Config{Addrs: addrs, Timeout: 300 * time.Millisecond})
 	l := sluice.Limit{Rate: 2, Period: time.Hour, Algorithm: sluice.SlidingWindow}
 	prefix := uniquePrefix(t)
-	ctx := context.Background()
-	take := func(i int) (sluice.Decision, error) {
-		return s.Decide(ctx, sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Cost: 1, Now: t0})
-	}
+	take := takeActor(s, prefix, l)
 	const actors = 400
 	for i := range actors {
 		if _, err := take(i); err != nil {
@@ -227,13 +215,7 @@ func TestNodeDeath(t *testing.T) {
 func TestFleetFailover(t *testing.T) {
 	for _, policy := range []fallback.Policy{fallback.Open, fallback.Closed, fallback.Local} {
 		t.Run(policy.String(), func(t *testing.T) {
-			var srvs []*testserver.Memcached
-			var addrs []string
-			for range 4 {
-				srv := testserver.StartMemcached(t)
-				srvs = append(srvs, srv)
-				addrs = append(addrs, srv.Addr)
-			}
+			srvs, addrs := startFleet(t, 4)
 			wrapped := map[string]*fallback.Store{}
 			s := newStore(t, Config{Addrs: addrs, Timeout: 200 * time.Millisecond,
 				WrapServer: func(addr string, srv sluice.Store) sluice.Store {
@@ -246,10 +228,7 @@ func TestFleetFailover(t *testing.T) {
 				}})
 			l := sluice.Limit{Rate: 2, Period: time.Hour, Algorithm: sluice.FixedWindow}
 			prefix := uniquePrefix(t)
-			ctx := context.Background()
-			take := func(i int) (sluice.Decision, error) {
-				return s.Decide(ctx, sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Cost: 1, Now: t0})
-			}
+			take := takeActor(s, prefix, l)
 			const actors = 200
 			for i := range actors {
 				if _, err := take(i); err != nil {
@@ -283,5 +262,24 @@ func TestFleetFailover(t *testing.T) {
 			}
 			t.Logf("%v: %d of %d actors on the dead server answered by the policy", policy, onDead, actors)
 		})
+	}
+}
+
+// startFleet starts n memcached servers for the test and returns them with
+// their addresses.
+func startFleet(t *testing.T, n int) (srvs []*testserver.Memcached, addrs []string) {
+	t.Helper()
+	for range n {
+		srv := testserver.StartMemcached(t)
+		srvs = append(srvs, srv)
+		addrs = append(addrs, srv.Addr)
+	}
+	return srvs, addrs
+}
+
+// takeActor returns a function that takes 1 for actor i under l at t0.
+func takeActor(s sluice.Store, prefix string, l sluice.Limit) func(i int) (sluice.Decision, error) {
+	return func(i int) (sluice.Decision, error) {
+		return s.Decide(context.Background(), sluice.Request{Prefix: prefix, Key: strconv.Itoa(i), Limits: []sluice.Limit{l}, Cost: 1, Now: t0})
 	}
 }
