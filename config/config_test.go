@@ -98,10 +98,7 @@ listen: "[::1]:0"
 // error naming the file, the line and what is wrong.
 func TestParseErrors(t *testing.T) {
 	const ok = "rules:\n  - name: a\n    limits: [\"5/min\"]\n"
-	tests := []struct {
-		name, in string
-		want     []string // substrings of the error
-	}{
+	tests := []parseError{
 		{"empty", "", []string{"f.yaml: empty configuration"}},
 		{"only a comment", "# nothing\n", []string{"f.yaml: empty configuration"}},
 		{"syntax", "rules: [\n", []string{"f.yaml:"}},
@@ -131,22 +128,7 @@ func TestParseErrors(t *testing.T) {
 		{"two documents", ok + "---\nrules: []\n", []string{"f.yaml:4: only one YAML document"}},
 		{"too large", strings.Repeat("#", MaxSize+1), []string{"f.yaml: larger than"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("f.yaml", []byte(tt.in))
-			if err == nil {
-				t.Fatalf("Parse(%q) = %+v, want an error", tt.in, c)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Parse(%q) error = %q, want it to contain %q", tt.in, err, w)
-				}
-			}
-			if strings.Contains(err.Error(), "config.") {
-				t.Errorf("Parse(%q) error = %q names an internal type", tt.in, err)
-			}
-		})
-	}
+	checkParseErrors(t, "f.yaml", "", tests)
 }
 
 func TestDefault(t *testing.T) {
@@ -226,4 +208,34 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A parseError is a configuration Parse must reject with an error that
+// contains each of want.
+type parseError struct {
+	name, in string
+	want     []string // substrings of the error
+}
+
+// checkParseErrors parses prefix+in of each case as file and checks that
+// it fails with every wanted substring, naming no internal type.
+func checkParseErrors(t *testing.T, file, prefix string, tests []parseError) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := prefix + tt.in
+			c, err := Parse(file, []byte(in))
+			if err == nil {
+				t.Fatalf("Parse(%q) = %+v, want an error", in, c)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse(%q) error = %q, want it to contain %q", in, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "config.") {
+				t.Errorf("Parse(%q) error = %q names an internal type", in, err)
+			}
+		})
+	}
 }

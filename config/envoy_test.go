@@ -194,10 +194,7 @@ func normal(d Descriptor) Descriptor {
 }
 
 func TestParseDomainErrors(t *testing.T) {
-	tests := []struct {
-		name, in string
-		want     []string
-	}{
+	tests := []parseError{
 		{"name and domain", "rules:\n  - name: a\n    domain: b\n", []string{"f.yaml:2: rules[0]:", "not both"}},
 		{"domain and limits", "rules:\n  - domain: b\n    limits: [\"1/s\"]\n    descriptors: [{key: k}]\n", []string{"f.yaml:2: rules[0].domain:", "limits and shadow go on each descriptor"}},
 		{"domain without descriptors", "rules:\n  - domain: b\n", []string{"f.yaml:2: rules[0].descriptors:", "no descriptors"}},
@@ -214,19 +211,7 @@ func TestParseDomainErrors(t *testing.T) {
 		{"envoy with sluice settings", "domain: d\nlisten: a:1\n", []string{"f.yaml:2:", "field listen not found at the top level of an Envoy rate limit file"}},
 		{"too deep", "domain: d\ndescriptors:\n" + deep(40), []string{"nested deeper than 32 levels"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse("f.yaml", []byte(tt.in))
-			if err == nil {
-				t.Fatalf("Parse(%q) = %+v, want an error", tt.in, c)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Parse(%q) error = %q, want it to contain %q", tt.in, err, w)
-				}
-			}
-		})
-	}
+	checkParseErrors(t, "f.yaml", "", tests)
 }
 
 // deep returns descriptors nested n levels deep.

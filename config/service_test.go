@@ -3,7 +3,6 @@ package config
 import (
 	"net/netip"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -114,10 +113,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 
 func TestParseServiceErrors(t *testing.T) {
 	t.Setenv("SLUICE_TEST_EMPTY", "")
-	tests := []struct {
-		name, in string
-		want     []string // substrings of the error
-	}{
+	tests := []parseError{
 		{"redis without addrs", "store: {type: redis}\n", []string{"t.yaml:6: store.redis.addrs:", "at least one address"}},
 		{"redis bad addr", "store: {type: redis, redis: {addrs: [x]}}\n", []string{"t.yaml:6: store.redis.addrs[0]:", `"x" is not host:port`}},
 		{"redis bad port", "store:\n  type: redis\n  redis:\n    addrs: [\"h:1\", \"h:99999\"]\n", []string{"t.yaml:9: store.redis.addrs[1]:"}},
@@ -159,23 +155,7 @@ func TestParseServiceErrors(t *testing.T) {
 		{"fa proxies", "forward_auth: {trusted_proxies: [everyone]}\n", []string{"forward_auth.trusted_proxies[0]:"}},
 		{"fa status", "forward_auth: {deny_status: 500}\n", []string{"forward_auth.deny_status:", "429 or 403"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			in := twoRules + tt.in
-			c, err := Parse("t.yaml", []byte(in))
-			if err == nil {
-				t.Fatalf("Parse(%q) = %+v, want an error", in, c)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Parse(%q) error = %q, want it to contain %q", in, err, w)
-				}
-			}
-			if strings.Contains(err.Error(), "config.") {
-				t.Errorf("Parse(%q) error = %q names an internal type", in, err)
-			}
-		})
-	}
+	checkParseErrors(t, "t.yaml", twoRules, tests)
 }
 
 func TestFailurePolicyOf(t *testing.T) {
