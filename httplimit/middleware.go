@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpstatus"
 	"github.com/sluicehq/sluice/internal/ratelimitheader"
 )
 
@@ -313,9 +314,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	st.sw = statusWriter{ResponseWriter: w}
+	st.sw = httpstatus.Writer{ResponseWriter: w}
 	next.ServeHTTP(&st.sw, r)
-	m.settle(context.WithoutCancel(ctx), as, st.sw.code())
+	m.settle(context.WithoutCancel(ctx), as, st.sw.Code())
 }
 
 // answerDenied answers a request the middleware refuses: with the
@@ -465,44 +466,4 @@ func (m *Middleware) storeFailed(ctx context.Context, ru *rule, err error) {
 		slog.Any("error", err),
 		slog.Int64("suppressed", m.suppressed.Swap(0)),
 	)
-}
-
-// statusWriter records the status a handler answers with. It unwraps for
-// http.ResponseController.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush flushes the underlying writer if it can.
-func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Unwrap returns the underlying writer, for http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// code returns the status sent, 200 if the handler wrote nothing.
-func (w *statusWriter) code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
 }

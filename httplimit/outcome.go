@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/httpstatus"
 )
 
 // An Outcome is what the middleware decided for a request. Handlers read
@@ -65,7 +66,7 @@ type reqState struct {
 	b    []byte // arr, or its replacement if it outgrew it
 	vals [maxValues]string
 	nv   int
-	sw   statusWriter
+	sw   httpstatus.Writer
 	arr  [72]byte
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/httpstatus"
 	"github.com/sluicehq/sluice/store/fallback"
 )
 
@@ -238,38 +239,9 @@ func (m *metrics) instrument(handler string, h http.Handler) http.Handler {
 	obs := m.duration.WithLabelValues(handler)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Writer{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
 		obs.Observe(time.Since(start).Seconds())
-		m.requests.WithLabelValues(handler, strconv.Itoa(sw.code())).Inc()
+		m.requests.WithLabelValues(handler, strconv.Itoa(sw.Code())).Inc()
 	})
-}
-
-// statusWriter remembers the status code of a response.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func (w *statusWriter) code() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
 }
