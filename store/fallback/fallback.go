@@ -108,6 +108,12 @@ type Stats struct {
 // every caller applies them; failures are reported to OnError and
 // counted in Stats. Invalid requests return their errors as they are.
 //
+// Under Local, a refund of a take that was allowed locally and is still
+// waiting to be replayed cancels it: it is refunded on the local store
+// and never reaches the primary. A refund of a take already replayed
+// goes to the primary, as any other refund; one whose take is being
+// replayed at that moment waits for the replay's round trip first.
+//
 // Under Open, the Decision allows, with the binding limit's full
 // allowance less the cost as Remaining. Under Closed, it denies, with
 // Remaining 0 and RetryAfter the time until the breaker next probes (at
@@ -227,7 +233,19 @@ func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, 
 		now = s.c.Clock()
 	}
 	switch r.Op {
-	case sluice.OpReset, sluice.OpRefund:
+	case sluice.OpRefund:
+		s.deny.forget(r.Prefix, r.Key)
+		// A take allowed locally and not yet replayed lives only in the
+		// local store and the journal: refund it there, so that the
+		// replay does not charge the primary for it.
+		cancelled, err := s.journal.cancel(ctx, &r)
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		if cancelled {
+			return s.decideLocal(ctx, r, now)
+		}
+	case sluice.OpReset:
 		s.deny.forget(r.Prefix, r.Key)
 	default:
 		if d, ok := s.deny.lookup(&r, now); ok {
