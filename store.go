@@ -86,6 +86,9 @@ type Request struct {
 // peeks and refunds a cost of at least 1 and at most every limit's
 // MaxBurst. Stores call it before touching state.
 func (r *Request) Validate() error {
+	if r.limitsChecked && r.Op == OpTake && r.Cost == 1 && r.Now.IsZero() {
+		return nil // a Limiter's Allow: every MaxBurst is at least 1
+	}
 	if r.Op >= numOps {
 		return fmt.Errorf("%w: unknown op %d", ErrInvalidRequest, r.Op)
 	}

@@ -65,7 +65,7 @@ func Check(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
 		return logCheck(l, s, now, cost)
 	}
 	var d sluice.Decision
-	GCRA(l, s[0], now, cost, &d)
+	GCRA(&l, s[0], now, cost, &d)
 	return d
 }
 
@@ -80,7 +80,7 @@ func Commit(l sluice.Limit, s []int64, now int64, cost int) {
 		logCommit(l, s, now, cost)
 	default:
 		var d sluice.Decision
-		s[0] = GCRA(l, s[0], now, cost, &d)
+		s[0] = GCRA(&l, s[0], now, cost, &d)
 	}
 }
 

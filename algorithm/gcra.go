@@ -3,10 +3,11 @@ package algorithm
 import "github.com/sluicehq/sluice"
 
 // GCRA decides a take of cost at now under the generic cell rate
-// algorithm: it writes the decision to d and returns the new theoretical
-// arrival time (tat); when denied, the tat it was given. The decision is
-// written in place because this is the hottest path of every store, and
-// a Decision is about a hundred bytes to copy.
+// algorithm: it writes the decision to every field of d but Time, and
+// returns the new theoretical arrival time (tat); when denied, the tat it
+// was given. The limit and the decision are passed by pointer because
+// this is the hottest path of every store, and copying them costs more
+// than the arithmetic.
 //
 // Semantics: a token bucket holding at most B = l.MaxBurst() tokens that
 // refills one token every T = l.Interval(), kept as the single time tat at
@@ -14,18 +15,20 @@ import "github.com/sluicehq/sluice"
 // max(tat, now) + n·T - now ≤ B·T. Over any interval of length d it admits
 // at most B + d/T events; it never over-admits against that bound, also
 // when now goes backwards (max keeps the later tat). Memory: 8 bytes.
-func GCRA(l sluice.Limit, tat, now int64, cost int, d *sluice.Decision) int64 {
+func GCRA(l *sluice.Limit, tat, now int64, cost int, d *sluice.Decision) int64 {
 	t := int64(l.Interval())
 	tau := t * int64(l.MaxBurst())
 	base := max(tat, now)
 	next := base + int64(cost)*t
-	*d = sluice.Decision{Limit: l}
+	d.Limit = *l
 	if next-now <= tau {
 		d.Allowed = true
 		d.Remaining = int((now + tau - next) / t)
 		d.ResetAfter = dur(next - now)
+		d.RetryAfter = 0
 		return next
 	}
+	d.Allowed = false
 	d.Remaining = int(max(now+tau-base, 0) / t)
 	d.ResetAfter = dur(base - now)
 	// At next-tau, max(tat, t')+n·T-t' = tau exactly: the earliest instant

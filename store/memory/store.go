@@ -40,9 +40,20 @@ type Config struct {
 	// the wall time at New plus the monotonic time elapsed since, which
 	// costs one clock read instead of time.Now's two and never jumps when
 	// the wall clock is stepped (a step would look to a limiter like time
-	// running backwards or leaping ahead). Its resolution is the
-	// monotonic clock's, nanoseconds on Linux.
+	// running backwards or leaping ahead), read at Resolution.
 	Clock func() time.Time
+	// Resolution is how stale the default clock may be, to spare most
+	// requests a clock read (tens of nanoseconds on virtual machines, a
+	// third of a decision): while the store is busy, a goroutine reads the
+	// clock every Resolution and requests take its latest reading. Only
+	// requests whose every limit spans ten resolutions or more do so: a
+	// GCRA limit that refills its whole burst in 10 ms or more, a window
+	// (or a sliding window counter's bucket) of 10 ms or more, at the
+	// default. A stale time errs on the side of refusing: it refills late,
+	// by at most Resolution plus the goroutine's scheduling delay. Default
+	// 0: DefaultResolution (1 ms). Negative: read the clock for every
+	// request. Ignored when Clock is set.
+	Resolution time.Duration
 }
 
 // sweepLag is how far behind the newest time a shard has seen the sweeper
@@ -81,7 +92,8 @@ type Store struct {
 	maxBytes  int64
 	bytes     atomic.Int64 // counted bytes of every state
 	seed      maphash.Seed
-	clock     func() time.Time
+	userClock func() time.Time // Config.Clock, or nil for clk
+	clk       *clock
 	usesClock atomic.Bool
 
 	stop      chan struct{}
@@ -120,11 +132,11 @@ func New(c Config) *Store {
 	}
 	n = 1 << bits.Len(uint(n-1))
 	s := &Store{
-		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
-		maxBytes: c.MaxBytes,
-		seed:     maphash.MakeSeed(),
-		clock:    c.Clock,
+		shards:    make([]shard, n),
+		mask:      uint64(n - 1),
+		maxBytes:  c.MaxBytes,
+		seed:      maphash.MakeSeed(),
+		userClock: c.Clock,
 	}
 	switch {
 	case c.MaxBytes == 0:
@@ -132,9 +144,11 @@ func New(c Config) *Store {
 	case c.MaxBytes < 0:
 		s.maxBytes = math.MaxInt64
 	}
-	if s.clock == nil {
-		s.clock = monotonicClock()
+	res := c.Resolution
+	if res == 0 {
+		res = DefaultResolution
 	}
+	s.clk = newClock(res)
 	for i := range s.shards {
 		s.shards[i].store = s
 		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 + 1
@@ -150,8 +164,9 @@ func New(c Config) *Store {
 	return s
 }
 
-// Close stops the sweeper and waits for it to exit. The store still
-// decides afterwards, but only drops states to make room. Close always
+// Close stops the sweeper and the clock's goroutine and waits for them
+// to exit. The store still decides afterwards, reading the clock for
+// every request and dropping states only to make room. Close always
 // returns nil; calling it again does nothing.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
@@ -159,6 +174,7 @@ func (s *Store) Close() error {
 			close(s.stop)
 			<-s.done
 		}
+		s.clk.close()
 	})
 	return nil
 }
@@ -189,33 +205,41 @@ func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, er
 	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
-	now := r.Now
-	if now.IsZero() {
-		now = s.clock()
+	var now int64
+	if r.Now.IsZero() {
+		now = s.now(s.clk.fits(r.Limits))
 		if !s.usesClock.Load() {
 			s.usesClock.Store(true)
 		}
+	} else {
+		now = r.Now.UnixNano()
 	}
 	h := s.hash(r.Prefix, r.Key)
 	sh := &s.shards[h&s.mask]
 	var d sluice.Decision
 	sh.mu.Lock()
-	err := sh.decide(&r, h, now.UnixNano(), &d)
+	err := sh.decide(&r, h, now, &d)
 	sh.mu.Unlock()
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	d.Time = now
+	d.Time = r.Now
+	if d.Time.IsZero() {
+		d.Time = time.Unix(0, now)
+	}
 	return d, nil
 }
 
-// monotonicClock returns a clock that reads the wall clock once, now, and
-// afterwards only the monotonic clock (time.Since of a reading that has
-// one): see Config.Clock.
-func monotonicClock() func() time.Time {
-	base := time.Now()
-	wall := base.UnixNano()
-	return func() time.Time { return time.Unix(0, wall+int64(time.Since(base))) }
+// now returns the time of the store's clock in Unix nanoseconds: the
+// default clock's latest coarse reading if coarse, else an exact one.
+func (s *Store) now(coarse bool) int64 {
+	switch {
+	case s.userClock != nil:
+		return s.userClock().UnixNano()
+	case coarse:
+		return s.clk.coarse()
+	}
+	return s.clk.exact()
 }
 
 // hash returns the hash of prefix+key without building the string: the
@@ -235,14 +259,14 @@ func (s *Store) hash(prefix, key string) uint64 {
 }
 
 // table returns the shard's table for l's kind, creating it if need be.
-func (sh *shard) table(l sluice.Limit) *table {
+func (sh *shard) table(l *sluice.Limit) *table {
 	k := kindOf(l)
 	for _, t := range sh.tables {
 		if t.kind == k {
 			return t
 		}
 	}
-	t := newTable(l)
+	t := newTable(*l)
 	sh.tables = append(sh.tables, t)
 	return t
 }
@@ -252,20 +276,26 @@ func (sh *shard) table(l sluice.Limit) *table {
 func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decision) error {
 	sh.hw = max(sh.hw, now)
 	sh.hash = h
-	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
-	defer sh.trimScratch()
 	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op != sluice.OpReset {
 		return sh.decideGCRA(r, now, d)
 	}
+	sh.setKey(r)
+	defer sh.trimScratch()
 	return sh.decideAll(r, now, d)
 }
 
+// setKey makes sh.key the name of r's state, Prefix+Key: what a request
+// that may add or drop states needs (and what sweeps spare meanwhile).
+func (sh *shard) setKey(r *sluice.Request) {
+	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
+}
+
 // decideGCRA is decideAll for the common case of one GCRA limit, whose
-// state is a single word.
+// state is a single word found without building the key's name.
 func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) error {
-	l := r.Limits[0]
+	l := &r.Limits[0]
 	t := sh.table(l)
-	s, ok, _ := t.get(sh.key, sh.hash, l)
+	s, ok := t.lookup(r.Prefix, r.Key, sh.hash)
 	var tat int64
 	if ok {
 		tat = s[0]
@@ -275,7 +305,7 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 			algorithm.GCRA(l, 0, now, r.Cost, d)
 			return nil
 		}
-		algorithm.Refund(l, s, r.At.UnixNano(), now, r.Cost)
+		algorithm.Refund(*l, s, r.At.UnixNano(), now, r.Cost)
 		tat = s[0]
 	}
 	next := algorithm.GCRA(l, tat, now, r.Cost, d)
@@ -286,6 +316,8 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 		s[0] = next
 		return nil
 	}
+	sh.setKey(r)
+	defer sh.trimScratch()
 	if err := sh.makeRoom(entryBytes("", 1) + int64(len(sh.key))); err != nil {
 		return err
 	}
@@ -297,11 +329,12 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 // decideAll applies r under every limit of its policy, all or nothing.
 func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) error {
 	n := len(r.Limits)
+	name := unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) // read only during this call
 	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
 	words, need := 0, int64(0)
-	for _, l := range r.Limits {
-		t := sh.table(l)
-		s, ok, delta := t.get(sh.key, sh.hash, l)
+	for i, l := range r.Limits {
+		t := sh.table(&r.Limits[i])
+		s, ok, delta := t.get(name, sh.hash, l)
 		sh.store.bytes.Add(delta)
 		if !ok {
 			words += algorithm.Words(l)
@@ -323,7 +356,6 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 			sh.list[i], zeros = zeros[:w:w], zeros[w:]
 		}
 	}
-	name := unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) // read only during this call
 	states := sh.list
 	switch r.Op {
 	case sluice.OpPeek:

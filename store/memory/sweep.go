@@ -28,7 +28,7 @@ func (s *Store) sweeper(interval time.Duration) {
 func (s *Store) sweep() {
 	var clock int64
 	if s.usesClock.Load() {
-		clock = s.clock().UnixNano()
+		clock = s.now(false)
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]

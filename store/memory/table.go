@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math/bits"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -17,7 +18,7 @@ type kind struct {
 	period    time.Duration
 }
 
-func kindOf(l sluice.Limit) kind {
+func kindOf(l *sluice.Limit) kind {
 	k := kind{alg: l.Algorithm, period: l.Period}
 	switch l.Algorithm {
 	case sluice.FixedWindow:
@@ -59,7 +60,7 @@ type table struct {
 }
 
 func newTable(l sluice.Limit) *table {
-	t := &table{kind: kindOf(l), limit: l}
+	t := &table{kind: kindOf(&l), limit: l}
 	if l.Algorithm == sluice.SlidingLog {
 		t.logs = make(map[string][]int64)
 	} else {
@@ -85,25 +86,24 @@ func (t *table) slot(i uint32) []int64 {
 // get returns the state of key, whose hash is h, for l, in place. A
 // sliding log kept for another Rate is fitted to l first; delta is then
 // the change in its counted bytes.
-func (t *table) get(key []byte, h uint64, l sluice.Limit) (s []int64, ok bool, delta int64) {
+func (t *table) get(key string, h uint64, l sluice.Limit) (s []int64, ok bool, delta int64) {
 	if t.logs == nil {
-		if p := find(t, key, h); p >= 0 {
-			return t.slot(t.index.slots[p] - 1), true, 0
-		}
-		return nil, false, 0
+		s, ok = t.lookup("", key, h)
+		return s, ok, 0
 	}
-	s, ok = t.logs[string(key)]
+	s, ok = t.logs[key]
 	if ok && len(s) != algorithm.Words(l) {
 		fitted := algorithm.Fit(l, s)
-		t.logs[string(key)] = fitted
+		t.logs[strings.Clone(key)] = fitted // key may be the caller's scratch
 		delta = 8 * int64(len(fitted)-len(s))
 		s = fitted
 	}
 	return s, ok, delta
 }
 
-// find returns the index position of key, whose hash is h, or -1.
-func find[K string | []byte](t *table, key K, h uint64) int {
+// find returns the index position of prefix+key, whose hash is h, or -1.
+// The name comes in two parts so that a request's need not be built.
+func find(t *table, prefix, key string, h uint64) int {
 	x := &t.index
 	if x.n == 0 {
 		return -1
@@ -113,10 +113,21 @@ func find[K string | []byte](t *table, key K, h uint64) int {
 		if slot == 0 {
 			return -1
 		}
-		if x.hashes[p] == h && t.keys[slot-1] == string(key) {
-			return int(p)
+		if x.hashes[p] == h {
+			if k := t.keys[slot-1]; len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+				return int(p)
+			}
 		}
 	}
+}
+
+// lookup returns the fixed-size state of prefix+key, whose hash is h, in
+// place.
+func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
+	if p := find(t, prefix, key, h); p >= 0 {
+		return t.slot(t.index.slots[p] - 1), true
+	}
+	return nil, false
 }
 
 // insert stores a copy of s as the state of key, whose hash is h, and
@@ -147,7 +158,7 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 		delete(t.logs, key)
 		return entryBytes(key, len(s))
 	}
-	p := find(t, key, h)
+	p := find(t, "", key, h)
 	if p < 0 {
 		return 0
 	}

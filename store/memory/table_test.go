@@ -28,21 +28,21 @@ func TestTableCollisions(t *testing.T) {
 			t.Errorf("len() = %d, want %d", tb.len(), len(want))
 		}
 		for k, h := range want {
-			s, ok, _ := tb.get([]byte(k), h, tb.limit)
+			s, ok, _ := tb.get(k, h, tb.limit)
 			if w := []int64{int64(len(k)), int64(k[len(k)-1])}; !ok || !slices.Equal(s, w) {
 				t.Errorf("get(%q, %d) = %v, %v; want %v, true", k, h, s, ok, w)
 			}
 		}
 	}
 	check(put)
-	if _, ok, _ := tb.get([]byte("a3"), 7, tb.limit); ok {
+	if _, ok, _ := tb.get("a3", 7, tb.limit); ok {
 		t.Errorf("get(a3, 7) found a state for a key never inserted")
 	}
-	s, _, _ := tb.get([]byte("a0"), 7, tb.limit)
+	s, _, _ := tb.get("a0", 7, tb.limit)
 	tb.remove("a0", 7, s)
 	delete(put, "a0")
 	check(put)
-	s, _, _ = tb.get([]byte("a2"), 7, tb.limit)
+	s, _, _ = tb.get("a2", 7, tb.limit)
 	tb.remove("a2", 7, s)
 	delete(put, "a2")
 	check(put)
@@ -87,7 +87,7 @@ func TestIndexRandom(t *testing.T) {
 			h = old
 		}
 		_, in := want[k]
-		if s, ok, _ := tb.get([]byte(k), h, tb.limit); ok != in {
+		if s, ok, _ := tb.get(k, h, tb.limit); ok != in {
 			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
 		} else if ok {
 			if tb.remove(k, h, s) == 0 {
@@ -103,7 +103,7 @@ func TestIndexRandom(t *testing.T) {
 		}
 	}
 	for k, h := range want {
-		if s, ok, _ := tb.get([]byte(k), h, tb.limit); !ok || s[0] != int64(len(k)) {
+		if s, ok, _ := tb.get(k, h, tb.limit); !ok || s[0] != int64(len(k)) {
 			t.Errorf("get(%q) = %v, %v; want [%d], true", k, s, ok, len(k))
 		}
 	}
