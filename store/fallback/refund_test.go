@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -151,6 +152,8 @@ func TestRefundDuringReplay(t *testing.T) {
 			t.Fatalf("take on a failing primary = %+v, %v, breaker open %v; want allowed locally, open", take, err, s.Open())
 		}
 		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(unblock) // before Close waits for the replay, if the test fails early
 		primary.set(func(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 			if r.Key == "a" && r.Op == sluice.OpTake {
 				<-release // the replay of a's take, held in flight
@@ -176,7 +179,7 @@ func TestRefundDuringReplay(t *testing.T) {
 		if got := primary.calls.Load(); got != 2+1 { // failed take, probe, replay
 			t.Errorf("primary calls = %d, want 3: the refund must not reach it before the replay", got)
 		}
-		close(release)
+		unblock()
 		if err := <-done; err != nil {
 			t.Fatalf("refund = %v", err)
 		}
