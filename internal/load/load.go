@@ -3,6 +3,16 @@
 // measures throughput and latency: the engine of "sluice bench". It
 // refuses targets that are not on a loopback address, so that it cannot
 // be pointed at someone else's service.
+//
+// A run is a closed loop by default: Concurrency requests in flight, each
+// sent when the one before it returns. That measures the most a server
+// answers at a concurrency, but not its latency at a given load: a slow
+// answer delays the requests behind it, which are then never counted as
+// slow (coordinated omission). With Config.Rate set, a run is an open
+// loop instead: requests follow a fixed schedule, one every 1/Rate
+// seconds, and each latency is measured from the request's intended send
+// time, as wrk2 and vegeta do, so a stall shows in every request it
+// delayed.
 package load
 
 import (
@@ -10,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -50,7 +61,8 @@ type Config struct {
 	KeyPrefix string
 	// Hits is each request's cost (Envoy's hits_addend). Default 1.
 	Hits int
-	// Concurrency is how many requests are in flight at once. Default
+	// Concurrency is how many requests are in flight at once; in a
+	// fixed-rate run, the most that may be (see Report.Late). Default
 	// DefaultConcurrency.
 	Concurrency int
 	// Conns is how many connections carry them: gRPC multiplexes the
@@ -58,9 +70,17 @@ type Config struct {
 	// DefaultConns.
 	Conns int
 	// Duration bounds the run's time, Requests its count; the first bound
-	// reached ends it. Default: Duration DefaultDuration, no count.
+	// reached ends it. Default: Duration DefaultDuration, no count. In a
+	// fixed-rate run they bound the schedule: requests due at or after
+	// Duration are not sent, and requests in flight at its end are
+	// answered (within Timeout) rather than cut short.
 	Duration time.Duration
 	Requests int64
+	// Rate, if positive, makes the run an open loop: Rate requests per
+	// second on a fixed schedule, spread over the connections, each
+	// latency measured from the request's intended send time. Default 0:
+	// a closed loop of Concurrency requests in flight.
+	Rate float64
 	// Timeout bounds each request. Default 5s.
 	Timeout time.Duration
 	// Progress, if not nil, receives one line per second while the run
@@ -72,18 +92,42 @@ type Config struct {
 type Report struct {
 	// Requests counts the requests answered, Allowed and OverLimit their
 	// verdicts, Errors those that failed (transport errors, non-200
-	// answers).
+	// answers, and in a fixed-rate run requests that timed out).
 	Requests, Allowed, OverLimit, Errors int64
 	// Decisions counts descriptors decided: Requests times the
 	// descriptors of each.
 	Decisions int64
-	// Elapsed is the length of the run.
+	// Elapsed is the length of the run; for a fixed-rate run, the
+	// schedule's length and then the wait for the last answers.
 	Elapsed time.Duration
 	// Latency holds the latency of every answered request, in
-	// microseconds.
+	// microseconds; in a fixed-rate run, from its intended send time.
 	Latency *hdr.Histogram
 	// FirstError is the first error seen, if any.
 	FirstError error
+
+	// The rest describe a fixed-rate run (Config.Rate); they are zero
+	// for a closed loop.
+
+	// Rate is the offered rate, requests per second.
+	Rate float64
+	// Scheduled counts the requests the schedule held within the run's
+	// bounds: Requests + Errors + Missed.
+	Scheduled int64
+	// Late counts the requests that found Concurrency requests already
+	// in flight when they were due: they waited for one to finish and
+	// were sent late, the wait counted in their latency.
+	Late int64
+	// Missed counts the scheduled requests the run ended before
+	// answering: those still waiting for a free slot when the schedule
+	// ended, and, if the run's context was cancelled, those not yet sent
+	// or answered then.
+	Missed int64
+	// Lag holds how long after its intended time each request was sent,
+	// in microseconds: the wait for a free slot plus the load
+	// generator's own delay. A large Lag means the generator or the cap,
+	// not only the server, set the latency.
+	Lag *hdr.Histogram
 }
 
 // PerSecond returns the requests answered per second.
@@ -130,20 +174,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer cl.close()
+	if cfg.Rate > 0 {
+		return runRate(ctx, cfg, cl), nil
+	}
+	return runClosed(ctx, cfg, cl), nil
+}
 
+// runClosed keeps cfg.Concurrency requests in flight until the run's
+// bound.
+func runClosed(ctx context.Context, cfg Config, cl client) *Report {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var (
-		next                                    atomic.Int64 // the index of the next request
-		done, allowed, over, failed, latencySum atomic.Int64
-		firstErr                                atomic.Pointer[error]
-		mu                                      sync.Mutex
-		total                                   = newHistogram()
-		wg                                      sync.WaitGroup
+		next  atomic.Int64 // the index of the next request
+		c     counters
+		mu    sync.Mutex
+		total = newHistogram()
+		wg    sync.WaitGroup
 	)
 	begin := time.Now()
 	end, _ := ctx.Deadline()
-	stopProgress := progress(ctx, cfg.Progress, begin, &done, &over, &failed, &latencySum)
+	stopProgress := progress(ctx, cfg.Progress, begin, &c)
 	for range cfg.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -154,10 +205,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				if cfg.Requests > 0 && i >= cfg.Requests {
 					break
 				}
-				key := cfg.KeyPrefix + strconv.FormatInt(i%int64(cfg.Keys), 10)
 				rctx, rcancel := context.WithTimeout(ctx, cfg.Timeout)
 				t0 := time.Now()
-				ok, err := cl.do(rctx, key)
+				ok, err := cl.do(rctx, cfg.key(i))
 				lat := time.Since(t0)
 				rcancel()
 				if err != nil {
@@ -166,18 +216,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						// deadline may fire before the run's).
 						break
 					}
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
+					c.fail(err)
 					continue
 				}
-				_ = h.RecordValue(max(lat.Microseconds(), 1))
-				latencySum.Add(int64(lat))
-				done.Add(1)
-				if ok {
-					allowed.Add(1)
-				} else {
-					over.Add(1)
-				}
+				record(h, lat)
+				c.answer(ok, lat)
 			}
 			mu.Lock()
 			total.Merge(h)
@@ -187,23 +230,64 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	elapsed := time.Since(begin)
 	stopProgress()
-	r := &Report{
-		Requests: done.Load(), Allowed: allowed.Load(), OverLimit: over.Load(), Errors: failed.Load(),
-		Elapsed: elapsed, Latency: total,
-	}
-	r.Decisions = r.Requests * int64(max(len(cfg.Descriptors), 1))
-	if e := firstErr.Load(); e != nil {
-		r.FirstError = *e
-	}
-	return r, nil
+	return c.report(cfg, elapsed, total)
 }
 
-// newHistogram records 1 µs to 60 s with 3 significant digits.
-func newHistogram() *hdr.Histogram { return hdr.New(1, 60_000_000, 3) }
+// key returns the key of request i.
+func (cfg *Config) key(i int64) string {
+	return cfg.KeyPrefix + strconv.FormatInt(i%int64(cfg.Keys), 10)
+}
+
+// counters are the running totals of a run, shared by its goroutines.
+type counters struct {
+	done, allowed, over, failed, late, latencySum atomic.Int64
+	firstErr                                      atomic.Pointer[error]
+}
+
+// answer counts an answered request.
+func (c *counters) answer(allowed bool, lat time.Duration) {
+	c.latencySum.Add(int64(lat))
+	if allowed {
+		c.allowed.Add(1)
+	} else {
+		c.over.Add(1)
+	}
+	c.done.Add(1) // last: progress reads done before the rest
+}
+
+// fail counts a failed request.
+func (c *counters) fail(err error) {
+	c.failed.Add(1)
+	c.firstErr.CompareAndSwap(nil, &err)
+}
+
+// report builds the report of a finished run.
+func (c *counters) report(cfg Config, elapsed time.Duration, latency *hdr.Histogram) *Report {
+	r := &Report{
+		Requests: c.done.Load(), Allowed: c.allowed.Load(), OverLimit: c.over.Load(), Errors: c.failed.Load(),
+		Elapsed: elapsed, Latency: latency,
+	}
+	r.Decisions = r.Requests * int64(max(len(cfg.Descriptors), 1))
+	if e := c.firstErr.Load(); e != nil {
+		r.FirstError = *e
+	}
+	return r
+}
+
+// The histograms record 1 µs to 60 s with 3 significant digits.
+const histogramMax = 60_000_000
+
+func newHistogram() *hdr.Histogram { return hdr.New(1, histogramMax, 3) }
+
+// record adds d to h, in microseconds, at least 1 and at most the
+// histogram's bound, so that no sample is lost.
+func record(h *hdr.Histogram, d time.Duration) {
+	_ = h.RecordValue(min(max(d.Microseconds(), 1), histogramMax))
+}
 
 // progress writes one line per second to w until the returned function
 // is called.
-func progress(ctx context.Context, w io.Writer, begin time.Time, done, over, failed, latencySum *atomic.Int64) func() {
+func progress(ctx context.Context, w io.Writer, begin time.Time, c *counters) func() {
 	if w == nil {
 		return func() {}
 	}
@@ -221,13 +305,17 @@ func progress(ctx context.Context, w io.Writer, begin time.Time, done, over, fai
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				d, s := done.Load(), latencySum.Load()
+				d, s := c.done.Load(), c.latencySum.Load()
 				mean := time.Duration(0)
 				if d > lastDone {
 					mean = time.Duration((s - lastSum) / (d - lastDone))
 				}
-				fmt.Fprintf(w, "%5.0fs  %9d req/s  mean %-9v  total %d  over-limit %d  errors %d\n",
-					now.Sub(begin).Seconds(), d-lastDone, mean.Round(time.Microsecond), d, over.Load(), failed.Load())
+				fmt.Fprintf(w, "%5.0fs  %9d req/s  mean %-9v  total %d  over-limit %d  errors %d",
+					now.Sub(begin).Seconds(), d-lastDone, mean.Round(time.Microsecond), d, c.over.Load(), c.failed.Load())
+				if late := c.late.Load(); late > 0 {
+					fmt.Fprintf(w, "  late %d", late)
+				}
+				fmt.Fprintln(w)
 				lastDone, lastSum = d, s
 			}
 		}
@@ -258,8 +346,10 @@ func (cfg Config) withDefaults() (Config, *url.URL, error) {
 		}
 	}
 	switch {
-	case cfg.Concurrency < 0, cfg.Conns < 0, cfg.Keys < 0, cfg.Hits < 0, cfg.Requests < 0, cfg.Duration < 0:
-		return cfg, nil, errors.New("load: counts and durations must not be negative")
+	case cfg.Concurrency < 0, cfg.Conns < 0, cfg.Keys < 0, cfg.Hits < 0, cfg.Requests < 0, cfg.Duration < 0, cfg.Rate < 0:
+		return cfg, nil, errors.New("load: counts, durations and rates must not be negative")
+	case math.IsNaN(cfg.Rate) || math.IsInf(cfg.Rate, 0) || cfg.Rate > MaxRate:
+		return cfg, nil, fmt.Errorf("load: rate %v: want at most %d per second", cfg.Rate, MaxRate)
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency

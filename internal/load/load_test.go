@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http/httptest"
 	"strings"
@@ -139,6 +140,9 @@ func TestConfigErrors(t *testing.T) {
 		{"no descriptors", Config{Target: "grpc://127.0.0.1:1", Domain: "d"}, "at least one descriptor"},
 		{"bad descriptor", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"ab"}}, "want key=value"},
 		{"negative", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"a=b"}, Concurrency: -1}, "negative"},
+		{"negative rate", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"a=b"}, Rate: -1}, "negative"},
+		{"NaN rate", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"a=b"}, Rate: math.NaN()}, "want at most 1000000"},
+		{"rate too high", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"a=b"}, Rate: 2e6}, "want at most 1000000"},
 	}
 	for _, tt := range tests {
 		_, err := Run(context.Background(), tt.cfg)
