@@ -39,24 +39,33 @@ const entryOverhead = 48
 // A table holds the states of one kind of limit in one shard.
 //
 // States of a fixed size (every algorithm but the sliding log) live in
-// slab, words int64s per slot, with the slot's key in keys; a freed slot
-// is zeroed and kept in free for the next insert. They are found through
-// index, an open-addressing hash table keyed by the 64-bit hash of the key
-// that also chose the shard, so the key is hashed once per request. So a
-// GCRA state costs about 21 bytes of index, a string header and one word,
-// and Decide updates it in place without allocating. Sliding logs, whose
-// size follows the limit's Rate, live in logs, by name.
+// numbered slots: a one-word state (GCRA) in ones, beside its key, so that
+// a lookup touches one entry; a larger one in slab, words int64s per slot,
+// with its key in keys. A freed slot is zeroed and kept in free for the
+// next insert. Slots are found through index, an open-addressing hash
+// table keyed by the hash of the key that also chose the shard, so the key
+// is hashed once per request. So a GCRA state costs about 16 bytes of
+// index and a 24-byte entry besides its key's bytes, and Decide updates it
+// in place without allocating. Sliding logs, whose size follows the
+// limit's Rate, live in logs, by name.
 type table struct {
 	kind  kind
-	words int          // words per slab slot; 0 for sliding logs
+	words int          // words per slot; 0 for sliding logs
 	limit sluice.Limit // the limit of the latest insert, to judge evictions
 
 	index index
-	keys  []string
-	slab  []int64
+	ones  []oneWord // the slots when words is 1
+	keys  []string  // the slots' keys when words is more
+	slab  []int64   // the slots' states when words is more
 	free  []uint32
 
 	logs map[string][]int64
+}
+
+// oneWord is a slot of a one-word state and its key.
+type oneWord struct {
+	key   string
+	state [1]int64
 }
 
 func newTable(l sluice.Limit) *table {
@@ -77,10 +86,29 @@ func (t *table) len() int {
 	return t.index.n
 }
 
-// slot returns the state in slab slot i.
+// slots returns the number of slots t has, used or free.
+func (t *table) slots() int {
+	if t.words == 1 {
+		return len(t.ones)
+	}
+	return len(t.keys)
+}
+
+// slot returns the state in slot i.
 func (t *table) slot(i uint32) []int64 {
+	if t.words == 1 {
+		return t.ones[i].state[:]
+	}
 	j := int(i) * t.words
 	return t.slab[j : j+t.words : j+t.words]
+}
+
+// key returns the key of slot i.
+func (t *table) key(i uint32) string {
+	if t.words == 1 {
+		return t.ones[i].key
+	}
+	return t.keys[i]
 }
 
 // get returns the state of key, whose hash is h, for l, in place. A
@@ -108,13 +136,14 @@ func find(t *table, prefix, key string, h uint64) int {
 	if x.n == 0 {
 		return -1
 	}
-	for p := x.home(h); ; p = (p + 1) & x.mask {
-		slot := x.slots[p]
-		if slot == 0 {
+	tag := tagOf(h)
+	for p := x.home(tag); ; p = (p + 1) & x.mask {
+		e := x.pos[p]
+		if e == 0 {
 			return -1
 		}
-		if x.hashes[p] == h {
-			if k := t.keys[slot-1]; len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+		if uint32(e>>32) == tag {
+			if k := t.key(uint32(e) - 1); len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
 				return int(p)
 			}
 		}
@@ -125,7 +154,7 @@ func find(t *table, prefix, key string, h uint64) int {
 // place.
 func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
 	if p := find(t, prefix, key, h); p >= 0 {
-		return t.slot(t.index.slots[p] - 1), true
+		return t.slot(t.index.slot(p)), true
 	}
 	return nil, false
 }
@@ -138,16 +167,24 @@ func (t *table) insert(key string, h uint64, s []int64) int64 {
 		return entryBytes(key, len(s))
 	}
 	var i uint32
-	if n := len(t.free); n > 0 {
+	switch n := len(t.free); {
+	case n > 0:
 		i, t.free = t.free[n-1], t.free[:n-1]
-	} else {
+	case t.words == 1:
+		i = uint32(len(t.ones))
+		t.ones = append(t.ones, oneWord{})
+	default:
 		i = uint32(len(t.keys))
 		t.keys = append(t.keys, "")
 		t.slab = append(t.slab, make([]int64, t.words)...)
 	}
 	copy(t.slot(i), s)
-	t.keys[i] = key
-	t.index.add(h, i+1)
+	if t.words == 1 {
+		t.ones[i].key = key
+	} else {
+		t.keys[i] = key
+	}
+	t.index.add(tagOf(h), i)
 	return entryBytes(key, t.words)
 }
 
@@ -162,18 +199,23 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 	if p < 0 {
 		return 0
 	}
-	i := t.index.slots[p] - 1
+	i := t.index.slot(p)
 	t.index.del(uint64(p))
 	clear(t.slot(i))
-	t.keys[i] = ""
+	if t.words == 1 {
+		t.ones[i].key = ""
+	} else {
+		t.keys[i] = ""
+	}
 	t.free = append(t.free, i)
 	return entryBytes(key, t.words)
 }
 
 // each calls fn for the states of t, starting at a position chosen by
-// start, until fn returns false. fn may remove the state it is given;
-// states moved by that removal may then be skipped or seen twice, which
-// sweeps and samples tolerate.
+// start, until fn returns false. The hash fn gets stands for the key's
+// in find, insert and remove (it keeps only the bits the index uses). fn
+// may remove the state it is given; states moved by that removal may then
+// be skipped or seen twice, which sweeps and samples tolerate.
 func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool) {
 	if t.logs != nil {
 		for k, s := range t.logs { // Go's map order is random already
@@ -188,12 +230,13 @@ func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool
 		return
 	}
 	p := start & x.mask
-	for visited := 0; visited < len(x.slots); {
-		if slot := x.slots[p]; slot != 0 {
-			if !fn(t.keys[slot-1], x.hashes[p], t.slot(slot-1)) {
+	for visited := 0; visited < len(x.pos); {
+		if e := x.pos[p]; e != 0 {
+			i := uint32(e) - 1
+			if !fn(t.key(i), e&^(1<<32-1), t.slot(i)) {
 				return
 			}
-			if moved := x.slots[p]; moved != 0 && moved != slot {
+			if moved := x.pos[p]; moved != 0 && moved != e {
 				continue // fn removed it and a later entry moved in: visit it
 			}
 		}
@@ -202,18 +245,23 @@ func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool
 	}
 }
 
-// compact rebuilds t's index and slab when most of their room is unused,
+// compact rebuilds t's index and slots when most of their room is unused,
 // and lets go of the room a burst of actors that went idle held.
 func (t *table) compact() {
 	if t.logs != nil {
 		return // a log's slice is freed with its entry; Go map slots stay
 	}
-	n, slots := t.len(), len(t.keys)
+	n, slots := t.len(), t.slots()
 	if slots < 1024 || n > slots/4 {
 		return
 	}
 	old := *t
-	t.index, t.keys, t.slab, t.free = index{}, make([]string, 0, n), make([]int64, 0, n*t.words), nil
+	t.index, t.ones, t.keys, t.slab, t.free = index{}, nil, nil, nil, nil
+	if t.words == 1 {
+		t.ones = make([]oneWord, 0, n)
+	} else {
+		t.keys, t.slab = make([]string, 0, n), make([]int64, 0, n*t.words)
+	}
 	old.each(0, func(key string, h uint64, s []int64) bool {
 		t.insert(key, h, s)
 		return true
@@ -221,41 +269,48 @@ func (t *table) compact() {
 }
 
 // An index is an open-addressing hash table with linear probing from a
-// 64-bit hash to a slab slot plus one (0 marks a free position). It keeps
-// between 3/8 and 3/4 of its positions used, 12 bytes each: probes stay
-// short (2.5 positions on average for a key present, at the fullest).
+// key's hash to its slot. Each position holds a tag, 32 bits of the hash,
+// and the slot plus one (0 marks a free position) in one word, so a probe
+// reads one cache line. It keeps between 3/8 and 3/4 of its positions
+// used: probes stay short (2.5 positions on average for a key present, at
+// the fullest).
 type index struct {
-	hashes []uint64
-	slots  []uint32
-	mask   uint64
-	shift  uint8
-	n      int
+	pos   []uint64
+	mask  uint64
+	shift uint8
+	n     int
 }
 
-// home is where the probe for h starts. The low bits of h chose the
-// shard, so all of it is mixed in (Fibonacci hashing).
-func (x *index) home(h uint64) uint64 { return (h * 0x9e3779b97f4a7c15) >> x.shift }
+// tagOf returns the bits of a key's hash that the index keeps: the high
+// half, as the low bits chose the shard.
+func tagOf(h uint64) uint32 { return uint32(h >> 32) }
 
-func (x *index) add(h uint64, slot uint32) {
-	if 4*(x.n+1) > 3*len(x.slots) {
+// home is where the probe for tag starts (Fibonacci hashing).
+func (x *index) home(tag uint32) uint64 { return (uint64(tag) * 0x9e3779b97f4a7c15) >> x.shift }
+
+// slot returns the slot at position p.
+func (x *index) slot(p int) uint32 { return uint32(x.pos[p]) - 1 }
+
+func (x *index) add(tag uint32, slot uint32) {
+	if 4*(x.n+1) > 3*len(x.pos) {
 		x.grow()
 	}
-	p := x.home(h)
-	for x.slots[p] != 0 {
+	p := x.home(tag)
+	for x.pos[p] != 0 {
 		p = (p + 1) & x.mask
 	}
-	x.hashes[p], x.slots[p] = h, slot
+	x.pos[p] = uint64(tag)<<32 | uint64(slot+1)
 	x.n++
 }
 
 func (x *index) grow() {
-	size := max(2*len(x.slots), 16)
+	size := max(2*len(x.pos), 16)
 	old := *x
-	x.hashes, x.slots = make([]uint64, size), make([]uint32, size)
+	x.pos = make([]uint64, size)
 	x.mask, x.shift, x.n = uint64(size-1), uint8(64-bits.TrailingZeros(uint(size))), 0
-	for p, slot := range old.slots {
-		if slot != 0 {
-			x.add(old.hashes[p], slot)
+	for _, e := range old.pos {
+		if e != 0 {
+			x.add(uint32(e>>32), uint32(e)-1)
 		}
 	}
 }
@@ -263,15 +318,15 @@ func (x *index) grow() {
 // del empties position p and shifts back the entries after it that
 // probed past it, so that no probe meets a hole before its entry.
 func (x *index) del(p uint64) {
-	for q := (p + 1) & x.mask; x.slots[q] != 0; q = (q + 1) & x.mask {
-		home := x.home(x.hashes[q])
+	for q := (p + 1) & x.mask; x.pos[q] != 0; q = (q + 1) & x.mask {
+		home := x.home(uint32(x.pos[q] >> 32))
 		// Move q to p unless its home lies cyclically in (p, q].
 		if (q-home)&x.mask >= (q-p)&x.mask {
-			x.hashes[p], x.slots[p] = x.hashes[q], x.slots[q]
+			x.pos[p] = x.pos[q]
 			p = q
 		}
 	}
-	x.hashes[p], x.slots[p] = 0, 0
+	x.pos[p] = 0
 	x.n--
 }
 
