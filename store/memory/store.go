@@ -68,7 +68,7 @@ const sweepLag = time.Second
 // Keys are spread over shards by a hash of Prefix+Key; each shard has
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
-// exists allocates nothing. A GCRA state takes about 56 bytes beside its
+// exists allocates nothing. A GCRA state takes about 48 bytes beside its
 // key's bytes.
 //
 // States that are back to empty are dropped by a background sweeper

@@ -32,7 +32,7 @@ func kindOf(l *sluice.Limit) kind {
 // entryOverhead is what the store counts against MaxBytes for one state
 // besides its key bytes and its words: its index positions, the key's
 // string header and allocation rounding, spare slab room. It is an
-// estimate, measured by BenchmarkBytesPerKey (56 bytes beyond the key for
+// estimate, measured by BenchmarkBytesPerKey (48 bytes beyond the key for
 // a GCRA state among a million).
 const entryOverhead = 48
 
