@@ -32,6 +32,9 @@
 // request whose limits all span ten milliseconds or more (a burst that
 // takes that long to refill, a window that long) takes the latest one,
 // which spares it a clock read, a third of the cost of a decision on a
-// virtual machine. A reading up to a millisecond old refills late, never
-// early. Finer limits read the clock for every request.
+// virtual machine. Limits hold exactly on the published readings, which
+// trail the true time by at most a millisecond plus the goroutine's
+// scheduling delay: measured on the true clock, a window can see the
+// refill of that lag more or less. Finer limits read the clock for every
+// request.
 package memory

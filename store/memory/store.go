@@ -49,10 +49,11 @@ type Config struct {
 	// requests whose every limit spans ten resolutions or more do so: a
 	// GCRA limit that refills its whole burst in 10 ms or more, a window
 	// (or a sliding window counter's bucket) of 10 ms or more, at the
-	// default. A stale time errs on the side of refusing: it refills late,
-	// by at most Resolution plus the goroutine's scheduling delay. Default
-	// 0: DefaultResolution (1 ms). Negative: read the clock for every
-	// request. Ignored when Clock is set.
+	// default. Limits hold exactly on the readings, which trail the true
+	// time by at most Resolution plus the goroutine's scheduling delay (a
+	// window on the true clock may see that lag's refill more or less).
+	// Default 0: DefaultResolution (1 ms). Negative: read the clock for
+	// every request. Ignored when Clock is set.
 	Resolution time.Duration
 }
 
