@@ -228,42 +228,71 @@ func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, 
 	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
-	now := r.Now
-	if now.IsZero() {
-		now = s.c.Clock()
+	now := s.now(&r)
+	if d, done, err := s.early(ctx, &r, now); done {
+		return d, err
 	}
+	call, probe := s.admit(now)
+	if !call {
+		return s.degrade(ctx, r, now)
+	}
+	cctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	d, err := s.c.Primary.Decide(cctx, r)
+	return s.settle(ctx, r, now, d, err, probe)
+}
+
+// now returns the time of r: its own, or the Store's clock.
+func (s *Store) now(r *sluice.Request) time.Time {
+	if r.Now.IsZero() {
+		return s.c.Clock()
+	}
+	return r.Now
+}
+
+// withTimeout bounds a call of the primary by Timeout.
+func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.c.Timeout > 0 {
+		return context.WithTimeout(ctx, s.c.Timeout)
+	}
+	return ctx, func() {}
+}
+
+// early answers r without the primary when it can, and reports whether
+// it did: a denial the deny cache holds, or the refund of a take allowed
+// locally and not yet replayed. Resets and refunds clear the actor's
+// cached denial.
+func (s *Store) early(ctx context.Context, r *sluice.Request, now time.Time) (d sluice.Decision, done bool, err error) {
 	switch r.Op {
 	case sluice.OpRefund:
 		s.deny.forget(r.Prefix, r.Key)
 		// A take allowed locally and not yet replayed lives only in the
 		// local store and the journal: refund it there, so that the
 		// replay does not charge the primary for it.
-		cancelled, err := s.journal.cancel(ctx, &r)
+		cancelled, err := s.journal.cancel(ctx, r)
 		if err != nil {
-			return sluice.Decision{}, err
+			return sluice.Decision{}, true, err
 		}
 		if cancelled {
-			return s.decideLocal(ctx, r, now)
+			d, err := s.decideLocal(ctx, *r, now)
+			return d, true, err
 		}
 	case sluice.OpReset:
 		s.deny.forget(r.Prefix, r.Key)
 	default:
-		if d, ok := s.deny.lookup(&r, now); ok {
+		if d, ok := s.deny.lookup(r, now); ok {
 			s.denyHits.Add(1)
-			return d, nil
+			return d, true, nil
 		}
 	}
-	call, probe := s.admit(now)
-	if !call {
-		return s.degrade(ctx, r, now)
-	}
-	cctx := ctx
-	if s.c.Timeout > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, s.c.Timeout)
-		defer cancel()
-	}
-	d, err := s.c.Primary.Decide(cctx, r)
+	return sluice.Decision{}, false, nil
+}
+
+// settle turns the primary's answer to r into the Store's: a decision is
+// returned (and a denial cached); a failure of the primary is counted,
+// tells the breaker, and gets the policy's answer. probe is whether the
+// call was the breaker's probe.
+func (s *Store) settle(ctx context.Context, r sluice.Request, now time.Time, d sluice.Decision, err error, probe bool) (sluice.Decision, error) {
 	if err == nil {
 		s.succeeded(probe)
 		if !d.Allowed && r.Op != sluice.OpRefund && r.Op != sluice.OpReset {
