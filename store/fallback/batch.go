@@ -19,6 +19,9 @@ import (
 // reported to OnError and answered by the policy (and journaled, under
 // Local). The breaker admits or refuses the batch as a whole, and each
 // answer of the primary tells it, in order, as consecutive calls would.
+// Since the requests of a batch reach the primary together, the deny
+// cache and a breaker that opens act from the next batch on: a batch of
+// requests that all fail counts each failure.
 func (s *Store) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
 	b, ok := s.c.Primary.(batcher)
 	if !ok {
