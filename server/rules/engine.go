@@ -459,20 +459,17 @@ func (e *Engine) refund(ctx context.Context, res Result, reqs []sluice.Request, 
 	if len(back) == 0 {
 		return
 	}
-	ds, err := e.decide(context.WithoutCancel(ctx), back, at, res.Statuses)
-	if err != nil {
+	if _, err := e.decide(context.WithoutCancel(ctx), back, at, res.Statuses); err != nil {
 		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "err", err)
 		return
 	}
-	// The statuses say what is left now, after the refunds. A store
-	// answers a refund with what a take of its cost would get, so the
-	// cost goes back on Remaining; ResetAfter stays that of the take,
-	// which errs late, never early.
+	// The statuses say what is left now, after the refunds: what the
+	// take left plus its cost, as the store's answers to refunds differ
+	// (a peek after it on the memory store, nothing on Redis).
+	// ResetAfter stays that of the take, which errs late, never early.
 	for k, i := range at {
-		d := ds[k]
-		d.Allowed, d.RetryAfter = true, 0
-		d.Remaining = max(d.Remaining, 0) + back[k].Cost
-		res.Statuses[i].Decision = d
+		d := &res.Statuses[i].Decision
+		d.Remaining = min(max(d.Remaining, 0)+back[k].Cost, d.Limit.MaxBurst())
 	}
 }
 
