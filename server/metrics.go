@@ -173,13 +173,41 @@ func (mt *meter) setRules(c *config.Config, namespace string) {
 
 func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	t := mt.table.Load()
+	start := time.Now()
+	d, err := mt.next.Decide(ctx, r)
+	mt.record(t, &r, d, err, start, time.Since(start))
+	return d, err
+}
+
+// DecideBatch decides rs in one call of the store under it when that
+// store can batch (one round trip on Redis), else one Decide each, and
+// counts each request as Decide does; each is timed as the whole batch.
+func (mt *meter) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
+	b, ok := mt.next.(batcher)
+	if !ok {
+		ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
+		for i, r := range rs {
+			ds[i], errs[i] = mt.Decide(ctx, r)
+		}
+		return ds, errs
+	}
+	t := mt.table.Load()
+	start := time.Now()
+	ds, errs := b.DecideBatch(ctx, rs)
+	took := time.Since(start)
+	for i := range rs {
+		mt.record(t, &rs[i], ds[i], errs[i], start, took)
+	}
+	return ds, errs
+}
+
+// record counts and times the decision d, err of r, asked at start.
+func (mt *meter) record(t *meterTable, r *sluice.Request, d sluice.Decision, err error, start time.Time, took time.Duration) {
 	rm, ok := t.byPrefix[r.Prefix]
 	if !ok {
 		rm = t.other
 	}
-	start := time.Now()
-	d, err := mt.next.Decide(ctx, r)
-	rm.latency.Observe(time.Since(start).Seconds())
+	rm.latency.Observe(took.Seconds())
 	res := 0
 	switch {
 	case err != nil:
@@ -193,7 +221,14 @@ func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision,
 	if int(r.Op) < len(opLabels) {
 		rm.counts[r.Op][res].Inc()
 	}
-	return d, err
+}
+
+// batcher is the optional capability of a store to decide many requests
+// in one call (store/redis: one round trip), which the rules engine uses
+// for the descriptors of a request. Every layer of the service's store
+// has it, so that it reaches the primary store.
+type batcher interface {
+	DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error)
 }
 
 // A Denial is a request a rule denied, as the dashboard lists it.

@@ -208,7 +208,7 @@ func (f closerFunc) Close() error { return f() }
 // rule, which has its own policy.
 type router struct {
 	open, local *fallback.Store
-	closed      sluice.Store
+	closed      *timeoutStore
 	table       *atomic.Pointer[policyTable]
 	jails       string // the prefix of the jails' states
 }
@@ -246,17 +246,78 @@ func newRouter(s sluice.Store, addr, namespace string, f config.Failure, table *
 
 // Decide decides r under the failure policy of its rule.
 func (r *router) Decide(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	if strings.HasPrefix(req.Prefix, r.jails) {
-		return r.closed.Decide(ctx, req)
-	}
-	switch r.table.Load().of(req.Prefix) {
-	case config.FailOpen:
-		return r.open.Decide(ctx, req)
-	case config.FailClosed:
-		return r.closed.Decide(ctx, req)
-	}
-	return r.local.Decide(ctx, req)
+	return r.route(req.Prefix).Decide(ctx, req)
 }
+
+// policyStore is a store of a router: a policy over the shared store.
+type policyStore interface {
+	sluice.Store
+	batcher
+}
+
+// route returns the store of the failure policy of the rule whose states
+// start with prefix.
+func (r *router) route(prefix string) policyStore {
+	if strings.HasPrefix(prefix, r.jails) {
+		return r.closed
+	}
+	switch r.table.Load().of(prefix) {
+	case config.FailOpen:
+		return r.open
+	case config.FailClosed:
+		return r.closed
+	}
+	return r.local
+}
+
+// DecideBatch decides rs under the failure policy of each one's rule: in
+// one call of the policy's store when they share a policy (the
+// descriptors of one domain always do), else in one call per policy.
+func (r *router) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	first := r.route(rs[0].Prefix)
+	same := true
+	for i := range rs[1:] {
+		if r.route(rs[i+1].Prefix) != first {
+			same = false
+			break
+		}
+	}
+	if same {
+		return first.DecideBatch(ctx, rs)
+	}
+	ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
+	groups := map[policyStore][]int{}
+	var order []policyStore
+	for i := range rs {
+		p := r.route(rs[i].Prefix)
+		if groups[p] == nil {
+			order = append(order, p)
+		}
+		groups[p] = append(groups[p], i)
+	}
+	for _, p := range order {
+		idx := groups[p]
+		sub := make([]sluice.Request, len(idx))
+		for k, i := range idx {
+			sub[k] = rs[i]
+		}
+		got, gerrs := p.DecideBatch(ctx, sub)
+		for k, i := range idx {
+			ds[i], errs[i] = got[k], gerrs[k]
+		}
+	}
+	return ds, errs
+}
+
+var (
+	_ policyStore = (*fallback.Store)(nil)
+	_ policyStore = (*timeoutStore)(nil)
+	_ batcher     = (*router)(nil)
+	_ batcher     = (*meter)(nil)
+)
 
 // Close stops the fallbacks' replays; it does not close the store.
 func (r *router) Close() error { return errors.Join(r.open.Close(), r.local.Close()) }
@@ -272,11 +333,36 @@ func (t *timeoutStore) Decide(ctx context.Context, r sluice.Request) (sluice.Dec
 	cctx, cancel := context.WithTimeout(ctx, t.d)
 	defer cancel()
 	d, err := t.s.Decide(cctx, r)
+	return d, t.failure(ctx, err)
+}
+
+// DecideBatch decides rs in one call of the store when it can batch,
+// under one timeout, else one Decide each.
+func (t *timeoutStore) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
+	b, ok := t.s.(batcher)
+	if !ok {
+		ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
+		for i, r := range rs {
+			ds[i], errs[i] = t.Decide(ctx, r)
+		}
+		return ds, errs
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.d)
+	defer cancel()
+	ds, errs := b.DecideBatch(cctx, rs)
+	for i, err := range errs {
+		errs[i] = t.failure(ctx, err)
+	}
+	return ds, errs
+}
+
+// failure counts a failure of the store, and says that a timeout is one.
+func (t *timeoutStore) failure(ctx context.Context, err error) error {
 	if err != nil && ctx.Err() == nil && (errors.Is(err, sluice.ErrStore) || errors.Is(err, context.DeadlineExceeded)) {
 		t.m.storeErrors.Inc()
 		if !errors.Is(err, sluice.ErrStore) {
 			err = fmt.Errorf("%w: no answer within %v: %w", sluice.ErrStore, t.d, err)
 		}
 	}
-	return d, err
+	return err
 }

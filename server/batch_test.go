@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/server/envoyrls"
+)
+
+// serveGRPC serves Envoy's RLS API of s on a loopback listener and
+// returns a client of it, both stopped when the test ends.
+func serveGRPC(t *testing.T, s *Service) pb.RateLimitServiceClient {
+	t.Helper()
+	rls, err := envoyrls.New(envoyrls.Config{Engine: s.Engine, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := envoyrls.NewServer(rls)
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewRateLimitServiceClient(conn)
+}
+
+// rlsDescriptor builds an Envoy descriptor from "k=v" pairs.
+func rlsDescriptor(pairs ...string) *rlv3.RateLimitDescriptor {
+	out := &rlv3.RateLimitDescriptor{}
+	for _, p := range pairs {
+		k, v, _ := strings.Cut(p, "=")
+		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: v})
+	}
+	return out
+}
+
+// shouldRateLimit asks c and fails the test on error.
+func shouldRateLimit(t *testing.T, c pb.RateLimitServiceClient, req *pb.RateLimitRequest) *pb.RateLimitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, req)
+	if err != nil {
+		t.Fatalf("ShouldRateLimit(%v) = %v", req, err)
+	}
+	return resp
+}
+
+// redisCounters reads, over one connection kept open (so that the
+// counting costs exactly one read of its own), how many reads of client
+// data the server has processed and how many EVALSHA it has run.
+type redisCounters struct{ c *goredis.Client }
+
+func newRedisCounters(t *testing.T, addr string) *redisCounters {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, MinIdleConns: 1})
+	t.Cleanup(func() { c.Close() })
+	rc := &redisCounters{c}
+	rc.read(t) // the connection's setup is not counted
+	return rc
+}
+
+func (rc *redisCounters) read(t *testing.T) (reads, evalsha int64) {
+	t.Helper()
+	info, err := rc.c.Info(context.Background(), "stats", "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO: %v", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_reads_processed:"); ok {
+			reads, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _, _ := strings.Cut(v, ",")
+			evalsha, _ = strconv.ParseInt(n, 10, 64)
+		}
+	}
+	return reads, evalsha
+}
+
+// TestGRPCBatchOneRoundTrip checks, on a real redis-server, that the
+// descriptors of one ShouldRateLimit reach Redis in one round trip
+// through every layer of the service's store (metrics, failure policy,
+// store/fallback): one read of client data on the server, carrying one
+// EVALSHA per descriptor (each descriptor is its own atomic decision, as
+// in Envoy's service). It counts INFO's total_reads_processed, which one
+// pipelined write raises by one, and commandstats.
+func TestGRPCBatchOneRoundTrip(t *testing.T) {
+	const domain = `rules:
+  - domain: edge
+    descriptors:
+      - key: remote_address
+        limits: ["100/min"]
+      - key: path
+        limits: ["100/min sliding"]
+      - key: user
+        limits: ["100/min", "1000/h fixed"]
+`
+	for _, tc := range []struct{ name, failure string }{
+		{"default (local)", ""},
+		{"open", "failure: {policy: open}\n"},
+		{"closed", "failure: {policy: closed}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A server of its own: the connections of other tests,
+			// closing, would be reads too.
+			r := testserver.StartRedis(t)
+			s := newRedisService(t, r.Addr, domain+tc.failure)
+			c := serveGRPC(t, s)
+			req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
+				rlsDescriptor("remote_address=203.0.113.7"), rlsDescriptor("path=/login"), rlsDescriptor("user=bob"),
+			}}
+			shouldRateLimit(t, c, req) // loads the script, opens the connections
+			counters := newRedisCounters(t, r.Addr)
+			reads0, evals0 := counters.read(t)
+			resp := shouldRateLimit(t, c, req)
+			reads1, evals1 := counters.read(t)
+			if resp.OverallCode != pb.RateLimitResponse_OK || len(resp.Statuses) != 3 || resp.Statuses[2].LimitRemaining != 98 {
+				t.Fatalf("ShouldRateLimit = %v, want OK with 98 left of user's limit", resp)
+			}
+			if got := evals1 - evals0; got != 3 {
+				t.Errorf("EVALSHA calls = %d, want 3 (one per descriptor)", got)
+			}
+			if got := reads1 - reads0 - 1; got != 1 { // less the second INFO's own read
+				t.Errorf("reads of client data on Redis = %d, want 1 round trip for the 3 descriptors", got)
+			}
+			// The metrics still count each descriptor.
+			w := do(t, s.Handler(), http.MethodGet, "/metrics", "")
+			if want := `sluice_decisions_total{op="take",result="allowed",rule="edge"} 6`; !strings.Contains(w.Body.String(), want) {
+				t.Errorf("/metrics lacks %q:\n%s", want, grepLines(w.Body.String(), "sluice_decisions_total"))
+			}
+		})
+	}
+}
+
+// TestBatchRefundOneRoundTrip checks that a request denied as a whole
+// gives its allowed descriptors back in one more round trip, not one per
+// descriptor.
+func TestBatchRefundOneRoundTrip(t *testing.T) {
+	r := testserver.StartRedis(t)
+	s := newRedisService(t, r.Addr, `rules:
+  - domain: edge
+    descriptors:
+      - key: a
+        limits: ["10/min"]
+      - key: b
+        limits: ["10/min"]
+      - key: c
+        limits: ["1/min"]
+`)
+	c := serveGRPC(t, s)
+	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
+		rlsDescriptor("a=x"), rlsDescriptor("b=x"), rlsDescriptor("c=x"),
+	}}
+	shouldRateLimit(t, c, req) // takes c's only unit
+	counters := newRedisCounters(t, r.Addr)
+	reads0, evals0 := counters.read(t)
+	resp := shouldRateLimit(t, c, req)
+	reads1, evals1 := counters.read(t)
+	if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 9 {
+		t.Fatalf("ShouldRateLimit = %v, want OVER_LIMIT with a and b given back (9 left each)", resp)
+	}
+	if got := evals1 - evals0; got != 5 {
+		t.Errorf("EVALSHA calls = %d, want 5 (3 takes, 2 refunds)", got)
+	}
+	if got := reads1 - reads0 - 1; got != 2 {
+		t.Errorf("reads of client data on Redis = %d, want 2 round trips (the takes, the refunds)", got)
+	}
+}
