@@ -25,6 +25,10 @@ type Redis struct {
 	Dir  string   // its working directory
 	args []string // extra arguments
 	bin  string
+	// conf, when set, makes the server a Sentinel: the configuration it
+	// returns for the server's port is written to sentinel.conf in Dir
+	// at every start, and the server runs with --sentinel.
+	conf func(port int) string
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 }
@@ -67,6 +71,13 @@ func (s *Redis) start() error {
 		"--logfile", filepath.Join(s.Dir, "redis.log"),
 		"--protected-mode", "no",
 	}, s.args...)
+	if s.conf != nil {
+		conf := filepath.Join(s.Dir, "sentinel.conf")
+		if err := os.WriteFile(conf, []byte(s.conf(s.Port)), 0o600); err != nil {
+			return err
+		}
+		args = append([]string{conf, "--sentinel"}, s.args...)
+	}
 	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return err
@@ -125,21 +136,42 @@ func (s *Redis) Do(args ...string) (string, error) {
 
 // RedisDo is Redis.Do on any address.
 func RedisDo(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	replies, err := RedisDoAll(addr, args)
 	if err != nil {
 		return "", err
+	}
+	return replies[0], nil
+}
+
+// RedisDoAll sends cmds, in order, over one fresh connection to addr and
+// returns their replies as RedisDo does, stopping at the first error. One
+// connection matters to WAIT, which waits for the replication of the
+// writes of its own connection.
+func RedisDoAll(addr string, cmds ...[]string) ([]string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	for _, args := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
+		return nil, err
 	}
-	return readReply(bufio.NewReader(c))
+	r := bufio.NewReader(c)
+	replies := make([]string, len(cmds))
+	for i := range cmds {
+		if replies[i], err = readReply(r); err != nil {
+			return nil, err
+		}
+	}
+	return replies, nil
 }
 
 func readReply(r *bufio.Reader) (string, error) {
