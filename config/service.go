@@ -158,7 +158,9 @@ type Admin struct {
 func (a Admin) Enabled() bool { return a.Token != "" }
 
 // Guard configures the abuse policy above the rules: allow and deny lists
-// and jails, applied by forward-auth to the client's address.
+// and jails, applied by forward-auth to the client's address and by the
+// HTTP and gRPC APIs to the key of a named rule (bans only for the rules
+// a jail counts, on those APIs).
 type Guard struct {
 	// Allow lists addresses, networks and "key:" entries that skip every
 	// limit. Default none.

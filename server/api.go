@@ -96,6 +96,12 @@ type CheckResponse struct {
 	// Shadowed reports that a shadow (dry-run) rule would have denied the
 	// request: it is allowed, and the other fields say what was counted.
 	Shadowed bool `json:"shadowed,omitempty"`
+	// Guard is set when the guard decided instead of the limits:
+	// "allow-list" (allowed, nothing counted, no limit fields),
+	// "deny-list" (refused, no retry_after) or "banned" (refused until
+	// the ban ends: retry_after and reset_after give its remaining time).
+	// Absent when the limits decided.
+	Guard string `json:"guard,omitempty"`
 	// Statuses has one status per descriptor, for a check of descriptors.
 	Statuses []DescriptorStatus `json:"statuses,omitempty"`
 	// Error is set, alone, on a check of a batch that the client got
@@ -124,6 +130,9 @@ type DescriptorStatus struct {
 	// Replaced names the rule that matched but was replaced by another
 	// descriptor's (Envoy's replaces).
 	Replaced string `json:"replaced,omitempty"`
+	// Guard is set when the guard decided instead of the limits, as in
+	// CheckResponse.
+	Guard string `json:"guard,omitempty"`
 }
 
 // ErrorResponse is the body of every error answer.

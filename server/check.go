@@ -25,9 +25,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) *apiError {
 		if err != nil {
 			return err
 		}
-		if bind.Rule != nil {
-			bind.Rule.SetHeaders(w.Header(), verdict(bind))
-		}
+		setHeaders(w.Header(), bind)
 		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
@@ -84,6 +82,12 @@ func (s *Server) checkOne(r *http.Request, c CheckRequest) (CheckResponse, rules
 		st := res.Statuses[0]
 		resp := newCheckResponse(c.Rule, verdict(st))
 		resp.Shadowed = st.Shadowed
+		if st.Guard != rules.Pass {
+			resp.Guard = st.Guard.String()
+			if st.Guard == rules.Exempt {
+				resp = CheckResponse{Allowed: true, Rule: c.Rule, Guard: resp.Guard}
+			}
+		}
 		return resp, st, nil
 	}
 	return descriptorsResponse(res)
@@ -99,11 +103,17 @@ func descriptorsResponse(res rules.Result) (CheckResponse, rules.Status, *apiErr
 		if st.Replaced != nil {
 			ds.Replaced = st.Replaced.ID
 		}
+		if st.Guard != rules.Pass {
+			ds.Guard = st.Guard.String()
+		}
 		if ru := st.Rule; ru != nil {
 			ds.Rule = ru.ID
-			if ru.Unlimited {
+			switch {
+			case ru.Unlimited:
 				ds.Unlimited = true
-			} else {
+			case st.Guard == rules.Exempt:
+				// allowed by the list: no limit to describe
+			default:
 				c := newCheckResponse(ru.ID, verdict(st))
 				ds.Limit, ds.Policy, ds.Remaining, ds.ResetAfter, ds.RetryAfter = c.Limit, c.Policy, c.Remaining, c.ResetAfter, c.RetryAfter
 				if bind < 0 || verdict(st).Binds(verdict(res.Statuses[bind])) {
@@ -119,10 +129,21 @@ func descriptorsResponse(res rules.Result) (CheckResponse, rules.Status, *apiErr
 	}
 	b := resp.Statuses[bind]
 	resp.Rule, resp.Limit, resp.Policy, resp.Remaining, resp.ResetAfter, resp.RetryAfter = b.Rule, b.Limit, b.Policy, b.Remaining, b.ResetAfter, b.RetryAfter
+	resp.Guard = b.Guard
 	if res.Allowed {
 		resp.RetryAfter = 0
 	}
 	return resp, res.Statuses[bind], nil
+}
+
+// setHeaders sets the RateLimit fields (and Retry-After) of the status
+// that binds a check, unless the lists decided it: they have no limit
+// to describe, nor a time to retry after.
+func setHeaders(h http.Header, st rules.Status) {
+	if st.Rule == nil || st.Guard == rules.Exempt || st.Guard == rules.Refuse {
+		return
+	}
+	st.Rule.SetHeaders(h, verdict(st))
 }
 
 // verdict is a status's decision as the client sees it: a shadow rule's

@@ -69,6 +69,20 @@
 // dry run: it counts as usual but never denies, and the answer says
 // "shadowed":true when it would have.
 //
+// # Guard
+//
+// When the server is a [Service]'s, its guard section (allow and deny
+// lists, jails) judges the key of every check of a named rule before the
+// rule's limits, as Envoy's gRPC API and forward-auth do: an allow-listed
+// key (an address or network of the list, or a "key:" entry) is allowed
+// without counting, "guard":"allow-list" and no limit fields; a
+// deny-listed one is refused, "allowed":false, "guard":"deny-list",
+// without retry_after; for a rule whose denials a jail counts, a key
+// banned by any jail is refused with "guard":"banned" and the ban's
+// remaining time as retry_after, reset_after and Retry-After, and each
+// take the rule's limits deny is a failure in those jails. Descriptor
+// domains have no actor: the guard does not apply to them.
+//
 // # Reset
 //
 // A reset forgets key's state under every limit of the rule (after a

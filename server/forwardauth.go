@@ -1,12 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -22,9 +20,8 @@ type forwardAuth struct {
 	c     config.ForwardAuth
 	ip    *httplimit.ClientIP
 	api   *Server
-	st    *state
-	jails map[string][]string // rule → jails counting its denials
-	named map[string]bool     // the named rules
+	gate  *gate
+	named map[string]bool // the named rules
 }
 
 func newForwardAuth(c *config.Config, api *Server, st *state) (*forwardAuth, error) {
@@ -32,17 +29,11 @@ func newForwardAuth(c *config.Config, api *Server, st *state) (*forwardAuth, err
 		c:     c.ForwardAuth,
 		ip:    &httplimit.ClientIP{TrustedProxies: c.ForwardAuth.TrustedProxies},
 		api:   api,
-		st:    st,
-		jails: map[string][]string{},
+		gate:  st.gate,
 		named: map[string]bool{},
 	}
 	for _, r := range c.Rules {
 		fa.named[r.Name] = true
-	}
-	for _, j := range c.Guard.Jails {
-		for _, r := range j.Rules {
-			fa.jails[r] = append(fa.jails[r], j.Name)
-		}
 	}
 	return fa, nil
 }
@@ -85,37 +76,33 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// The guard judges the client's address, not the key: the lists see
+	// both, bans and strikes the address, for every rule.
 	ipKey := unknownClient
-	if ip, ok := fa.ip.Addr(r); ok {
+	ip, known := fa.ip.Addr(r)
+	if known {
 		ipKey = ip.String()
-		switch {
-		case fa.st.allow.Contains(ip):
-			w.Header().Set("X-Sluice-Exempt", "allow-list")
-			w.WriteHeader(http.StatusOK)
-			return
-		case fa.st.deny.Contains(ip):
-			s.log.InfoContext(r.Context(), "forward-auth: denied by list", "ip", ipKey)
-			http.Error(w, "forbidden", http.StatusForbidden)
-			return
-		}
-		if left, banned := s.banned(r.Context(), fa.st, ipKey); banned {
+	}
+	key := fa.key(r, ipKey)
+	switch fa.gate.listed(ip, key) {
+	case rules.Exempt:
+		w.Header().Set("X-Sluice-Exempt", "allow-list")
+		w.WriteHeader(http.StatusOK)
+		return
+	case rules.Refuse:
+		s.log.InfoContext(r.Context(), "forward-auth: denied by list", "ip", ipKey)
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
+	if known {
+		if left, banned := fa.gate.banned(r.Context(), ipKey); banned {
 			w.Header().Set("Retry-After", strconv.FormatInt(max(ratelimitheader.CeilSeconds(left), 1), 10))
 			http.Error(w, "banned", http.StatusForbidden)
 			return
 		}
 	}
-	key := fa.key(r, ipKey)
-	if fa.st.allow.ContainsKey(key) {
-		w.Header().Set("X-Sluice-Exempt", "allow-list")
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	if fa.st.deny.ContainsKey(key) {
-		http.Error(w, "forbidden", http.StatusForbidden)
-		return
-	}
 
-	res, err := fa.api.Engine().Check(r.Context(), rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}})
+	res, err := fa.api.Engine().Check(r.Context(), rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}, SkipGuard: true})
 	if err != nil {
 		s.authError(w, r, rule, err)
 		return
@@ -131,13 +118,8 @@ func (s *Service) serveAuth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if ipKey != unknownClient {
-		for _, name := range fa.jails[rule] {
-			j := fa.st.jails[name]
-			if _, _, err := j.Fail(r.Context(), ipKey, "denials under rule "+rule); err != nil {
-				s.log.WarnContext(r.Context(), "forward-auth: jail not told", "jail", name, "err", err)
-			}
-		}
+	if known {
+		fa.gate.strike(r.Context(), rule, ipKey)
 	}
 	http.Error(w, "rate limited", denyStatus)
 }
@@ -154,23 +136,6 @@ func (s *Service) authError(w http.ResponseWriter, r *http.Request, rule string,
 		s.log.ErrorContext(r.Context(), "forward-auth: store failed", "rule", rule, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "the store failed to decide; try again")
 	}
-}
-
-// banned reports whether key is banned in any jail, and for how long.
-// A store failure is logged and does not ban: the rule's limits still
-// apply, under its own failure policy.
-func (s *Service) banned(ctx context.Context, st *state, key string) (left time.Duration, banned bool) {
-	for name, j := range st.jails {
-		l, b, err := j.Banned(ctx, key)
-		if err != nil {
-			s.log.WarnContext(ctx, "forward-auth: jail not checked", "jail", name, "err", err)
-			continue
-		}
-		if b && l > left {
-			left, banned = l, true
-		}
-	}
-	return left, banned
 }
 
 // key builds the key of a request from the configured parts, joined by

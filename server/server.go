@@ -46,6 +46,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxBatch bounds the checks of one batch. Default DefaultMaxBatch.
 	MaxBatch int
+	// Guard judges the key of every check of a named rule before its
+	// limits, and counts their denials (see rules.Guard): a Service's
+	// allow and deny lists and jails. Default nil: the limits alone
+	// decide.
+	Guard rules.Guard
 }
 
 // DefaultMaxBatch is the default bound on the checks of one batch.
@@ -125,7 +130,7 @@ func New(c Config) (*Server, error) {
 	}
 	eng, err := rules.New(rules.Config{
 		Store: c.Store, Rules: c.Rules, Domains: c.Domains,
-		Namespace: c.Namespace, Clock: c.Clock, Logger: s.log,
+		Namespace: c.Namespace, Clock: c.Clock, Logger: s.log, Guard: c.Guard,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

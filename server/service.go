@@ -59,6 +59,7 @@ type state struct {
 	jails map[string]*guard.Jail // by name, ManualJail included
 	allow *guard.List
 	deny  *guard.List
+	gate  *gate        // the lists and jails, as every API applies them
 	admin http.Handler // nil when the admin API is off
 }
 
@@ -115,11 +116,7 @@ func (s *Service) Engine() *rules.Engine { return s.state.Load().api.Engine() }
 
 // build makes the state of configuration c over the service's store.
 func (s *Service) build(c *config.Config) (*state, error) {
-	api, err := New(Config{Store: s.st.top, Rules: c.Rules, Domains: c.Domains, Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log})
-	if err != nil {
-		return nil, err
-	}
-	n := &state{cfg: c, api: api, jails: map[string]*guard.Jail{}, allow: &guard.List{}, deny: &guard.List{}}
+	n := &state{cfg: c, jails: map[string]*guard.Jail{}, allow: &guard.List{}, deny: &guard.List{}}
 	for _, e := range c.Guard.Allow {
 		if err := n.allow.Add(e); err != nil {
 			return nil, err
@@ -142,6 +139,17 @@ func (s *Service) build(c *config.Config) (*state, error) {
 		}
 		n.jails[jc.Name] = j
 	}
+	n.gate = &gate{allow: n.allow, deny: n.deny, jails: n.jails, feeds: map[string][]string{}, log: s.log}
+	for _, j := range c.Guard.Jails {
+		for _, r := range j.Rules {
+			n.gate.feeds[r] = append(n.gate.feeds[r], j.Name)
+		}
+	}
+	api, err := New(Config{Store: s.st.top, Rules: c.Rules, Domains: c.Domains, Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: n.gate})
+	if err != nil {
+		return nil, err
+	}
+	n.api = api
 	if n.auth, err = newForwardAuth(c, api, n); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,13 @@
 // is OVER_LIMIT when a descriptor of an enforced rule is over its limit,
 // or every quota descriptor is.
 //
+// The engine's guard (sluice serve's allow and deny lists and jails, see
+// [rules.Guard]) judges the key of a named rule's descriptor: an
+// allow-listed key is OK with limit_remaining 4294967295 and counts
+// nothing; a deny-listed one is OVER_LIMIT without duration_until_reset;
+// a banned one is OVER_LIMIT with the ban's remaining time as
+// duration_until_reset (and Retry-After).
+//
 // With [Config.ResponseHeaders], the response asks Envoy to add the IETF
 // RateLimit fields of the descriptor closest to its limit to the
 // client's response (RateLimit-Policy, RateLimit, and Retry-After when

@@ -204,7 +204,7 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 		if ru == nil {
 			continue
 		}
-		if ru.Unlimited {
+		if ru.Unlimited || st.Guard == rules.Exempt {
 			ds.LimitRemaining = math.MaxUint32
 			continue
 		}
@@ -216,7 +216,7 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 			bind = i
 		}
 	}
-	if s.headers && bind >= 0 {
+	if s.headers && bind >= 0 && res.Statuses[bind].Guard != rules.Refuse {
 		st := res.Statuses[bind]
 		rl, ra := st.Rule.Fields(verdict(st))
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{

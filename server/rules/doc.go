@@ -38,6 +38,19 @@
 // Unlike Envoy, a request denied as a whole takes nothing: the allowed
 // descriptors' takes are refunded.
 //
+// # Guard
+//
+// An Engine built with a [Guard] (sluice serve's allow and deny lists
+// and jails) asks it about the actor of each descriptor of a named rule
+// (the value of its one entry) before the rule's limits: it may exempt
+// the actor (allowed, nothing counted), refuse it, or refuse it as
+// banned until a time; [Status.Guard] says which, and shadow mode does
+// not soften it. Each take the limits of a named rule deny is told to
+// the Guard, which counts it in the jails of the rule. Descriptor
+// domains have no actor: the Guard is not asked about them. A caller
+// that applied the guard itself (forward-auth, on the client's address)
+// sets [Request.SkipGuard].
+//
 // # State keys
 //
 // A named rule keeps its states under "namespace:rule:" + actor, as a

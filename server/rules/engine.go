@@ -51,6 +51,10 @@ type Config struct {
 	MaxDescriptors int
 	// Logger receives failed refunds. Default slog.Default().
 	Logger *slog.Logger
+	// Guard, when set, judges the actor of each descriptor of a named
+	// rule before its limits, and is told of the takes they deny (see
+	// Guard). Default nil: the limits alone decide.
+	Guard Guard
 }
 
 // An Engine decides requests against the rules of a configuration: for
@@ -73,6 +77,7 @@ type Engine struct {
 	clock   func() time.Time
 	max     int
 	log     *slog.Logger
+	guard   Guard
 }
 
 // New builds an Engine for c, validating every rule now.
@@ -94,6 +99,7 @@ func New(c Config) (*Engine, error) {
 		clock:   c.Clock,
 		max:     c.MaxDescriptors,
 		log:     c.Logger,
+		guard:   c.Guard,
 	}
 	if e.max <= 0 {
 		e.max = DefaultMaxDescriptors
@@ -192,6 +198,10 @@ type Request struct {
 	// Op is sluice.OpTake (the default), OpPeek (take nothing) or
 	// OpReset (forget the states of the descriptors' rules).
 	Op sluice.Op
+	// SkipGuard keeps the engine's Guard out of this request: the caller
+	// applied it on what it knows of the actor (forward-auth judges the
+	// client's address, not the key). Default false.
+	SkipGuard bool
 }
 
 // A Result is the answer to a Request.
@@ -225,6 +235,12 @@ type Status struct {
 	// above the rule's MaxCost (sluice.ErrCostExceedsBurst). The
 	// descriptor is then denied without asking the store.
 	Err error
+	// Guard is what the engine's Guard did with the descriptor's actor:
+	// Pass (the zero value) when the limits decided. Otherwise nothing
+	// was asked of the store: Exempt is allowed with Remaining -1,
+	// Refuse denied without a RetryAfter, Ban denied until the ban ends.
+	// Shadow mode does not apply to the guard.
+	Guard Action
 }
 
 // batcher is the optional capability of a store to decide many requests
@@ -297,6 +313,12 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 		if ru.Unlimited || ru.Deny {
 			continue
 		}
+		if d.named != nil && e.guard != nil && !r.SkipGuard && r.Op != sluice.OpReset && len(desc.Entries) == 1 {
+			if v := e.guard.Judge(ctx, ru, desc.Entries[0].Value); v.Action != Pass {
+				*st = guardStatus(ru, v, now)
+				continue
+			}
+		}
 		req := sluice.Request{Prefix: ru.prefix, Key: stateKey(key), Limits: ru.Limits, Op: r.Op, Cost: cost, Now: now}
 		if desc.Cost > 0 {
 			req.Cost = desc.Cost
@@ -356,6 +378,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 	e.combine(&res, now)
 	if !res.Allowed && r.Op == sluice.OpTake {
 		e.refund(ctx, res, reqs, idx)
+		if d.named != nil && e.guard != nil && !r.SkipGuard {
+			e.strike(ctx, r, res)
+		}
 	}
 	return res, nil
 }
@@ -368,6 +393,10 @@ func (e *Engine) combine(res *Result, now time.Time) {
 		st := &res.Statuses[i]
 		ru := st.Rule
 		if ru == nil {
+			continue
+		}
+		if st.Guard != Pass {
+			res.Allowed = res.Allowed && st.Allowed
 			continue
 		}
 		switch {
