@@ -16,9 +16,19 @@ import (
 const benchHelp = `usage: sluice bench -target URL (-domain D -descriptor K=V[,K=V]... | -rule R) [flags]
 
 Drives a running sluice server on this machine (loopback addresses only)
-with -c requests in flight over -conns connections, for -d or -n requests,
-whichever comes first. It prints a line per second to stderr while it runs,
-then the throughput and the latency histogram with p50, p90, p99 and p999.
+for -d or -n requests, whichever comes first. It prints a line per second
+to stderr while it runs, then the throughput and the latency histogram
+with p50, p90, p99 and p999.
+
+By default it is a closed loop: -c requests in flight over -conns
+connections, each sent when one returns. That finds the most the server
+answers at a concurrency, not its latency at a given load. With -rate R it
+is an open loop: R requests a second on a fixed schedule, at most -c in
+flight, and each latency is measured from the request's intended send
+time, so a stall counts in every request it delayed (as wrk2 and vegeta
+measure). A request that finds -c in flight waits and is reported late;
+those still waiting when -d is up are reported missed. Latency at half
+load: run closed to find the maximum, then -rate at half of it.
 
 The target is grpc://host:port for Envoy's rate limit API (sluice serve
 -grpc-listen, or any server of envoy.service.ratelimit.v3, such as
@@ -29,6 +39,7 @@ through N keys (1: a hot key).
 Example:
 
   sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'remote_address={key}' -keys 10000 -c 64 -d 10s
+  sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'remote_address={key}' -keys 10000 -rate 5000 -d 10s
   sluice bench -target http://127.0.0.1:8080 -rule api -keys 1000 -n 100000
 `
 
@@ -49,7 +60,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&c.Keys, "keys", 1, "distinct keys to cycle through")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", "k", "`prefix` of every key")
 	fs.IntVar(&c.Hits, "hits", 1, "cost of each request (hits_addend)")
-	fs.IntVar(&c.Concurrency, "c", load.DefaultConcurrency, "requests in flight")
+	fs.IntVar(&c.Concurrency, "c", load.DefaultConcurrency, "requests in flight (with -rate: the most in flight)")
+	fs.Float64Var(&c.Rate, "rate", 0, "send this many requests `per second` on a fixed schedule (0: a closed loop of -c in flight)")
 	fs.IntVar(&c.Conns, "conns", load.DefaultConns, "connections")
 	fs.DurationVar(&c.Duration, "d", load.DefaultDuration, "how long to run")
 	fs.Int64Var(&c.Requests, "n", 0, "how many requests to send (0: until -d)")
@@ -100,6 +112,22 @@ type benchReport struct {
 	P999               float64 `json:"P999"`
 	Max                float64 `json:"Max"`
 	FirstError         string  `json:"first_error,omitempty"`
+	// Schedule describes a fixed-rate run (-rate); latencies are then
+	// from each request's intended send time.
+	Schedule *benchSchedule `json:"schedule,omitempty"`
+}
+
+// benchSchedule is the JSON form of a fixed-rate run's schedule.
+type benchSchedule struct {
+	OfferedRate float64 `json:"offered_rate"`
+	Scheduled   int64   `json:"scheduled"`
+	Late        int64   `json:"late"`
+	Missed      int64   `json:"missed"`
+	// The send lag, in milliseconds: how long after its intended time
+	// each request was sent.
+	LagP50 float64 `json:"lag_P50"`
+	LagP99 float64 `json:"lag_P99"`
+	LagMax float64 `json:"lag_Max"`
 }
 
 func benchJSON(c load.Config, r *load.Report) benchReport {
@@ -114,13 +142,27 @@ func benchJSON(c load.Config, r *load.Report) benchReport {
 	if r.FirstError != nil {
 		out.FirstError = r.FirstError.Error()
 	}
+	if r.Rate > 0 {
+		lag := func(q float64) float64 { return float64(r.Lag.ValueAtQuantile(q*100)) / 1000 }
+		out.Schedule = &benchSchedule{
+			OfferedRate: r.Rate, Scheduled: r.Scheduled, Late: r.Late, Missed: r.Missed,
+			LagP50: lag(0.5), LagP99: lag(0.99), LagMax: float64(r.Lag.Max()) / 1000,
+		}
+	}
 	return out
 }
 
 // printReport writes the report for a human: totals, percentiles, and a
 // histogram of latency in power-of-two buckets.
 func printReport(w io.Writer, c load.Config, r *load.Report) {
-	fmt.Fprintf(w, "target     %s (%d in flight over %d connections, %d keys)\n", c.Target, max(c.Concurrency, 1), max(min(c.Conns, c.Concurrency), 1), max(c.Keys, 1))
+	inFlight := "in flight"
+	if r.Rate > 0 {
+		inFlight = "at most in flight"
+	}
+	fmt.Fprintf(w, "target     %s (%d %s over %d connections, %d keys)\n", c.Target, max(c.Concurrency, 1), inFlight, max(min(c.Conns, c.Concurrency), 1), max(c.Keys, 1))
+	if r.Rate > 0 {
+		fmt.Fprintf(w, "schedule   %g/s offered, %d requests: %d late (%d in flight), %d missed\n", r.Rate, r.Scheduled, r.Late, max(c.Concurrency, 1), r.Missed)
+	}
 	fmt.Fprintf(w, "requests   %d in %.2fs: %.0f/s, %.0f decisions/s\n", r.Requests, r.Elapsed.Seconds(), r.PerSecond(), r.DecisionsPerSecond())
 	pct := func(n int64) float64 {
 		if r.Requests == 0 {
@@ -138,6 +180,11 @@ func printReport(w io.Writer, c load.Config, r *load.Report) {
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	fmt.Fprintf(w, "latency    min %v  p50 %v  p90 %v  p99 %v  p999 %v  max %v\n",
 		us(r.Latency.Min()), r.Quantile(0.5), r.Quantile(0.9), r.Quantile(0.99), r.Quantile(0.999), us(r.Latency.Max()))
+	if r.Rate > 0 {
+		fmt.Fprintln(w, "           (from each request's intended send time)")
+		fmt.Fprintf(w, "send lag   p50 %v  p99 %v  max %v  (intended to actual send: a busy generator or -c reached)\n",
+			us(r.Lag.ValueAtQuantile(50)), us(r.Lag.ValueAtQuantile(99)), us(r.Lag.Max()))
+	}
 	// Buckets of powers of two microseconds, from the fastest request's.
 	lo := int64(1) << int(math.Floor(math.Log2(float64(max(r.Latency.Min(), 1)))))
 	var rows [][2]int64 // upper bound in µs, count

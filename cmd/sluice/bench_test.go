@@ -63,3 +63,62 @@ func TestBench(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRate runs "sluice bench -rate" against a real "sluice serve":
+// the schedule sets exactly how many requests are sent, and the report
+// says how they kept to it.
+func TestBenchRate(t *testing.T) {
+	dir := t.TempDir()
+	cfg := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 50}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpURL, grpcAddr := startServeGRPC(t, dir)
+
+	out, errOut, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}",
+		"-rate", "200", "-d", "1s", "-c", "8", "-conns", "2")
+	if err != nil {
+		t.Fatalf("bench -rate grpc: %v; stderr %s", err, errOut)
+	}
+	for _, want := range []string{
+		"(8 at most in flight over 2 connections, 1 keys)",
+		"schedule   200/s offered, 200 requests: ", " 0 missed",
+		"requests   200 in", "verdicts   50 allowed (25.0%), 150 over the limit (75.0%), 0 errors",
+		"p99 ", "(from each request's intended send time)", "send lag   p50 ", "histogram",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench -rate grpc output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=r{key}",
+		"-keys", "10", "-rate", "500", "-n", "100")
+	if err != nil {
+		t.Fatalf("bench -rate -json http: %v; stderr %s", err, errOut)
+	}
+	var r benchReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Schedule == nil {
+		t.Fatalf("bench -rate -json http = %q (%v), want a report with a schedule", out, err)
+	}
+	if s := r.Schedule; r.Requests != 100 || r.Allowed != 100 || r.Errors != 0 || s.OfferedRate != 500 || s.Scheduled != 100 || s.Missed != 0 || r.P99 <= 0 || s.LagMax < s.LagP50 {
+		t.Errorf("bench -rate -json http = %+v, schedule %+v; want 100 requests allowed of 100 scheduled at 500/s, none missed", r, *s)
+	}
+	// A closed loop has no schedule.
+	out, _, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=c{key}", "-n", "5")
+	if err != nil || strings.Contains(out, "schedule") {
+		t.Errorf("bench -json (closed loop) = %q, %v; want no schedule", out, err)
+	}
+
+	for _, tt := range []struct {
+		rate, want string
+	}{
+		{"-5", "must not be negative"},
+		{"2e6", "want at most 1000000 per second"},
+		{"fast", "invalid value"},
+	} {
+		_, _, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "a=b", "-rate", tt.rate)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("sluice bench -rate %s = %v, want an error with %q", tt.rate, err, tt.want)
+		}
+	}
+}

@@ -57,9 +57,9 @@ type due struct {
 // cfg.Concurrency in flight, and measures each latency from the request's
 // intended send time.
 //
-// The calling goroutine walks the schedule, takes one of Concurrency
-// slots for each request when it is due, and sends it from a goroutine of
-// its own that frees the slot when answered. A request that finds every
+// A goroutine on a thread of its own walks the schedule, takes one of
+// Concurrency slots for each request when it is due, and sends the
+// request from a new goroutine that frees the slot when answered. A request that finds every
 // slot taken is late: the schedule waits for a free one, and the requests
 // due meanwhile queue behind it, their wait counted in their latency.
 // Requests still waiting when the run's time is up are missed, not sent.
@@ -102,19 +102,25 @@ func runRate(ctx context.Context, cfg Config, cl client) *Report {
 	stopProgress := progress(ctx, cfg.Progress, begin, &c)
 	sendCtx, cancel := context.WithDeadline(ctx, begin.Add(cfg.Duration))
 	defer cancel()
-	var i int64
-	for ; i < sched.n; i++ {
-		j := due{i, begin.Add(sched.at(i))}
-		if !wait(sendCtx, j.at) || !take(sendCtx, slots, &c.late) {
-			break
+	handed := make(chan int64, 1)
+	go func() {
+		lockPrecise() // a thread of its own, for punctual sleeps
+		var i int64
+		for ; i < sched.n; i++ {
+			j := due{i, begin.Add(sched.at(i))}
+			if !wait(sendCtx, j.at) || !take(sendCtx, slots, &c.late) {
+				break
+			}
+			wg.Add(1)
+			go send(j)
 		}
-		wg.Add(1)
-		go send(j)
-	}
-	missed.Add(sched.n - i)
-	// The run lasts its whole schedule, the last interval included, so
-	// that the achieved rate compares with the offered one.
-	wait(ctx, begin.Add(min(sched.at(sched.n), cfg.Duration)))
+		// The run lasts its whole schedule, the last interval
+		// included, so that the achieved rate compares with the
+		// offered one.
+		wait(ctx, begin.Add(min(sched.at(sched.n), cfg.Duration)))
+		handed <- i
+	}()
+	missed.Add(sched.n - <-handed)
 	wg.Wait()
 	elapsed := time.Since(begin)
 	stopProgress()
@@ -141,17 +147,18 @@ func take(ctx context.Context, slots chan<- struct{}, late *atomic.Int64) bool {
 	}
 }
 
+// maxNap bounds each sleep of wait, so that it notices ctx in time.
+const maxNap = 10 * time.Millisecond
+
 // wait returns when t has come (true), or when ctx is done first, or had
 // already expired when t came (false).
 func wait(ctx context.Context, t time.Time) bool {
-	if d := time.Until(t); d > 0 {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return false
+	for ctx.Err() == nil {
+		d := time.Until(t)
+		if d <= 0 {
+			return true
 		}
+		nap(min(d, maxNap))
 	}
-	return ctx.Err() == nil
+	return false
 }
