@@ -18,8 +18,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server/envoyrls"
+	"github.com/sluicehq/sluice/server/rules"
 )
 
 // serveGRPC serves Envoy's RLS API of s on a loopback listener and
@@ -186,5 +188,68 @@ func TestBatchRefundOneRoundTrip(t *testing.T) {
 	}
 	if got := reads1 - reads0 - 1; got != 2 {
 		t.Errorf("reads of client data on Redis = %d, want 2 round trips (the takes, the refunds)", got)
+	}
+}
+
+// BenchmarkRedisDescriptors measures, on a real redis-server through
+// every layer of the service's store, one request of three descriptors
+// (one round trip) against three requests of one (three, as every
+// multi-descriptor request cost before the layers batched), and reports
+// the round trips each costs from INFO total_reads_processed.
+func BenchmarkRedisDescriptors(b *testing.B) {
+	r := testserver.StartRedis(b)
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+r.Addr+"\"]}}\n"+`rules:
+  - domain: edge
+    descriptors:
+      - key: remote_address
+        limits: ["1000000/s"]
+      - key: path
+        limits: ["1000000/s"]
+      - key: user
+        limits: ["1000000/s"]
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewService(context.Background(), c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	descs := [][]rules.Descriptor{
+		{{Entries: []rules.Entry{{Key: "remote_address", Value: "203.0.113.7"}}}},
+		{{Entries: []rules.Entry{{Key: "path", Value: "/login"}}}},
+		{{Entries: []rules.Entry{{Key: "user", Value: "bob"}}}},
+	}
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		reqs []rules.Request
+	}{
+		{"one request of 3", []rules.Request{{Domain: "edge", Descriptors: append(append(descs[0][:1:1], descs[1]...), descs[2]...)}}},
+		{"3 requests of 1", []rules.Request{{Domain: "edge", Descriptors: descs[0]}, {Domain: "edge", Descriptors: descs[1]}, {Domain: "edge", Descriptors: descs[2]}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			reads := func() int64 {
+				info, err := r.Info("stats")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := strconv.ParseInt(info["total_reads_processed"], 10, 64)
+				return n
+			}
+			before := reads()
+			for b.Loop() {
+				for _, req := range bc.reqs {
+					if res, err := s.Engine().Check(ctx, req); err != nil || !res.Allowed {
+						b.Fatalf("Check = %+v, %v; want allowed", res, err)
+					}
+				}
+			}
+			// Less INFO's own reads (its request and its connection's
+			// close).
+			b.ReportMetric(float64(reads()-before-2)/float64(b.N), "round-trips/op")
+		})
 	}
 }
