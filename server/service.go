@@ -64,8 +64,9 @@ type state struct {
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
-// exists in every configuration, and forward-auth enforces its bans like
-// those of the configured jails.
+// exists in every configuration, and its bans are enforced like those of
+// the configured jails: by forward-auth for every rule, and by the HTTP
+// and gRPC APIs for the rules a jail counts.
 const ManualJail = "manual"
 
 // NewService opens the store c names and builds the service on it.
