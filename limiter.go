@@ -82,7 +82,9 @@ func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
 
 // Allow is shorthand for AllowN(ctx, actor, 1).
 func (l *Limiter) Allow(ctx context.Context, actor string) (Decision, error) {
-	return l.AllowN(ctx, actor, 1)
+	// Not through AllowN: small enough to inline, Allow spares its caller
+	// a copy of the Decision on the hottest path.
+	return l.do(ctx, OpTake, actor, 1, time.Time{})
 }
 
 // AllowN reports whether actor may perform the action n times now, and if
@@ -98,7 +100,7 @@ func (l *Limiter) AllowN(ctx context.Context, actor string, n int) (Decision, er
 // counting it: the seeds' "check". Its Remaining is what a take would
 // leave.
 func (l *Limiter) Peek(ctx context.Context, actor string) (Decision, error) {
-	return l.PeekN(ctx, actor, 1)
+	return l.do(ctx, OpPeek, actor, 1, time.Time{})
 }
 
 // PeekN is Peek for a cost of n.
@@ -131,11 +133,16 @@ func (l *Limiter) Reserve(ctx context.Context, actor string, n int) (*Reservatio
 }
 
 func (l *Limiter) do(ctx context.Context, op Op, actor string, n int, at time.Time) (Decision, error) {
-	r := Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, At: at, limitsChecked: true}
-	if l.clock != nil {
-		r.Now = l.clock()
+	return l.store.Decide(ctx, Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, Now: l.now(), At: at, limitsChecked: true})
+}
+
+// now returns the time of a request: zero, for the store's clock, unless
+// Config.Clock is set.
+func (l *Limiter) now() time.Time {
+	if l.clock == nil {
+		return time.Time{}
 	}
-	return l.store.Decide(ctx, r)
+	return l.clock()
 }
 
 // actorKey bounds an actor key: keys longer than MaxActorLen, and keys
@@ -145,6 +152,11 @@ func actorKey(actor string) string {
 	if len(actor) <= MaxActorLen && (actor == "" || actor[0] != '#') {
 		return actor
 	}
+	return hashedKey(actor)
+}
+
+// hashedKey is actorKey's replacement of a long key.
+func hashedKey(actor string) string {
 	sum := sha256.Sum256([]byte(actor))
 	return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
 }
