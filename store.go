@@ -13,6 +13,8 @@ import (
 // same key, from any number of goroutines or processes sharing the store,
 // behave as if they ran one after another. For OpTake, the cost is
 // consumed under every limit or under none (a policy is all-or-nothing).
+// For OpRefund and OpReset, the Decision is what an OpPeek would get just
+// after: of Cost for a refund, of 1 for a reset.
 //
 // The state of each limit is identified by the key and by the limit's
 // [Limit.StateID], so a policy can change a limit's Rate or Burst without
