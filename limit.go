@@ -85,6 +85,9 @@ const (
 // The zero value is not a valid limit; build one with [PerSecond],
 // [PerMinute], [PerHour], [PerDay], [Every], [ParseLimit] or a literal.
 // A Limit is a plain value: copy it freely.
+//
+// (Its small fields sit together so that a Limit, which every Decision
+// holds, takes 40 bytes rather than 48.)
 type Limit struct {
 	// Rate is how many events (units of cost) are allowed per Period.
 	// It must be at least 1.
@@ -97,15 +100,15 @@ type Limit struct {
 	Burst int
 	// Algorithm chooses how events are counted. The zero value is GCRA.
 	Algorithm Algorithm
+	// Staggered starts a FixedWindow's windows at an offset derived from
+	// the key, so that all actors do not get a fresh window at the same
+	// instant. Only FixedWindow reads it.
+	Staggered bool
 	// Buckets is the number of sub-windows of SlidingWindow and
 	// ApproxSlidingWindow. Zero means DefaultBuckets. More buckets bring
 	// the sliding window counter closer to the exact sliding log, at
 	// 8 bytes of state each.
 	Buckets int
-	// Staggered starts a FixedWindow's windows at an offset derived from
-	// the key, so that all actors do not get a fresh window at the same
-	// instant. Only FixedWindow reads it.
-	Staggered bool
 }
 
 // PerSecond returns a GCRA limit of n events per second.

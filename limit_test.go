@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestParseLimit(t *testing.T) {
@@ -149,4 +150,12 @@ func FuzzParseLimit(f *testing.F) {
 			t.Fatalf("ParseLimit(%q) round trip via %q = %+v, %v; want %+v", s, l.String(), got, err, l)
 		}
 	})
+}
+
+// TestLimitSize guards the field order that keeps a Limit, copied with
+// every Decision, at five words.
+func TestLimitSize(t *testing.T) {
+	if got := unsafe.Sizeof(Limit{}); got > 5*unsafe.Sizeof(0) {
+		t.Errorf("Sizeof(Limit{}) = %d, want at most 5 words", got)
+	}
 }
