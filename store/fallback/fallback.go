@@ -67,9 +67,12 @@ type Config struct {
 	// so that the fleet, each process limiting alone, admits about what
 	// the shared limit would. Default 1.
 	Instances int
-	// MaxReplay bounds the local takes kept to replay into the primary
-	// when it returns; beyond it the oldest are dropped (counted in
-	// Stats.Dropped). Default 10000; negative means no replay.
+	// MaxReplay bounds the operations journaled under policy Local to
+	// replay into the primary when it answers again: the takes allowed
+	// locally, the resets, and the refunds of takes the journal does not
+	// hold. Beyond it the oldest are dropped (counted in Stats.Dropped).
+	// Default 10000; negative means no journal: the primary never learns
+	// what was decided locally.
 	MaxReplay int
 	// DenyCache is how many actors known to be denied until some time
 	// are kept, to answer their requests of the same cost and policy
@@ -90,13 +93,15 @@ type Config struct {
 
 // Stats counts what a Store did since it was created.
 type Stats struct {
-	Errors       int64 // failures of the primary (timeouts included)
-	Degraded     int64 // requests answered by the policy
-	Opens        int64 // times the breaker opened
-	DenyHits     int64 // requests answered by the deny cache
-	Replayed     int64 // local takes replayed into the primary
-	ReplayFailed int64 // local takes whose replay failed
-	Dropped      int64 // local takes dropped beyond MaxReplay
+	Errors          int64 // failures of the primary (timeouts included)
+	Degraded        int64 // requests answered by the policy
+	Opens           int64 // times the breaker opened
+	DenyHits        int64 // requests answered by the deny cache
+	Replayed        int64 // local takes replayed into the primary
+	ReplayedResets  int64 // resets decided locally, replayed into the primary
+	ReplayedRefunds int64 // refunds decided locally, replayed into the primary
+	ReplayFailed    int64 // journaled operations whose replay failed
+	Dropped         int64 // journaled operations dropped beyond MaxReplay
 }
 
 // A Store decides on a primary store and applies a failure policy when
@@ -108,11 +113,23 @@ type Stats struct {
 // every caller applies them; failures are reported to OnError and
 // counted in Stats. Invalid requests return their errors as they are.
 //
-// Under Local, a refund of a take that was allowed locally and is still
-// waiting to be replayed cancels it: it is refunded on the local store
-// and never reaches the primary. A refund of a take already replayed
-// goes to the primary, as any other refund; one whose take is being
-// replayed at that moment waits for the replay's round trip first.
+// Under Local, the journal keeps, in order, what the primary must learn
+// when it answers again: the takes allowed locally, the resets and the
+// refunds. The replay sends them at their original times (a refund with
+// the At of its take), from the first successful call of the primary
+// on. A refund of a take that was allowed locally and is still waiting
+// to be replayed cancels it: it is refunded on the local store and never
+// reaches the primary. A refund of a take the primary counted (before
+// the failure, or replayed) goes to the primary, or, while it fails, is
+// refunded locally and journaled. A reset drops from the journal what
+// the actor did before it under the limits it resets (the reset forgets
+// it anyway) and, if decided locally, is journaled itself, so that the
+// primary forgets what it held before the failure. A refund or reset
+// whose actor's operations are being replayed at that moment waits for
+// the replay's round trip first, so that it follows them. A take that
+// reaches the primary after it recovers but before the replay of a
+// journaled reset of the same actor is forgotten by that reset: a
+// window of one replay round trip per 256 journaled operations.
 //
 // Under Open, the Decision allows, with the binding limit's full
 // allowance less the cost as Remaining. Under Closed, it denies, with
@@ -150,7 +167,9 @@ type Store struct {
 
 	deny denyCache
 
-	errors, degraded, opens, denyHits, replayed, replayFailed atomic.Int64
+	errors, degraded, opens, denyHits atomic.Int64
+
+	replayed, replayedResets, replayedRefunds, replayFailed atomic.Int64
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -210,8 +229,9 @@ func (s *Store) Close() error {
 func (s *Store) Stats() Stats {
 	return Stats{
 		Errors: s.errors.Load(), Degraded: s.degraded.Load(), Opens: s.opens.Load(),
-		DenyHits: s.denyHits.Load(), Replayed: s.replayed.Load(), ReplayFailed: s.replayFailed.Load(),
-		Dropped: s.journal.dropped.Load(),
+		DenyHits: s.denyHits.Load(), Replayed: s.replayed.Load(),
+		ReplayedResets: s.replayedResets.Load(), ReplayedRefunds: s.replayedRefunds.Load(),
+		ReplayFailed: s.replayFailed.Load(), Dropped: s.journal.dropped.Load(),
 	}
 }
 
@@ -261,7 +281,7 @@ func (s *Store) withTimeout(ctx context.Context) (context.Context, context.Cance
 // early answers r without the primary when it can, and reports whether
 // it did: a denial the deny cache holds, or the refund of a take allowed
 // locally and not yet replayed. Resets and refunds clear the actor's
-// cached denial.
+// cached denial; resets wipe the actor from the journal.
 func (s *Store) early(ctx context.Context, r *sluice.Request, now time.Time) (d sluice.Decision, done bool, err error) {
 	switch r.Op {
 	case sluice.OpRefund:
@@ -279,6 +299,9 @@ func (s *Store) early(ctx context.Context, r *sluice.Request, now time.Time) (d 
 		}
 	case sluice.OpReset:
 		s.deny.forget(r.Prefix, r.Key)
+		if err := s.journal.wipe(ctx, r); err != nil {
+			return sluice.Decision{}, true, err
+		}
 	default:
 		if d, ok := s.deny.lookup(r, now); ok {
 			s.denyHits.Add(1)
@@ -343,10 +366,13 @@ func (s *Store) succeeded(probe bool) {
 		s.probing = false
 	}
 	s.mu.Unlock()
-	if wasOpen {
-		if s.c.OnBreaker != nil {
-			s.c.OnBreaker(false)
-		}
+	if wasOpen && s.c.OnBreaker != nil {
+		s.c.OnBreaker(false)
+	}
+	// Also after failures too few to open the breaker: a journaled reset
+	// replayed only after the next outage would forget what the actor
+	// did since.
+	if wasOpen || s.journal.waiting.Load() > 0 {
 		s.startReplay()
 	}
 }
@@ -398,11 +424,21 @@ func (s *Store) degrade(ctx context.Context, r sluice.Request, now time.Time) (s
 		}
 		return sluice.Decision{Limit: l, ResetAfter: wait, RetryAfter: wait, Time: now}, nil
 	}
-	return s.decideLocal(ctx, r, now)
+	d, err := s.decideLocal(ctx, r, now)
+	if err == nil && (r.Op == sluice.OpTake && d.Allowed || r.Op == sluice.OpReset || r.Op == sluice.OpRefund) {
+		// What the primary must learn: a take allowed, a reset, or the
+		// refund of a take it counted (early cancelled the others).
+		r.Now = d.Time
+		if r.Now.IsZero() {
+			r.Now = now
+		}
+		s.journal.add(r)
+	}
+	return d, err
 }
 
 // decideLocal decides r on the local store with every limit divided among
-// the instances, and journals the takes it allows.
+// the instances.
 func (s *Store) decideLocal(ctx context.Context, r sluice.Request, now time.Time) (sluice.Decision, error) {
 	orig := r.Limits
 	if n := s.c.Instances; n > 1 {
@@ -429,10 +465,6 @@ func (s *Store) decideLocal(ctx context.Context, r sluice.Request, now time.Time
 			d.Limit = orig[i]
 			break
 		}
-	}
-	if r.Op == sluice.OpTake && d.Allowed {
-		r.Limits, r.Now = orig, d.Time
-		s.journal.add(r)
 	}
 	return d, nil
 }

@@ -10,47 +10,53 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// A journal keeps the takes a Store allowed locally, oldest first, up to
-// max; beyond it the oldest are dropped. The replay moves them out a
-// batch at a time (next, then sent), so that a refund can tell a take
-// still waiting (cancel it) from one in the batch on its way to the
-// primary (wait for it, then refund the primary).
+// A journal keeps what a Store decided locally and the primary must
+// learn when it answers again, oldest first, up to max; beyond it the
+// oldest are dropped. It holds the takes allowed locally, the resets, and
+// the refunds of takes the primary counted. The replay moves them out a
+// batch at a time (next, then sent), so that a refund or a reset can tell
+// an operation still waiting (cancel or drop it) from one in the batch on
+// its way to the primary (wait for it).
 type journal struct {
 	mu      sync.Mutex
 	max     int
-	takes   []sluice.Request
+	ops     []sluice.Request
 	sending []sluice.Request // the batch being replayed
 	done    chan struct{}    // closed when sending has been replayed
+	waiting atomic.Int64     // len(ops), read without mu
 	dropped atomic.Int64
 }
 
+// add journals r, a take, reset or refund decided locally.
 func (j *journal) add(r sluice.Request) {
 	if j.max == 0 {
 		return
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if len(j.takes) >= j.max {
-		n := len(j.takes) - j.max + 1
+	if len(j.ops) >= j.max {
+		n := len(j.ops) - j.max + 1
 		j.dropped.Add(int64(n))
-		j.takes = append(j.takes[:0], j.takes[n:]...)
+		j.ops = append(j.ops[:0], j.ops[n:]...)
 	}
-	j.takes = append(j.takes, r)
+	j.ops = append(j.ops, r)
+	j.waiting.Store(int64(len(j.ops)))
 }
 
-// next moves up to n of the oldest takes into the batch being replayed
-// and returns it, or nil when the journal is empty. The caller calls
-// sent once it has replayed them.
+// next moves up to n of the oldest operations into the batch being
+// replayed and returns it, or nil when the journal is empty. The caller
+// calls sent once it has replayed them.
 func (j *journal) next(n int) []sluice.Request {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	n = min(n, len(j.takes))
+	n = min(n, len(j.ops))
 	if n == 0 {
 		return nil
 	}
-	// The batch keeps the front of the array; later adds and cancels
-	// write only behind it.
-	j.sending, j.takes = j.takes[:n:n], j.takes[n:]
+	// The batch keeps the front of the array; later adds, cancels and
+	// wipes write only behind it.
+	j.sending, j.ops = j.ops[:n:n], j.ops[n:]
+	j.waiting.Store(int64(len(j.ops)))
 	j.done = make(chan struct{})
 	return j.sending
 }
@@ -70,8 +76,9 @@ func (j *journal) sent() {
 // counts it, so the refund is the primary's.
 func (j *journal) cancel(ctx context.Context, r *sluice.Request) (bool, error) {
 	j.mu.Lock()
-	if i := refunded(j.takes, r); i >= 0 {
-		j.takes = slices.Delete(j.takes, i, i+1)
+	if i := refunded(j.ops, r); i >= 0 {
+		j.ops = slices.Delete(j.ops, i, i+1)
+		j.waiting.Store(int64(len(j.ops)))
 		j.mu.Unlock()
 		return true, nil
 	}
@@ -80,26 +87,76 @@ func (j *journal) cancel(ctx context.Context, r *sluice.Request) (bool, error) {
 		done = j.done
 	}
 	j.mu.Unlock()
-	if done != nil {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	}
-	return false, nil
+	return false, wait(ctx, done)
 }
 
-// refunded returns the index of the newest take in takes that refund r
-// gives back (same name, policy and cost, taken at r.At), or -1.
-func refunded(takes []sluice.Request, r *sluice.Request) int {
-	for i := len(takes) - 1; i >= 0; i-- {
-		t := &takes[i]
-		if t.Now.Equal(r.At) && t.Cost == r.Cost && t.Key == r.Key && t.Prefix == r.Prefix && slices.Equal(t.Limits, r.Limits) {
+// wipe applies reset r to the journal: the operations of r's actor that
+// wait to be replayed lose the limits r resets, and those left with none
+// are dropped, since the reset forgets what they did. When the batch
+// being replayed holds an operation that r resets, wipe waits until the
+// batch has been sent, or ctx ends, so that r reaches the primary after
+// it.
+func (j *journal) wipe(ctx context.Context, r *sluice.Request) error {
+	reset := resetBy(r)
+	j.mu.Lock()
+	kept := j.ops[:0]
+	for _, o := range j.ops {
+		if sameActor(&o, r) && slices.ContainsFunc(o.Limits, reset) {
+			// A copy: o.Limits may be a caller's slice.
+			if o.Limits = slices.DeleteFunc(slices.Clone(o.Limits), reset); len(o.Limits) == 0 {
+				continue
+			}
+		}
+		kept = append(kept, o)
+	}
+	clear(j.ops[len(kept):])
+	j.ops = kept
+	j.waiting.Store(int64(len(j.ops)))
+	var done chan struct{}
+	for i := range j.sending {
+		if o := &j.sending[i]; sameActor(o, r) && slices.ContainsFunc(o.Limits, reset) {
+			done = j.done
+			break
+		}
+	}
+	j.mu.Unlock()
+	return wait(ctx, done)
+}
+
+// wait waits until done is closed, if it is not nil, or ctx ends.
+func wait(ctx context.Context, done <-chan struct{}) error {
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// refunded returns the index of the newest take in ops that refund r
+// gives back (same actor, policy and cost, taken at r.At), or -1.
+func refunded(ops []sluice.Request, r *sluice.Request) int {
+	for i := len(ops) - 1; i >= 0; i-- {
+		o := &ops[i]
+		if o.Op == sluice.OpTake && o.Now.Equal(r.At) && o.Cost == r.Cost && sameActor(o, r) && slices.Equal(o.Limits, r.Limits) {
 			return i
 		}
 	}
 	return -1
+}
+
+func sameActor(a, b *sluice.Request) bool { return a.Key == b.Key && a.Prefix == b.Prefix }
+
+// resetBy reports whether reset r forgets the state of a limit: whether
+// one of its limits has the same StateID.
+func resetBy(r *sluice.Request) func(sluice.Limit) bool {
+	return func(l sluice.Limit) bool {
+		id := l.StateID()
+		return slices.ContainsFunc(r.Limits, func(rl sluice.Limit) bool { return rl.StateID() == id })
+	}
 }
 
 // batcher is the optional capability of a primary to decide many
@@ -108,14 +165,15 @@ type batcher interface {
 	DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error)
 }
 
-// replayBatch is how many takes one replay round trip carries.
+// replayBatch is how many operations one replay round trip carries.
 const replayBatch = 256
 
 // startReplay replays the journal into the primary in the background,
-// unless a replay is already running: each take is sent again at its
-// original time, so the primary's state counts what this process allowed
-// while the primary was away (takes the primary now denies are counted
-// as replayed: its state was already at the limit).
+// unless a replay is already running: each operation is sent again at
+// its original time, so the primary's state counts what this process
+// allowed while the primary was away, forgets what it reset and gets
+// back what it refunded (takes the primary now denies are counted as
+// replayed: its state was already at the limit).
 func (s *Store) startReplay() {
 	if s.journal.max == 0 || !s.replaying.CompareAndSwap(false, true) {
 		return
@@ -130,17 +188,17 @@ func (s *Store) startReplay() {
 				return
 			default:
 			}
-			takes := s.journal.next(replayBatch)
-			if takes == nil {
+			ops := s.journal.next(replayBatch)
+			if ops == nil {
 				return
 			}
-			s.replay(takes)
+			s.replay(ops)
 			s.journal.sent()
 		}
 	}()
 }
 
-func (s *Store) replay(takes []sluice.Request) {
+func (s *Store) replay(ops []sluice.Request) {
 	timeout := s.c.Timeout
 	if timeout <= 0 {
 		timeout = time.Second
@@ -148,25 +206,31 @@ func (s *Store) replay(takes []sluice.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout*replayBatch/16)
 	defer cancel()
 	if b, ok := s.c.Primary.(batcher); ok {
-		_, errs := b.DecideBatch(ctx, takes)
-		for _, err := range errs {
-			s.count(err)
+		_, errs := b.DecideBatch(ctx, ops)
+		for i, err := range errs {
+			s.count(ops[i].Op, err)
 		}
 		return
 	}
-	for _, r := range takes {
+	for _, r := range ops {
 		_, err := s.c.Primary.Decide(ctx, r)
-		s.count(err)
+		s.count(r.Op, err)
 	}
 }
 
-func (s *Store) count(err error) {
-	if err != nil {
+// count counts the replay of an operation.
+func (s *Store) count(op sluice.Op, err error) {
+	switch {
+	case err != nil:
 		s.replayFailed.Add(1)
 		if s.c.OnError != nil {
 			s.c.OnError(err)
 		}
-		return
+	case op == sluice.OpReset:
+		s.replayedResets.Add(1)
+	case op == sluice.OpRefund:
+		s.replayedRefunds.Add(1)
+	default:
+		s.replayed.Add(1)
 	}
-	s.replayed.Add(1)
 }
