@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,19 +137,27 @@ func (c *clock) close() {
 // to refill its whole burst, a fixed window or a sliding log's period,
 // and a sliding window counter's bucket width.
 func coarseFits(limits []sluice.Limit, res time.Duration) bool {
-	min := float64(coarseGrains * res)
-	for _, l := range limits {
-		// grain < min, multiplied out: no division on the hot path.
-		period, scale := float64(l.Period), 1.0
+	min := uint64(coarseGrains * res)
+	for i := range limits {
+		l := &limits[i]
 		switch l.Algorithm {
 		case sluice.GCRA:
-			period *= float64(l.MaxBurst())
-			scale = float64(l.Rate)
+			// Period·MaxBurst/Rate < min, multiplied out in 128 bits: no
+			// division, no floating point (both cost tens of nanoseconds
+			// here).
+			hi, lo := bits.Mul64(uint64(l.Period), uint64(l.MaxBurst()))
+			mhi, mlo := bits.Mul64(min, uint64(l.Rate))
+			if hi < mhi || hi == mhi && lo < mlo {
+				return false
+			}
 		case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-			scale = float64(l.BucketCount())
-		}
-		if period < min*scale {
-			return false
+			if uint64(l.Period) < min*uint64(l.BucketCount()) {
+				return false
+			}
+		default:
+			if uint64(l.Period) < min {
+				return false
+			}
 		}
 	}
 	return true
