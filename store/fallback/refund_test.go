@@ -2,18 +2,12 @@ package fallback
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/store/redis"
 )
 
 // TestRefundJournaled kills a real redis-server, reserves takes that the
@@ -21,36 +15,9 @@ import (
 // once Redis is back: a take refunded before its replay never reaches
 // Redis, and a take refunded after its replay is refunded in Redis.
 func TestRefundJournaled(t *testing.T) {
-	srv := testserver.StartRedis(t)
-	// One connection: once a probe got through after the restart, every
-	// later call does too (with several, each stale one fails once).
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true, PipelineMultiplex: -1})
-	if err != nil {
-		t.Fatalf("rueidis.NewClient = %v", err)
-	}
-	t.Cleanup(rc.Close)
-	primary, err := redis.New(redis.Config{Client: rc})
-	if err != nil {
-		t.Fatalf("redis.New = %v", err)
-	}
-	var now atomic.Int64 // the clock of every request, on a 1s grid
-	now.Store(t0.UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	const cooldown = time.Second
-	s := newStore(t, Config{Primary: primary, Threshold: 1, Cooldown: cooldown, Timeout: 2 * time.Second, Clock: clock, DenyCache: -1,
-		OnError: func(err error) { t.Logf("primary failed (Redis killed): %v", err) }})
-	limits := []sluice.Limit{{Rate: 10, Period: time.Hour}}
-	cfg := sluice.Config{Limits: limits, Namespace: fmt.Sprintf("t%d", time.Now().UnixNano()), Action: "login", Clock: clock}
-	lim, err := sluice.New(s, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inRedis, err := sluice.New(primary, cfg) // reads Redis alone
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newOutage(t)
+	lim, inRedis := o.limiters(t, "login", sluice.Limit{Rate: 10, Period: time.Hour})
 	ctx := context.Background()
-
 	reserve := func(t *testing.T, actor string) *sluice.Reservation {
 		t.Helper()
 		r, err := lim.Reserve(ctx, actor, 1)
@@ -65,74 +32,42 @@ func TestRefundJournaled(t *testing.T) {
 			t.Fatalf("Refund = %v, want nil", err)
 		}
 	}
-	// remaining is what a take of actor would leave in Redis.
-	remaining := func(t *testing.T, actor string) int {
-		t.Helper()
-		d, err := inRedis.Peek(ctx, actor)
-		if err != nil {
-			t.Fatalf("Peek(%q) on Redis = %v", actor, err)
-		}
-		return d.Remaining
-	}
-	kill := func(t *testing.T) {
-		t.Helper()
-		srv.Stop()
-		reserve(t, "someone") // fails on Redis, opens the breaker
-		if !s.Open() {
-			t.Fatal("breaker closed after Redis was killed, want open")
-		}
-	}
-	// restart restarts Redis (empty) and probes it until the breaker
-	// closes, then waits for the replay.
-	restart := func(t *testing.T) {
-		t.Helper()
-		if err := srv.Restart(); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(10 * time.Second); s.Open(); {
-			if time.Now().After(deadline) {
-				t.Fatal("breaker still open 10s after Redis restarted")
-			}
-			now.Add(int64(cooldown)) // the next request probes
-			if _, err := lim.Peek(ctx, "prober"); err != nil {
-				t.Fatalf("Peek = %v", err)
-			}
-		}
-		s.replayWG.Wait()
-	}
 
 	t.Run("refund before replay", func(t *testing.T) {
-		kill(t)
+		o.kill(t)
 		refunded, kept := reserve(t, "a"), reserve(t, "a")
-		now.Add(int64(time.Second))
+		o.advance(time.Second)
 		refund(t, refunded) // Redis still down
-		before := s.Stats().Replayed
-		restart(t)
-		if got := s.Stats().Replayed - before; got != 2 {
+		before := o.s.Stats()
+		o.restart(t)
+		if got := o.s.Stats().Replayed - before.Replayed; got != 2 {
 			t.Errorf("takes replayed = %d, want 2 (someone's and the kept one)", got)
 		}
-		if got, want := remaining(t, "a"), 10-1-1; got != want {
+		if got := o.s.Stats().ReplayedRefunds - before.ReplayedRefunds; got != 0 {
+			t.Errorf("refunds replayed = %d, want 0: the refund cancelled its journaled take", got)
+		}
+		if got, want := remaining(t, inRedis, "a"), 10-1-1; got != want {
 			t.Errorf("Redis Remaining(a) = %d, want %d: only the kept take counts", got, want)
 		}
 		refund(t, kept) // replayed: Redis gives it back
-		if got, want := remaining(t, "a"), 10-1; got != want {
+		if got, want := remaining(t, inRedis, "a"), 10-1; got != want {
 			t.Errorf("Redis Remaining(a) after refunding the kept take = %d, want %d", got, want)
 		}
 	})
 	t.Run("refund after replay", func(t *testing.T) {
-		kill(t)
+		o.kill(t)
 		r := reserve(t, "b")
-		restart(t)
-		if got, want := remaining(t, "b"), 10-1-1; got != want {
+		o.restart(t)
+		if got, want := remaining(t, inRedis, "b"), 10-1-1; got != want {
 			t.Fatalf("Redis Remaining(b) after the replay = %d, want %d", got, want)
 		}
-		now.Add(int64(time.Second))
+		o.advance(time.Second)
 		refund(t, r)
-		if got, want := remaining(t, "b"), 10-1; got != want {
+		if got, want := remaining(t, inRedis, "b"), 10-1; got != want {
 			t.Errorf("Redis Remaining(b) after the refund = %d, want %d: the replayed take given back", got, want)
 		}
 	})
-	if st := s.Stats(); st.ReplayFailed != 0 {
+	if st := o.s.Stats(); st.ReplayFailed != 0 {
 		t.Errorf("Stats = %+v, want no failed replay", st)
 	}
 }
