@@ -106,7 +106,10 @@
 // reference's Refund would change and applies it as decrements (memcached
 // stops them at zero), and refunds states by compare-and-set: two or
 // three round trips. Refunds of counters are not atomic with concurrent
-// takes, but they only lower counts the reference would also lower.
+// takes, but they only lower counts the reference would also lower. A
+// refund answers what a peek of its cost would get on the states it
+// leaves, and a reset what a peek of 1 gets on fresh ones, as
+// sluice.Store asks, with no further round trip.
 //
 // # Time
 //

@@ -209,9 +209,9 @@ func (s *Store) decideOn(ctx context.Context, c *meta.Client, r *sluice.Request)
 	var err error
 	switch r.Op {
 	case sluice.OpReset:
-		err = s.reset(ctx, c, p, b)
+		d, err = s.reset(ctx, c, p, b)
 	case sluice.OpRefund:
-		err = s.refund(ctx, c, p, b, r.At.UnixNano())
+		d, err = s.refund(ctx, c, p, b, r.At.UnixNano())
 	default:
 		d, err = s.decide(ctx, c, p, b, r.Op == sluice.OpTake)
 	}
@@ -399,7 +399,7 @@ func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.
 		return true, nil
 	}
 	for _, i := range won {
-		if err := s.refundCAS(ctx, c, p, i, b, p.now, nil); err != nil {
+		if _, err := s.refundCAS(ctx, c, p, i, b, p.now, nil); err != nil {
 			return false, err
 		}
 	}
@@ -407,53 +407,55 @@ func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.
 }
 
 // refundCAS refunds cost taken at at from one GCRA or sliding log state,
-// by compare-and-set, retrying when another write came first. When st is
-// given it is the state already read (with the part's CAS token).
-func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b *meta.Batch, at int64, st []int64) error {
+// by compare-and-set, retrying when another write came first, and returns
+// the state it left. When st is given it is the state already read (with
+// the part's CAS token).
+func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b *meta.Batch, at int64, st []int64) ([]int64, error) {
 	pt := &p.parts[i]
 	for attempt := 0; attempt <= s.retries; attempt++ {
 		if st == nil {
 			b.Reset()
 			b.GetCAS(stateKey(pt.base))
 			if err := c.Do(ctx, b); err != nil {
-				return err
+				return nil, err
 			}
 			pt.found = false
 			var err error
 			if st, err = p.readState(pt, &b.Replies[0]); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if !pt.found {
-			return nil // nothing to give back
+			return st, nil // empty: nothing to give back
 		}
 		after := slices.Clone(st)
 		algorithm.Refund(pt.l, after, at, p.now, p.cost)
 		if slices.Equal(after, st) {
-			return nil
+			return st, nil
 		}
 		b.Reset()
 		b.CompareAndSet(stateKey(pt.base), algorithm.AppendState(nil, pt.l, after), pt.stateTTL(p), pt.cas)
 		if err := c.Do(ctx, b); err != nil {
-			return err
+			return nil, err
 		}
 		switch r := &b.Replies[0]; r.Status {
 		case meta.StatusOK:
-			return nil
+			return after, nil
 		case meta.StatusExists, meta.StatusNotFound:
 			st = nil
 			backoff(attempt)
 		default:
-			return unexpected(r)
+			return nil, unexpected(r)
 		}
 	}
-	return ErrContention
+	return nil, ErrContention
 }
 
 // refund gives back cost taken at at under every limit. Counter limits
 // are decremented bucket by bucket as the reference's Refund would change
-// them; GCRA and sliding log states by compare-and-set.
-func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, at int64) error {
+// them; GCRA and sliding log states by compare-and-set. It answers what a
+// peek of cost gets on the states it left (see sluice.Store).
+func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, at int64) (sluice.Decision, error) {
 	s.forgetDenial(p)
 	p.refund = true
 	if p.anyCAS {
@@ -463,16 +465,16 @@ func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 	}
 	for attempt := 0; ; attempt++ {
 		if attempt > s.retries {
-			return ErrContention
+			return sluice.Decision{}, ErrContention
 		}
 		b.Reset()
 		p.appendRead(b, false)
 		if err := c.Do(ctx, b); err != nil {
-			return err
+			return sluice.Decision{}, err
 		}
 		redo, err := p.readReplies(b, false)
 		if err != nil {
-			return err
+			return sluice.Decision{}, err
 		}
 		if !redo {
 			break
@@ -498,31 +500,35 @@ func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 				b.Decr(bucketKey(pt.base, pt.gen, idx), uint64(diff))
 			}
 		}
+		p.states[i] = after
 	}
 	if b.Len() > 0 {
 		if err := c.Do(ctx, b); err != nil {
-			return err
+			return sluice.Decision{}, err
 		}
 		for j := range b.Replies {
 			if r := &b.Replies[j]; r.Status != meta.StatusOK && r.Status != meta.StatusNotFound {
-				return unexpected(r)
+				return sluice.Decision{}, unexpected(r)
 			}
 		}
 	}
 	for i := range p.parts {
 		if !p.parts[i].counter {
-			if err := s.refundCAS(ctx, c, p, i, b, at, p.states[i]); err != nil {
-				return err
+			st, err := s.refundCAS(ctx, c, p, i, b, at, p.states[i])
+			if err != nil {
+				return sluice.Decision{}, err
 			}
+			p.states[i] = st
 		}
 	}
-	return nil
+	return algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, sluice.OpPeek), nil
 }
 
 // reset forgets the state under every limit in one round trip: a counter
 // limit's head starts a new generation, so its old counters are never
-// read again; a GCRA or sliding log state is deleted.
-func (s *Store) reset(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) error {
+// read again; a GCRA or sliding log state is deleted. It answers what a
+// peek of 1 gets on the fresh states (see sluice.Store).
+func (s *Store) reset(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) (sluice.Decision, error) {
 	s.forgetDenial(p)
 	b.Reset()
 	for i := range p.parts {
@@ -537,14 +543,17 @@ func (s *Store) reset(ctx context.Context, c *meta.Client, p *plan, b *meta.Batc
 		}
 	}
 	if err := c.Do(ctx, b); err != nil {
-		return err
+		return sluice.Decision{}, err
 	}
 	for j := range b.Replies {
 		if r := &b.Replies[j]; r.Status != meta.StatusOK && r.Status != meta.StatusNotFound {
-			return unexpected(r)
+			return sluice.Decision{}, unexpected(r)
 		}
 	}
-	return nil
+	for i, l := range p.limits {
+		p.states[i] = make([]int64, algorithm.Words(l))
+	}
+	return algorithm.Decide(p.limits, p.states, p.raw, p.now, 1, sluice.OpPeek), nil
 }
 
 // wrap makes err an error of the store, wrapping sluice.ErrStore; errors

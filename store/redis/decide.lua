@@ -13,13 +13,14 @@
 --          width), off (staggered window offset, rounded up to a µs) and
 --          adj (what that rounding added, in ns).
 -- Returns  {allowed, binding limit (1-based), remaining, reset µs,
---          retry µs, now µs, reset adj ns, retry adj ns}: a duration is
---          its µs less its adj, so that a staggered window's end and an
---          approximate window's retry, which fall between microseconds,
---          come out exact in ns. Or an error reply "SLUICE_CORRUPT ..."
---          when a key holds a value this script did not write. Every read
---          and check comes before the first write, so an error writes
---          nothing.
+--          retry µs, now µs, reset adj ns, retry adj ns}; for a refund or
+--          a reset, those a peek just after it gets (of cost, or of 1). A
+--          duration is its µs less its adj, so that a staggered window's
+--          end and an approximate window's retry, which fall between
+--          microseconds, come out exact in ns. Or an error reply
+--          "SLUICE_CORRUPT ..." when a key holds a value this script did
+--          not write. Every read of a stored value comes before the first
+--          write, so an error writes nothing.
 
 local op = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
@@ -31,9 +32,11 @@ if now < 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- A reset answers what a peek of 1 just after it gets (see sluice.Store):
+-- it deletes the keys and goes on as that peek.
 if op == 3 then
   redis.call('DEL', unpack(KEYS))
-  return {1, 1, 0, 0, 0, now, 0, 0}
+  op, cost = 1, 1
 end
 
 -- Fast path for a take or peek under GCRA limits only, the default
@@ -511,7 +514,7 @@ if op == 2 then
       end
     end
   end
-  return {1, 1, 0, 0, 0, now, 0, 0}
+  op = 1 -- a refund answers what a peek of its cost just after it gets
 end
 
 -- Check every limit; the binding one describes the decision (see

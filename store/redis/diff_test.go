@@ -131,16 +131,13 @@ func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps i
 		if err != nil {
 			return fmt.Errorf("step %d: Decide(%v cost %d) = %w", i, req.Op, req.Cost, err)
 		}
-		n := now.UnixNano()
-		var want sluice.Decision
+		want := reference(limits, states, prefix+key, req)
+		if got != want {
+			return fmt.Errorf("step %d: %v of %d at +%v under %v:\n got  %+v\n want %+v",
+				i, req.Op, req.Cost, now.Sub(t0), limits, got, want)
+		}
 		switch req.Op {
 		case sluice.OpTake, sluice.OpPeek:
-			want = algorithm.Decide(limits, states, prefix+key, n, req.Cost, req.Op)
-			want.Time = now
-			if got != want {
-				return fmt.Errorf("step %d: %v of %d at +%v under %v:\n got  %+v\n want %+v",
-					i, req.Op, req.Cost, now.Sub(t0), limits, got, want)
-			}
 			if got.Allowed {
 				st.allowed.Add(1)
 			} else {
@@ -151,16 +148,33 @@ func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps i
 			}
 		case sluice.OpRefund:
 			st.refunds.Add(1)
-			algorithm.RefundAll(limits, states, prefix+key, req.At.UnixNano(), n, req.Cost)
 		case sluice.OpReset:
 			st.resets.Add(1)
-			for _, st := range states {
-				clear(st)
-			}
 			takes = takes[:0]
 		}
 	}
 	return nil
+}
+
+// reference applies r to states, the states of name under r.Limits, as
+// package algorithm does, and returns the decision a store must give:
+// for a refund, a peek of its cost just after; for a reset, a peek of 1.
+func reference(limits []sluice.Limit, states [][]int64, name string, r sluice.Request) sluice.Decision {
+	n := r.Now.UnixNano()
+	op, cost := r.Op, r.Cost
+	switch r.Op {
+	case sluice.OpRefund:
+		algorithm.RefundAll(limits, states, name, r.At.UnixNano(), n, r.Cost)
+		op = sluice.OpPeek
+	case sluice.OpReset:
+		for _, st := range states {
+			clear(st)
+		}
+		op, cost = sluice.OpPeek, 1
+	}
+	d := algorithm.Decide(limits, states, name, n, cost, op)
+	d.Time = r.Now
+	return d
 }
 
 // TestDifferential checks that the script gives exactly the decisions of

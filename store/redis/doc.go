@@ -6,7 +6,9 @@
 // round trip, atomic on the server, for every algorithm of package
 // algorithm (GCRA, fixed window, strict and approximate sliding window
 // counters, sliding log), for every operation (take of cost n, peek,
-// refund, reset) and for a multi-limit policy, decided all-or-nothing.
+// refund, reset) and for a multi-limit policy, decided all-or-nothing. A
+// refund or a reset answers, from the same call, what a peek just after
+// it would get, as sluice.Store asks.
 // Differential tests check the script against package algorithm on
 // thousands of random traces.
 //

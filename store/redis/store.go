@@ -272,9 +272,6 @@ func decodeReply(r *sluice.Request, v []int64, err error) (sluice.Decision, erro
 	if r.Now.IsZero() {
 		d.Time = time.UnixMicro(v[5])
 	}
-	if r.Op == sluice.OpRefund || r.Op == sluice.OpReset {
-		d = sluice.Decision{Allowed: true, Limit: d.Limit, Time: d.Time}
-	}
 	return d, nil
 }
 

@@ -328,16 +328,7 @@ func TestBigLog(t *testing.T) {
 	check := func(r sluice.Request) {
 		t.Helper()
 		got := take(t, s, r)
-		var want sluice.Decision
-		switch r.Op {
-		case sluice.OpRefund:
-			algorithm.RefundAll(r.Limits, [][]int64{st}, prefix+"k", r.At.UnixNano(), r.Now.UnixNano(), r.Cost)
-			return
-		default:
-			want = algorithm.Decide(r.Limits, [][]int64{st}, prefix+"k", r.Now.UnixNano(), r.Cost, r.Op)
-			want.Time = r.Now
-		}
-		if got != want {
+		if want := reference(r.Limits, [][]int64{st}, prefix+"k", r); got != want {
 			t.Fatalf("%v of %d at +%v:\n got  %+v\n want %+v", r.Op, r.Cost, r.Now.Sub(t0), got, want)
 		}
 	}

@@ -77,8 +77,12 @@ func (m *brokenStore) Decide(ctx context.Context, r sluice.Request) (sluice.Deci
 	defer m.mu.Unlock()
 	d := m.ref.apply(r)
 	d.Time = r.Now
-	if m.flaw == "clocktime" {
+	switch {
+	case m.flaw == "clocktime":
 		d.Time = time.Now()
+	case m.flaw == "blankanswer" && (r.Op == sluice.OpRefund || r.Op == sluice.OpReset):
+		// what store/redis once answered: allowed, nothing more
+		d = sluice.Decision{Allowed: true, Limit: d.Limit, Time: d.Time}
 	}
 	return d, nil
 }
@@ -104,6 +108,7 @@ func TestRunCatchesBrokenStores(t *testing.T) {
 		{"greedy", "Policy"},
 		{"keyoffset", "Differential"},
 		{"clocktime", "Differential"},
+		{"blankanswer", "Answers"},
 	} {
 		t.Run(c.flaw, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenHelper$", "-test.v")

@@ -225,3 +225,38 @@ func testExpiry(t *testing.T, s *suite) {
 		}
 	})
 }
+
+// testAnswers checks what refunds and resets answer: what a peek just
+// after would get, of the refund's cost or of 1 for a reset (see
+// sluice.Store), for one limit and within a policy.
+func testAnswers(t *testing.T, s *suite) {
+	forEach(t, s, append(oneOfEach, gcraSlow), func(t *testing.T, s *suite, l sluice.Limit) {
+		now := t0.Add(12 * time.Hour)
+		b := l.MaxBurst()
+		other := sluice.Limit{Rate: 100, Period: time.Hour, Algorithm: sluice.SlidingLog}
+		s.do(t, take("k", now, b, l, other))
+		tests := []struct {
+			name      string
+			r         sluice.Request
+			peekCost  int
+			remaining int // of the answer, which is allowed
+		}{
+			{"refund of a full key", refund("k", now, now, 1, l, other), 1, 0},
+			{"refund of cost 2", refund("k", now, now, 2, l), 2, min(b-2, 1)},
+			{"refund of a fresh key", refund("fresh", now, now, 1, l, other), 1, b - 1},
+			{"reset of one limit", resetKey("k", now, l), 1, b - 1},
+			{"reset of a policy", resetKey("k", now, l, other), 1, b - 1},
+			{"reset of a fresh key", resetKey("fresh2", now, l, other), 1, b - 1},
+		}
+		for _, tt := range tests {
+			d := s.do(t, tt.r)
+			if !d.Allowed || d.Remaining != tt.remaining {
+				t.Errorf("%s: Decide = allowed %v, Remaining %d; want true, %d", tt.name, d.Allowed, d.Remaining, tt.remaining)
+			}
+			p := s.do(t, peek(tt.r.Key, now, tt.peekCost, tt.r.Limits...))
+			if diff := diffDecision(d, p); diff != "" {
+				t.Errorf("%s: Decide = %s, want the peek just after: %s (%s)", tt.name, fmtDecision(d), fmtDecision(p), diff)
+			}
+		}
+	})
+}

@@ -28,7 +28,9 @@
 // exactly the decisions (Allowed, Limit, Remaining, ResetAfter,
 // RetryAfter) that [algorithm.Decide] and [algorithm.RefundAll] give on a
 // state kept in the test, for every algorithm and for multi-limit
-// policies, with Decision.Time equal to Request.Now. The suite also checks
+// policies, with Decision.Time equal to Request.Now; a refund or a reset
+// must answer what a peek just after would get, of the refund's cost or
+// of 1 (see [sluice.Store]). The suite also checks
 // bursts at one instant, invalid requests (which must fail with an error
 // wrapping the sentinel of package sluice and leave the state untouched),
 // peek, reset and refund, all-or-nothing policies, expiry, keys of any

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store) {
 		{"Peek", testPeek},
 		{"Reset", testReset},
 		{"Refund", testRefund},
+		{"Answers", testAnswers},
 		{"Policy", testPolicy},
 		{"Expiry", testExpiry},
 		{"Keys", testKeys},
@@ -108,8 +109,8 @@ func (s *suite) request(r sluice.Request) sluice.Request {
 }
 
 // do sends r (under the suite's prefix) to the store and applies it to the
-// reference; for takes and peeks it fails t unless the store's decision is
-// the reference's. It returns the store's decision.
+// reference; it fails t unless the store's decision is the reference's.
+// It returns the store's decision.
 func (s *suite) do(t *testing.T, r sluice.Request) sluice.Decision {
 	t.Helper()
 	r = s.request(r)
@@ -118,10 +119,8 @@ func (s *suite) do(t *testing.T, r sluice.Request) sluice.Decision {
 		t.Fatalf("Decide(%s) error: %v", describe(r), err)
 	}
 	want := s.ref.apply(r)
-	if r.Op == sluice.OpTake || r.Op == sluice.OpPeek {
-		if diff := diffDecision(got, want); diff != "" {
-			t.Fatalf("Decide(%s) = %s\nwant %s\n(%s)", describe(r), fmtDecision(got), fmtDecision(want), diff)
-		}
+	if diff := diffDecision(got, want); diff != "" {
+		t.Fatalf("Decide(%s) = %s\nwant %s\n(%s)", describe(r), fmtDecision(got), fmtDecision(want), diff)
 	}
 	return got
 }
@@ -167,14 +166,20 @@ type reference struct {
 }
 
 // apply applies a valid request and returns the decision a store must
-// return for a take or a peek (refunds and resets return the zero value).
+// return: for a refund, a peek of its cost just after it; for a reset, a
+// peek of 1 just after it (see sluice.Store).
 func (m *reference) apply(r sluice.Request) sluice.Decision {
 	name := r.Prefix + r.Key
+	now := r.Now.UnixNano()
 	if r.Op == sluice.OpReset {
-		for _, l := range r.Limits {
+		fresh := make([][]int64, len(r.Limits))
+		for i, l := range r.Limits {
 			delete(m.states, stateKey{name, l.StateID()})
+			fresh[i] = make([]int64, algorithm.Words(l))
 		}
-		return sluice.Decision{}
+		d := algorithm.Decide(r.Limits, fresh, name, now, 1, sluice.OpPeek)
+		d.Time = r.Now
+		return d
 	}
 	states := make([][]int64, len(r.Limits))
 	for i, l := range r.Limits {
@@ -186,12 +191,12 @@ func (m *reference) apply(r sluice.Request) sluice.Decision {
 		m.states[k] = st
 		states[i] = st
 	}
-	now := r.Now.UnixNano()
-	if r.Op == sluice.OpRefund {
+	op := r.Op
+	if op == sluice.OpRefund {
 		algorithm.RefundAll(r.Limits, states, name, r.At.UnixNano(), now, r.Cost)
-		return sluice.Decision{}
+		op = sluice.OpPeek
 	}
-	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, r.Op)
+	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, op)
 	d.Time = r.Now
 	return d
 }
