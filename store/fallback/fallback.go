@@ -113,23 +113,11 @@ type Stats struct {
 // every caller applies them; failures are reported to OnError and
 // counted in Stats. Invalid requests return their errors as they are.
 //
-// Under Local, the journal keeps, in order, what the primary must learn
-// when it answers again: the takes allowed locally, the resets and the
-// refunds. The replay sends them at their original times (a refund with
-// the At of its take), from the first successful call of the primary
-// on. A refund of a take that was allowed locally and is still waiting
-// to be replayed cancels it: it is refunded on the local store and never
-// reaches the primary. A refund of a take the primary counted (before
-// the failure, or replayed) goes to the primary, or, while it fails, is
-// refunded locally and journaled. A reset drops from the journal what
-// the actor did before it under the limits it resets (the reset forgets
-// it anyway) and, if decided locally, is journaled itself, so that the
-// primary forgets what it held before the failure. A refund or reset
-// whose actor's operations are being replayed at that moment waits for
-// the replay's round trip first, so that it follows them. A take that
-// reaches the primary after it recovers but before the replay of a
-// journaled reset of the same actor is forgotten by that reset: a
-// window of one replay round trip per 256 journaled operations.
+// Under Local, the Store journals what the primary must learn when it
+// answers again (the takes allowed locally, the resets, the refunds of
+// takes the primary counted) and replays it in order, from the
+// primary's first answer on; a refund of a local take not yet replayed
+// cancels it instead. See the package documentation, "The journal".
 //
 // Under Open, the Decision allows, with the binding limit's full
 // allowance less the cost as Remaining. Under Closed, it denies, with
