@@ -57,12 +57,15 @@ type due struct {
 // cfg.Concurrency in flight, and measures each latency from the request's
 // intended send time.
 //
-// A goroutine on a thread of its own walks the schedule, takes one of
-// Concurrency slots for each request when it is due, and sends the
-// request from a new goroutine that frees the slot when answered. A request that finds every
-// slot taken is late: the schedule waits for a free one, and the requests
-// due meanwhile queue behind it, their wait counted in their latency.
-// Requests still waiting when the run's time is up are missed, not sent.
+// A goroutine walks the schedule: when a request
+// is due it takes one of Concurrency slots and queues the request to
+// Concurrency workers, which send it and free the slot when answered. A
+// request that finds every slot taken is late: the schedule waits for a
+// free one, and the requests due meanwhile queue behind it, their wait
+// counted in their latency. Requests still waiting when the run's time is
+// up are missed, not sent. (Workers, not a goroutine per request: a new
+// goroutine's stack grows on every gRPC call, which costs the generator
+// CPU that the server on the same machine would miss.)
 func runRate(ctx context.Context, cfg Config, cl client) *Report {
 	sched := newSchedule(cfg.Rate, cfg.Duration, cfg.Requests)
 	var (
@@ -72,9 +75,12 @@ func runRate(ctx context.Context, cfg Config, cl client) *Report {
 		latency, lag = newHistogram(), newHistogram()
 		wg           sync.WaitGroup
 		slots        = make(chan struct{}, cfg.Concurrency)
+		// A request holds a slot from when it is queued until it is
+		// answered, so the queue never holds more than Concurrency
+		// and never blocks the schedule.
+		queue = make(chan due, cfg.Concurrency)
 	)
 	send := func(j due) {
-		defer wg.Done()
 		sent := time.Now()
 		// Requests in flight when the schedule ends are answered, not
 		// cut short: only ctx and Timeout bound them.
@@ -97,6 +103,15 @@ func runRate(ctx context.Context, cfg Config, cl client) *Report {
 		mu.Unlock()
 		c.answer(ok, lat)
 	}
+	for range cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range queue {
+				send(j)
+			}
+		}()
+	}
 
 	begin := time.Now()
 	stopProgress := progress(ctx, cfg.Progress, begin, &c)
@@ -104,15 +119,13 @@ func runRate(ctx context.Context, cfg Config, cl client) *Report {
 	defer cancel()
 	handed := make(chan int64, 1)
 	go func() {
-		lockPrecise() // a thread of its own, for punctual sleeps
 		var i int64
 		for ; i < sched.n; i++ {
 			j := due{i, begin.Add(sched.at(i))}
 			if !wait(sendCtx, j.at) || !take(sendCtx, slots, &c.late) {
 				break
 			}
-			wg.Add(1)
-			go send(j)
+			queue <- j
 		}
 		// The run lasts its whole schedule, the last interval
 		// included, so that the achieved rate compares with the
@@ -121,6 +134,7 @@ func runRate(ctx context.Context, cfg Config, cl client) *Report {
 		handed <- i
 	}()
 	missed.Add(sched.n - <-handed)
+	close(queue)
 	wg.Wait()
 	elapsed := time.Since(begin)
 	stopProgress()
@@ -151,7 +165,12 @@ func take(ctx context.Context, slots chan<- struct{}, late *atomic.Int64) bool {
 const maxNap = 10 * time.Millisecond
 
 // wait returns when t has come (true), or when ctx is done first, or had
-// already expired when t came (false).
+// already expired when t came (false). It sleeps in the kernel (nap), not
+// on a Go timer: an idle Go process waits for its timers in epoll, to the
+// millisecond, which would add up to a millisecond of the generator's own
+// lag to every latency measured from the intended send time. The price
+// is some CPU per request (a blocking system call), which the report's
+// Lag does not show but a server on the same machine feels.
 func wait(ctx context.Context, t time.Time) bool {
 	for ctx.Err() == nil {
 		d := time.Until(t)

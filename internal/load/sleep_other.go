@@ -4,8 +4,5 @@ package load
 
 import "time"
 
-// lockPrecise does nothing here: see the Linux version.
-func lockPrecise() {}
-
-// nap sleeps for d.
+// nap sleeps for d (see the Linux version).
 func nap(d time.Duration) { time.Sleep(d) }
