@@ -13,7 +13,7 @@ import (
 func sluiceImpl(a sluice.Algorithm) memImpl {
 	return memImpl{
 		name:       "sluice-" + a.String(),
-		clock:      "the memory store's monotonic clock (Limiter.Clock nil)",
+		clock:      "the memory store's default clock (Limiter.Clock nil): a monotonic reading refreshed every 1 ms",
 		injectable: true,
 		model:      a.String(),
 		new: func(l memLimit, now func() time.Time) (memTaker, error) {
