@@ -57,9 +57,9 @@ type due struct {
 // cfg.Concurrency in flight, and measures each latency from the request's
 // intended send time.
 //
-// A goroutine walks the schedule: when a request
-// is due it takes one of Concurrency slots and queues the request to
-// Concurrency workers, which send it and free the slot when answered. A
+// The calling goroutine walks the schedule: when a request is due it
+// takes one of Concurrency slots and queues the request to Concurrency
+// workers, which send it and free the slot when answered. A
 // request that finds every slot taken is late: the schedule waits for a
 // free one, and the requests due meanwhile queue behind it, their wait
 // counted in their latency. Requests still waiting when the run's time is
@@ -117,23 +117,18 @@ func runRate(ctx context.Context, cfg Config, cl client) *Report {
 	stopProgress := progress(ctx, cfg.Progress, begin, &c)
 	sendCtx, cancel := context.WithDeadline(ctx, begin.Add(cfg.Duration))
 	defer cancel()
-	handed := make(chan int64, 1)
-	go func() {
-		var i int64
-		for ; i < sched.n; i++ {
-			j := due{i, begin.Add(sched.at(i))}
-			if !wait(sendCtx, j.at) || !take(sendCtx, slots, &c.late) {
-				break
-			}
-			queue <- j
+	var i int64
+	for ; i < sched.n; i++ {
+		j := due{i, begin.Add(sched.at(i))}
+		if !wait(sendCtx, j.at) || !take(sendCtx, slots, &c.late) {
+			break
 		}
-		// The run lasts its whole schedule, the last interval
-		// included, so that the achieved rate compares with the
-		// offered one.
-		wait(ctx, begin.Add(min(sched.at(sched.n), cfg.Duration)))
-		handed <- i
-	}()
-	missed.Add(sched.n - <-handed)
+		queue <- j
+	}
+	missed.Add(sched.n - i)
+	// The run lasts its whole schedule, the last interval included, so
+	// that the achieved rate compares with the offered one.
+	wait(ctx, begin.Add(min(sched.at(sched.n), cfg.Duration)))
 	close(queue)
 	wg.Wait()
 	elapsed := time.Since(begin)
