@@ -70,9 +70,13 @@ func New(c Config) (*Service, error) {
 
 // NewServer returns a gRPC server with s and the standard health service
 // (reporting SERVING) registered, bounding messages to
-// DefaultMaxMessageBytes. Extra options are applied after these.
+// DefaultMaxMessageBytes and serving calls on a pool of StreamWorkers
+// goroutines. Extra options are applied after these.
 func NewServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(DefaultMaxMessageBytes)}, opts...)...)
+	g := grpc.NewServer(append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(DefaultMaxMessageBytes),
+		grpc.NumStreamWorkers(StreamWorkers),
+	}, opts...)...)
 	pb.RegisterRateLimitServiceServer(g, s)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -80,6 +84,13 @@ func NewServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
 	healthpb.RegisterHealthServer(g, h)
 	return g
 }
+
+// StreamWorkers is the number of goroutines a server from NewServer keeps
+// to serve calls: reused, their stacks stay grown, where a goroutine per
+// call grew its stack on every call (a fifth of the server's CPU in a
+// profile under load). A call that finds every worker busy gets a
+// goroutine of its own, as without the pool.
+const StreamWorkers = 64
 
 // ShouldRateLimit decides every descriptor of req under its domain, as
 // envoyproxy/ratelimit does: OVER_LIMIT when a descriptor of an enforced
