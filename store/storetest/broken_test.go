@@ -87,16 +87,36 @@ func (m *brokenStore) Decide(ctx context.Context, r sluice.Request) (sluice.Deci
 	return d, nil
 }
 
+// DecideBatch decides rs one after another, except for flaw "batchorder":
+// last to first.
+func (m *brokenStore) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
+	ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
+	for j := range rs {
+		i := j
+		if m.flaw == "batchorder" {
+			i = len(rs) - 1 - j
+		}
+		ds[i], errs[i] = m.Decide(ctx, rs[i])
+	}
+	return ds, errs
+}
+
 // TestBrokenHelper runs the suite on a broken store when the parent test
-// asks for it; otherwise it does nothing.
+// asks for it (RunBatch for the flaws of batches); otherwise it does
+// nothing.
 func TestBrokenHelper(t *testing.T) {
 	flaw := os.Getenv("STORETEST_FLAW")
 	if flaw == "" {
 		return
 	}
-	Run(t, func(t *testing.T) sluice.Store {
+	newStore := func(t *testing.T) *brokenStore {
 		return &brokenStore{flaw: flaw, ref: reference{states: map[stateKey][]int64{}}}
-	})
+	}
+	if strings.HasPrefix(flaw, "batch") {
+		RunBatch(t, func(t *testing.T) BatchStore { return newStore(t) })
+		return
+	}
+	Run(t, func(t *testing.T) sluice.Store { return newStore(t) })
 }
 
 // TestRunCatchesBrokenStores checks that the suite fails each broken
@@ -109,6 +129,7 @@ func TestRunCatchesBrokenStores(t *testing.T) {
 		{"keyoffset", "Differential"},
 		{"clocktime", "Differential"},
 		{"blankanswer", "Answers"},
+		{"batchorder", "Batches"},
 	} {
 		t.Run(c.flaw, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestBrokenHelper$", "-test.v")

@@ -14,6 +14,10 @@
 //		})
 //	}
 //
+// A store that also decides many requests in one call (a DecideBatch
+// method, see [BatchStore]) should run [RunBatch] as well, which runs the
+// suite with every request inside a batch and checks random batches.
+//
 // Run calls newStore once per subtest. A store backed by a shared server
 // may hand out clients of one server: every subtest names its keys under
 // a random prefix of its own, so the suite never needs the server to be

@@ -36,3 +36,18 @@ func TestRunModel(t *testing.T) {
 		return &modelStore{ref: reference{states: map[stateKey][]int64{}}}
 	})
 }
+
+// DecideBatch decides rs one after another, as a batching store must.
+func (m *modelStore) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
+	ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
+	for i, r := range rs {
+		ds[i], errs[i] = m.Decide(ctx, r)
+	}
+	return ds, errs
+}
+
+func TestRunBatchModel(t *testing.T) {
+	RunBatch(t, func(t *testing.T) BatchStore {
+		return &modelStore{ref: reference{states: map[stateKey][]int64{}}}
+	})
+}
