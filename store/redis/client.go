@@ -8,49 +8,76 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// A client runs the decide script on one of the two client libraries.
-// Both send EVALSHA and, when the server answers NOSCRIPT (a restart, a
-// SCRIPT FLUSH), send the script itself with EVAL, which loads it again.
+// A client runs the script on one of the two client libraries. Both send EVALSHA and, when the server answers NOSCRIPT (a
+// restart, a SCRIPT FLUSH), send the script itself with EVAL, which
+// loads it again.
 type client interface {
-	// eval runs the script once.
+	// eval runs the script once, for one request.
 	eval(ctx context.Context, keys, args []string) ([]int64, error)
-	// evalMulti runs it once per call, pipelined: one round trip per
-	// server. Replies and errors come back in the calls' order.
-	evalMulti(ctx context.Context, calls []call) ([][]int64, []error)
+	// evalMulti runs the calls, pipelined: one round trip per server. It
+	// writes the reply to each request of each call to out, in the calls'
+	// order: out holds the sum of the calls' n.
+	evalMulti(ctx context.Context, calls []call, out []reply)
+	// grouping says which requests one call may decide together.
+	grouping() grouping
 	close()
 }
 
-type call struct{ keys, args []string }
+// A call is one script call, deciding one request, or a batch of n when
+// n is more than 1.
+type call struct {
+	keys, args []string
+	n          int
+	batchable  bool // see batchable
+}
 
-// rueidisClient runs the script on rueidis, whose auto-pipelining lets
+// A reply is the script's answer to one request.
+type reply struct {
+	v   []int64
+	err error
+}
+
+// rueidisClient runs the scripts on rueidis, whose auto-pipelining lets
 // concurrent calls share connections and round trips.
 type rueidisClient struct {
 	c   rueidis.Client
 	lua *rueidis.Lua
-	sha string
 }
 
 func newRueidisClient(c rueidis.Client) *rueidisClient {
-	return &rueidisClient{c: c, lua: rueidis.NewLuaScript(decideLua), sha: scriptSHA}
+	return &rueidisClient{c: c, lua: rueidis.NewLuaScript(decideLua)}
 }
 
 func (r *rueidisClient) eval(ctx context.Context, keys, args []string) ([]int64, error) {
 	return ints(r.lua.Exec(ctx, r.c, keys, args).ToArray())
 }
 
-func (r *rueidisClient) evalMulti(ctx context.Context, calls []call) ([][]int64, []error) {
+func (r *rueidisClient) evalMulti(ctx context.Context, calls []call, out []reply) {
 	cmds := make(rueidis.Commands, len(calls))
 	for i, c := range calls {
-		cmds[i] = r.c.B().Evalsha().Sha1(r.sha).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
+		cmds[i] = r.c.B().Evalsha().Sha1(scriptSHA).Numkeys(int64(len(c.keys))).Key(c.keys...).Arg(c.args...).Build()
 	}
-	out, errs := make([][]int64, len(calls)), make([]error, len(calls))
+	o := 0
 	for i, res := range r.c.DoMulti(ctx, cmds...) {
-		out[i], errs[i] = ints(res.ToArray())
-		if errNoScript(errs[i]) {
-			out[i], errs[i] = r.eval(ctx, calls[i].keys, calls[i].args)
+		c := &calls[i]
+		if errNoScript(res.Error()) {
+			res = r.lua.Exec(ctx, r.c, c.keys, c.args)
 		}
+		msgs, err := res.ToArray()
+		if c.n == 1 {
+			out[o].v, out[o].err = ints(msgs, err)
+		} else {
+			splitBatch(out[o:o+c.n], len(msgs), err, func(j int) ([]int64, error) { return ints(msgs[j].ToArray()) })
+		}
+		o += c.n
 	}
-	return out, errs
+}
+
+func (r *rueidisClient) grouping() grouping {
+	if r.c.Mode() == rueidis.ClientModeCluster {
+		return bySlot
+	}
+	return oneNode
 }
 
 func (r *rueidisClient) close() { r.c.Close() }
@@ -68,7 +95,23 @@ func ints(msgs []rueidis.RedisMessage, err error) ([]int64, error) {
 	return v, nil
 }
 
-// goRedisClient runs the script on go-redis.
+// splitBatch writes the replies of a batch call to out: err for each if
+// the call failed or its reply does not hold one element per request,
+// else element j's, read by elem.
+func splitBatch(out []reply, elems int, err error, elem func(j int) ([]int64, error)) {
+	if err == nil && elems != len(out) {
+		err = fmt.Errorf("%w: %d replies to a batch of %d", errReply, elems, len(out))
+	}
+	for j := range out {
+		if err != nil {
+			out[j] = reply{err: err}
+			continue
+		}
+		out[j].v, out[j].err = elem(j)
+	}
+}
+
+// goRedisClient runs the scripts on go-redis.
 type goRedisClient struct {
 	c      goredis.UniversalClient
 	script *goredis.Script
@@ -82,21 +125,57 @@ func (g *goRedisClient) eval(ctx context.Context, keys, args []string) ([]int64,
 	return g.script.Run(ctx, g.c, keys, anys(args)...).Int64Slice()
 }
 
-func (g *goRedisClient) evalMulti(ctx context.Context, calls []call) ([][]int64, []error) {
+func (g *goRedisClient) evalMulti(ctx context.Context, calls []call, out []reply) {
 	pipe := g.c.Pipeline()
 	cmds := make([]*goredis.Cmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = g.script.EvalSha(ctx, pipe, c.keys, anys(c.args)...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
-	out, errs := make([][]int64, len(calls)), make([]error, len(calls))
+	o := 0
 	for i, cmd := range cmds {
-		out[i], errs[i] = cmd.Int64Slice()
-		if errNoScript(errs[i]) {
-			out[i], errs[i] = g.eval(ctx, calls[i].keys, calls[i].args)
+		c := &calls[i]
+		if errNoScript(cmd.Err()) {
+			cmd = g.script.Run(ctx, g.c, c.keys, anys(c.args)...)
 		}
+		if c.n == 1 {
+			out[o].v, out[o].err = cmd.Int64Slice()
+		} else {
+			elems, err := cmd.Slice()
+			splitBatch(out[o:o+c.n], len(elems), err, func(j int) ([]int64, error) { return int64s(elems[j]) })
+		}
+		o += c.n
 	}
-	return out, errs
+}
+
+// int64s reads one element of a batch reply: an array of integers or an
+// error.
+func int64s(elem any) ([]int64, error) {
+	switch e := elem.(type) {
+	case error:
+		return nil, e
+	case []any:
+		v := make([]int64, len(e))
+		for i, x := range e {
+			n, ok := x.(int64)
+			if !ok {
+				return nil, fmt.Errorf("%w: element %T", errReply, x)
+			}
+			v[i] = n
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("%w: element %T", errReply, elem)
+}
+
+func (g *goRedisClient) grouping() grouping {
+	switch g.c.(type) {
+	case *goredis.ClusterClient:
+		return bySlot
+	case *goredis.Ring:
+		return byTag
+	}
+	return oneNode
 }
 
 func (g *goRedisClient) close() { _ = g.c.Close() }

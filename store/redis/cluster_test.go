@@ -38,6 +38,13 @@ func TestCluster(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) sluice.Store { return newStore(t, Config{Client: rc}) })
 	})
+	t.Run("batch/rueidis", func(t *testing.T) {
+		storetest.RunBatch(t, func(t *testing.T) storetest.BatchStore { return newStore(t, Config{Client: rc}) })
+	})
+	t.Run("batch/go-redis", func(t *testing.T) {
+		storetest.RunBatch(t, func(t *testing.T) storetest.BatchStore { return newStore(t, Config{GoRedis: gc}) })
+	})
+	t.Run("batch/calls", func(t *testing.T) { testBatchCluster(t, nodes, rc, gc) })
 
 	policy := []sluice.Limit{
 		{Rate: 3, Period: time.Minute},

@@ -1,7 +1,18 @@
 -- decide.lua: one request of package sluice against every limit of a policy,
--- all-or-nothing, in one script call. It mirrors package algorithm exactly,
--- in microseconds instead of nanoseconds: Redis 7.0 runs Lua 5.1, whose
--- numbers are doubles, exact for integers below 2^53 (year 2255 in µs).
+-- all-or-nothing. It mirrors package algorithm exactly, in microseconds
+-- instead of nanoseconds: Redis 7.0 runs Lua 5.1, whose numbers are
+-- doubles, exact for integers below 2^53 (year 2255 in µs).
+--
+-- This file is the body of
+--
+--   local function decide(kb, ab, nk, tnow)
+--
+-- which decides the request whose nk keys are KEYS[kb+1..kb+nk] and whose
+-- arguments are ARGV[ab+1..], reading TIME for its time if it has none
+-- and tnow is -1, or taking tnow (µs). In the script the Store runs,
+-- batch.lua follows it and calls it for the request of a call, or for each
+-- request of a batch. Below, KEYS[i] and ARGV[i] mean the request's own:
+-- KEYS[kb+i] and ARGV[ab+i].
 --
 -- KEYS[i]  state of limit i: packed little-endian doubles, the words of
 --          algorithm.Words in µs, absent = empty state.
@@ -17,25 +28,28 @@
 --          a reset, those a peek just after it gets (of cost, or of 1). A
 --          duration is its µs less its adj, so that a staggered window's
 --          end and an approximate window's retry, which fall between
---          microseconds, come out exact in ns. Or an error reply
---          "SLUICE_CORRUPT ..." when a key holds a value this script did
---          not write. Every read of a stored value comes before the first
+--          microseconds, come out exact in ns. Or it raises the error
+--          reply "SLUICE_CORRUPT ..." when a key holds a value this script
+--          did not write. Every read of a stored value comes before the first
 --          write, so an error writes nothing.
 
-local op = tonumber(ARGV[1])
-local cost = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local at = tonumber(ARGV[4])
-local slack = tonumber(ARGV[5])
+local op = tonumber(ARGV[ab + 1])
+local cost = tonumber(ARGV[ab + 2])
+local now = tonumber(ARGV[ab + 3])
+local at = tonumber(ARGV[ab + 4])
+local slack = tonumber(ARGV[ab + 5])
 if now < 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = tnow
+  if now < 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
 end
 
 -- A reset answers what a peek of 1 just after it gets (see sluice.Store):
 -- it deletes the keys and goes on as that peek.
 if op == 3 then
-  redis.call('DEL', unpack(KEYS))
+  redis.call('DEL', unpack(KEYS, kb + 1, kb + nk))
   op, cost = 1, 1
 end
 
@@ -43,16 +57,15 @@ end
 -- algorithm: the general code below builds some thirty closures and
 -- tables per call, which costs more than the GCRA arithmetic. Same
 -- semantics, same replies.
-local nk = #KEYS
 local fast = op < 2
 for i = 1, nk do
-  if ARGV[6 + (i - 1) * 7] ~= '0' then fast = false break end
+  if ARGV[ab + 6 + (i - 1) * 7] ~= '0' then fast = false break end
 end
 if fast then
   local ok, bi, brem, breset, bretry
-  local tats, nexts, resets = {}, {}, {}
+  local nexts, resets = {}, {}
   for i = 1, nk do
-    local k = KEYS[i]
+    local k = KEYS[kb + i]
     local v = redis.call('GET', k)
     local tat = 0
     if v then
@@ -63,8 +76,8 @@ if fast then
       end
     end
     local j = 6 + (i - 1) * 7
-    local T = tonumber(ARGV[j + 2])
-    local tau = T * tonumber(ARGV[j + 1])
+    local T = tonumber(ARGV[ab + j + 2])
+    local tau = T * tonumber(ARGV[ab + j + 1])
     local base = tat
     if now > base then base = now end
     local nxt = base + cost * T
@@ -92,7 +105,7 @@ if fast then
     for i = 1, nk do
       local px = math.ceil(resets[i] / 1000) + slack
       if px < 1 then px = 1 end
-      redis.call('SET', KEYS[i], struct.pack('<d', nexts[i]), 'PX', px)
+      redis.call('SET', KEYS[kb + i], struct.pack('<d', nexts[i]), 'PX', px)
     end
   end
   return {ok and 1 or 0, bi, brem, breset, bretry, now, 0, 0}
@@ -480,12 +493,12 @@ local words = {[0] = function() return 1 end, function() return 2 end,
 -- Load every limit's state: reads only, so that a corrupt key fails the
 -- whole request before anything is written.
 local L, S, E = {}, {}, {}
-for i = 1, #KEYS do
+for i = 1, nk do
   local j = 6 + (i - 1) * 7
-  local l = {a = tonumber(ARGV[j]), r = tonumber(ARGV[j + 1]), p = tonumber(ARGV[j + 2]),
-    g = tonumber(ARGV[j + 3]), b = tonumber(ARGV[j + 4]), off = tonumber(ARGV[j + 5]),
-    adj = tonumber(ARGV[j + 6])}
-  local k = KEYS[i]
+  local l = {a = tonumber(ARGV[ab + j]), r = tonumber(ARGV[ab + j + 1]), p = tonumber(ARGV[ab + j + 2]),
+    g = tonumber(ARGV[ab + j + 3]), b = tonumber(ARGV[ab + j + 4]), off = tonumber(ARGV[ab + j + 5]),
+    adj = tonumber(ARGV[ab + j + 6])}
+  local k = KEYS[kb + i]
   if l.a == 4 then
     S[i], E[i] = log_open(l, k)
   else
@@ -503,14 +516,14 @@ for i = 1, #KEYS do
 end
 
 if op == 2 then
-  for i = 1, #KEYS do
+  for i = 1, nk do
     local l, s = L[i], S[i]
     if E[i] then
       refund[l.a](l, s, at - l.off, now - l.off)
       if l.a == 4 then
         log_store(s, nil)
       else
-        redis.call('SET', KEYS[i], encode(s), 'KEEPTTL')
+        redis.call('SET', KEYS[kb + i], encode(s), 'KEEPTTL')
       end
     end
   end
@@ -521,7 +534,7 @@ end
 -- sluice.Decision.Binds): a denial, the longest retry, the fewest remaining.
 local ok, bi, brem, breset, bretry, bresetadj, bretryadj
 local resets = {}
-for i = 1, #KEYS do
+for i = 1, nk do
   local l = L[i]
   local a, rem, reset, retry, resetadj, retryadj = check[l.a](l, S[i], now - l.off)
   resets[i] = reset
@@ -541,14 +554,14 @@ for i = 1, #KEYS do
 end
 
 if op == 0 and ok then
-  for i = 1, #KEYS do
+  for i = 1, nk do
     local l, s = L[i], S[i]
     commit[l.a](l, s, now - l.off)
     local px = max(math.ceil(resets[i] / 1000) + slack, 1)
     if l.a == 4 then
       log_store(s, px)
     else
-      redis.call('SET', KEYS[i], encode(s), 'PX', px)
+      redis.call('SET', KEYS[kb + i], encode(s), 'PX', px)
     end
   end
 end

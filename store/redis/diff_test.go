@@ -82,78 +82,153 @@ func maxPeriod(ls []sluice.Limit) time.Duration {
 	return m
 }
 
-// runTrace plays one random trace against s and against package
-// algorithm on states kept here, and reports the first difference.
 // traceStats counts what the traces did, to show they deny as well as allow.
 type traceStats struct{ allowed, denied, refunds, resets atomic.Int64 }
 
-func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps int, st *traceStats) error {
+// A trace is one random trace on one key: a random policy, and requests
+// of every op at times that step forward, jump and step back. It keeps
+// the states package algorithm gives, to check the store's decisions.
+type trace struct {
+	rng          *rand.Rand
+	prefix, key  string
+	limits       []sluice.Limit
+	states       [][]int64
+	takes        []taken
+	period       time.Duration
+	step         int64 // µs
+	now          time.Time
+	steps, stepN int
+}
+
+// taken is an allowed take a later step may refund.
+type taken struct {
+	at   time.Time
+	cost int
+}
+
+func newTrace(seed uint64, prefix string, steps int) *trace {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	limits := randomPolicy(rng)
-	key := fmt.Sprintf("k{%d}\x00}", seed)
-	states := make([][]int64, len(limits))
+	tr := &trace{rng: rng, prefix: prefix, key: fmt.Sprintf("k{%d}\x00}", seed), limits: limits, steps: steps}
+	tr.states = make([][]int64, len(limits))
 	for i, l := range limits {
-		states[i] = make([]int64, algorithm.Words(l))
+		tr.states[i] = make([]int64, algorithm.Words(l))
 	}
-	type taken struct {
-		at   time.Time
-		cost int
+	tr.period = maxPeriod(limits)
+	tr.step = max(int64(tr.period)/int64(10*limits[0].Rate)/1000, 1)
+	tr.now = t0.Add(time.Duration(rng.Int64N(1e9)) * time.Microsecond)
+	return tr
+}
+
+// next returns the trace's next request; done reports the trace is over.
+func (tr *trace) next() (r sluice.Request, done bool) {
+	if tr.stepN == tr.steps {
+		return sluice.Request{}, true
 	}
-	var takes []taken
-	period := maxPeriod(limits)
-	step := max(int64(period)/int64(10*limits[0].Rate)/1000, 1) // µs
-	now := t0.Add(time.Duration(rng.Int64N(1e9)) * time.Microsecond)
-	for i := range steps {
-		switch r := rng.IntN(100); {
-		case r < 3:
-			now = now.Add(time.Duration(rng.Int64N(int64(period)/1000*3+1)) * time.Microsecond) // jump
-		case r < 8:
-			now = now.Add(-time.Duration(rng.Int64N(int64(period)/1000+1)) * time.Microsecond) // back
-		default:
-			now = now.Add(time.Duration(rng.Int64N(step*2+1)) * time.Microsecond)
+	tr.stepN++
+	rng, period := tr.rng, tr.period
+	switch r := rng.IntN(100); {
+	case r < 3:
+		tr.now = tr.now.Add(time.Duration(rng.Int64N(int64(period)/1000*3+1)) * time.Microsecond) // jump
+	case r < 8:
+		tr.now = tr.now.Add(-time.Duration(rng.Int64N(int64(period)/1000+1)) * time.Microsecond) // back
+	default:
+		tr.now = tr.now.Add(time.Duration(rng.Int64N(tr.step*2+1)) * time.Microsecond)
+	}
+	cost := 1 + rng.IntN(min(minBurst(tr.limits), 4))
+	if rng.IntN(10) == 0 {
+		cost = 1 + rng.IntN(minBurst(tr.limits))
+	}
+	req := sluice.Request{Prefix: tr.prefix, Key: tr.key, Limits: tr.limits, Cost: cost, Now: tr.now}
+	switch r := rng.IntN(100); {
+	case r < 15:
+		req.Op = sluice.OpPeek
+	case r < 25 && len(tr.takes) > 0:
+		k := rng.IntN(len(tr.takes))
+		req.Op, req.At, req.Cost = sluice.OpRefund, tr.takes[k].at, tr.takes[k].cost
+		tr.takes = append(tr.takes[:k], tr.takes[k+1:]...)
+	case r < 27:
+		req.Op = sluice.OpReset
+	}
+	return req, false
+}
+
+// check compares the store's answer to req, the trace's last request,
+// with the reference's, and counts it in st.
+func (tr *trace) check(req sluice.Request, got sluice.Decision, err error, st *traceStats) error {
+	if err != nil {
+		return fmt.Errorf("step %d: Decide(%v cost %d) = %w", tr.stepN, req.Op, req.Cost, err)
+	}
+	want := reference(tr.limits, tr.states, tr.prefix+tr.key, req)
+	if got != want {
+		return fmt.Errorf("step %d: %v of %d at +%v under %v:\n got  %+v\n want %+v",
+			tr.stepN, req.Op, req.Cost, req.Now.Sub(t0), tr.limits, got, want)
+	}
+	switch req.Op {
+	case sluice.OpTake, sluice.OpPeek:
+		if got.Allowed {
+			st.allowed.Add(1)
+		} else {
+			st.denied.Add(1)
 		}
-		cost := 1 + rng.IntN(min(minBurst(limits), 4))
-		if rng.IntN(10) == 0 {
-			cost = 1 + rng.IntN(minBurst(limits))
+		if req.Op == sluice.OpTake && got.Allowed {
+			tr.takes = append(tr.takes, taken{req.Now, req.Cost})
 		}
-		req := sluice.Request{Prefix: prefix, Key: key, Limits: limits, Cost: cost, Now: now}
-		switch r := rng.IntN(100); {
-		case r < 15:
-			req.Op = sluice.OpPeek
-		case r < 25 && len(takes) > 0:
-			k := rng.IntN(len(takes))
-			req.Op, req.At, req.Cost = sluice.OpRefund, takes[k].at, takes[k].cost
-			takes = append(takes[:k], takes[k+1:]...)
-		case r < 27:
-			req.Op = sluice.OpReset
-		}
-		got, err := s.Decide(ctx, req)
-		if err != nil {
-			return fmt.Errorf("step %d: Decide(%v cost %d) = %w", i, req.Op, req.Cost, err)
-		}
-		want := reference(limits, states, prefix+key, req)
-		if got != want {
-			return fmt.Errorf("step %d: %v of %d at +%v under %v:\n got  %+v\n want %+v",
-				i, req.Op, req.Cost, now.Sub(t0), limits, got, want)
-		}
-		switch req.Op {
-		case sluice.OpTake, sluice.OpPeek:
-			if got.Allowed {
-				st.allowed.Add(1)
-			} else {
-				st.denied.Add(1)
-			}
-			if req.Op == sluice.OpTake && got.Allowed {
-				takes = append(takes, taken{now, req.Cost})
-			}
-		case sluice.OpRefund:
-			st.refunds.Add(1)
-		case sluice.OpReset:
-			st.resets.Add(1)
-			takes = takes[:0]
-		}
+	case sluice.OpRefund:
+		st.refunds.Add(1)
+	case sluice.OpReset:
+		st.resets.Add(1)
+		tr.takes = tr.takes[:0]
 	}
 	return nil
+}
+
+// runTrace plays one random trace against s, one Decide per request, and
+// reports the first difference from package algorithm.
+func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps int, st *traceStats) error {
+	tr := newTrace(seed, prefix, steps)
+	for {
+		req, done := tr.next()
+		if done {
+			return nil
+		}
+		got, err := s.Decide(ctx, req)
+		if err := tr.check(req, got, err, st); err != nil {
+			return err
+		}
+	}
+}
+
+// runTraces plays traces of the given seeds side by side, each step of
+// every trace in one DecideBatch, and reports each trace's first
+// difference from package algorithm.
+func runTraces(ctx context.Context, s *Store, seeds []uint64, prefix string, steps int, st *traceStats) []error {
+	trs := make([]*trace, len(seeds))
+	for i, seed := range seeds {
+		trs[i] = newTrace(seed, prefix, steps)
+	}
+	failed := make([]error, len(trs))
+	rs := make([]sluice.Request, len(trs))
+	for range steps {
+		for i, tr := range trs {
+			rs[i], _ = tr.next()
+		}
+		ds, errs := s.DecideBatch(ctx, rs)
+		for i, tr := range trs {
+			if failed[i] == nil {
+				if err := tr.check(rs[i], ds[i], errs[i], st); err != nil {
+					failed[i] = fmt.Errorf("seed %d: %w", seeds[i], err)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, err := range failed {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // reference applies r to states, the states of name under r.Limits, as
@@ -186,31 +261,63 @@ func TestDifferential(t *testing.T) {
 	if testing.Short() {
 		traces = 200
 	}
-	s := newStore(t, Config{})
-	prefix := uniquePrefix(t)
+	// Keys expire by the wall clock, TTLSlack after the trace time their
+	// state needs: a slow run (batches of many traces from 16 goroutines
+	// on a busy machine) that steps back in trace time must still find
+	// them.
+	s := newStore(t, Config{TTLSlack: time.Minute})
 	ctx := context.Background()
+	t.Run("decide", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		differential(t, traces, 1, func(seeds []uint64, st *traceStats) []error {
+			if err := runTrace(ctx, s, seeds[0], prefix, steps, st); err != nil {
+				return []error{fmt.Errorf("seed %d: %w", seeds[0], err)}
+			}
+			return nil
+		})
+	})
+	// The same through DecideBatch: batches of 16 and of 70 requests of
+	// as many traces (70 takes two script calls).
+	for _, size := range []int{16, maxPerCall + 6} {
+		t.Run(fmt.Sprintf("batch/%d", size), func(t *testing.T) {
+			prefix := uniquePrefix(t)
+			differential(t, traces, size, func(seeds []uint64, st *traceStats) []error {
+				return runTraces(ctx, s, seeds, prefix, steps, st)
+			})
+		})
+	}
+}
+
+// differential plays traces, size at a time, from 16 goroutines, and
+// fails t with the first few failing traces.
+func differential(t *testing.T, traces, size int, play func(seeds []uint64, st *traceStats) []error) {
+	t.Helper()
 	var (
 		mu    sync.Mutex
 		fails []error
 		wg    sync.WaitGroup
+		st    traceStats
 	)
-	var st traceStats
-	seeds := make(chan uint64)
+	groups := make(chan []uint64)
 	for range 16 {
 		wg.Go(func() {
-			for seed := range seeds {
-				if err := runTrace(ctx, s, seed, prefix, steps, &st); err != nil {
+			for seeds := range groups {
+				if errs := play(seeds, &st); len(errs) > 0 {
 					mu.Lock()
-					fails = append(fails, fmt.Errorf("seed %d: %w", seed, err))
+					fails = append(fails, errs...)
 					mu.Unlock()
 				}
 			}
 		})
 	}
-	for seed := range uint64(traces) {
-		seeds <- seed
+	for first := 0; first < traces; first += size {
+		seeds := make([]uint64, 0, size)
+		for seed := first; seed < min(first+size, traces); seed++ {
+			seeds = append(seeds, uint64(seed))
+		}
+		groups <- seeds
 	}
-	close(seeds)
+	close(groups)
 	wg.Wait()
 	t.Logf("%d traces: %d allowed, %d denied, %d refunds, %d resets",
 		traces, st.allowed.Load(), st.denied.Load(), st.refunds.Load(), st.resets.Load())

@@ -43,7 +43,10 @@
 // goroutines on loopback it did about twice the throughput of go-redis
 // with a connection pool, with 3 allocations per call instead of 14 (see
 // docs/redis.md). [Store.DecideBatch] decides many keys in one pipelined
-// round trip on either client.
+// round trip on either client; its takes and peeks under GCRA limits go
+// in one script call per server (per hash slot on a Cluster), which costs
+// Redis 10–20% less CPU per decision than a call each (see
+// BenchmarkDecideBatch).
 //
 // # Failures
 //
