@@ -142,8 +142,9 @@ func (s *Store) plan(encoded []call, valid []int) (calls []call, order []int) {
 // call of its own: a take or a peek under GCRA limits only, which the
 // script's fast path decides in a few microseconds, so that the cost of
 // a call (and of reading TIME) is a large part of it. The other requests
-// cost tens of microseconds in the script, where a batch saved nothing
-// measurable (see BenchmarkDecideBatch).
+// cost the script tens of microseconds, and a batch of them measured no
+// saving: 36–41 µs of Redis CPU per decision either way, for a policy of
+// a fixed window, a sliding window and a sliding log.
 func batchable(r *sluice.Request) bool {
 	if r.Op != sluice.OpTake && r.Op != sluice.OpPeek {
 		return false
