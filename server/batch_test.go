@@ -183,8 +183,8 @@ func TestBatchRefundOneRoundTrip(t *testing.T) {
 	if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 9 {
 		t.Fatalf("ShouldRateLimit = %v, want OVER_LIMIT with a and b given back (9 left each)", resp)
 	}
-	if got := evals1 - evals0; got != 5 {
-		t.Errorf("EVALSHA calls = %d, want 5 (3 takes, 2 refunds)", got)
+	if got := evals1 - evals0; got != 3 {
+		t.Errorf("EVALSHA calls = %d, want 3 (the 3 GCRA takes in one, 2 refunds)", got)
 	}
 	if got := reads1 - reads0 - 1; got != 2 {
 		t.Errorf("reads of client data on Redis = %d, want 2 round trips (the takes, the refunds)", got)
