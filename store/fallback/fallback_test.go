@@ -77,6 +77,14 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceBatch runs the batch suite through DecideBatch, over a
+// primary that decides a batch one request at a time.
+func TestConformanceBatch(t *testing.T) {
+	storetest.RunBatch(t, func(t *testing.T) storetest.BatchStore {
+		return newStore(t, Config{Primary: newFake(t), DenyCache: -1})
+	})
+}
+
 // TestPolicy checks what each policy answers while the primary fails.
 func TestPolicy(t *testing.T) {
 	limit := sluice.Limit{Rate: 10, Period: time.Hour}
