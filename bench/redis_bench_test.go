@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -212,12 +211,9 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 
 // rdScript loads sluice's script into the server and returns its SHA-1.
 func rdScript(b *testing.B, addr string) string {
-	src, err := os.ReadFile("../store/redis/decide.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	sum := sha1.Sum(src)
-	if _, err := testserver.RedisDo(addr, "SCRIPT", "LOAD", string(src)); err != nil {
+	src := sredis.Script()
+	sum := sha1.Sum([]byte(src))
+	if _, err := testserver.RedisDo(addr, "SCRIPT", "LOAD", src); err != nil {
 		b.Fatal(err)
 	}
 	return hex.EncodeToString(sum[:])

@@ -32,6 +32,11 @@ var decideLua = "local function decide(kb, ab, nk, tnow)\n" + decideBody + "\nen
 // scriptSHA is the SHA-1 that EVALSHA names the script by.
 var scriptSHA = sha1Hex(decideLua)
 
+// Script returns the Lua source of the script every Store runs, by
+// EVALSHA of its SHA-1: for tools that load or measure it, such as
+// redis-benchmark. Its keys and arguments are internal to this package.
+func Script() string { return decideLua }
+
 func sha1Hex(s string) string {
 	sum := sha1.Sum([]byte(s))
 	return hex.EncodeToString(sum[:])
