@@ -125,6 +125,8 @@ func openStores(ctx context.Context, c *config.Config, namespace string, m *metr
 			Password:     rc.Password,
 			SelectDB:     rc.DB,
 			DisableCache: true,
+			// Batch writes under load, as redis.New does.
+			MaxFlushDelay: redis.MaxFlushDelay,
 		}
 		if rc.Sentinel.Master != "" {
 			opt.InitAddress = rc.Sentinel.Addrs
