@@ -180,13 +180,22 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 	if !r.At.IsZero() {
 		at = micros(r.At.UnixNano())
 	}
-	n := len(r.Limits)
-	var kb []byte
-	ab := make([]byte, 0, 32+n*48)
-	ends := make([]int, 0, 5+7*n)
+	// Keys, then arguments, in one buffer cut into one slice of strings:
+	// two allocations per request, the buffers of a small policy on the
+	// stack.
+	var bufStack [512]byte
+	var endsStack [64]int
+	buf, ends := bufStack[:0], endsStack[:0]
+	for _, l := range r.Limits {
+		if l.MaxBurst() > maxCount {
+			return nil, nil, fmt.Errorf("%w: redis: rate %d is more than the Redis store counts exactly (%d)", sluice.ErrInvalidLimit, l.MaxBurst(), int64(maxCount))
+		}
+		buf = appendKey(buf, r.Prefix, r.Key, l.StateID())
+		ends = append(ends, len(buf))
+	}
 	num := func(v int64) {
-		ab = strconv.AppendInt(ab, v, 10)
-		ends = append(ends, len(ab))
+		buf = strconv.AppendInt(buf, v, 10)
+		ends = append(ends, len(buf))
 	}
 	num(int64(r.Op))
 	num(int64(r.Cost))
@@ -194,13 +203,7 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 	num(at)
 	num(s.slack)
 	var name string // Prefix+Key, built only for staggered windows
-	kends := make([]int, n)
-	for i, l := range r.Limits {
-		if l.MaxBurst() > maxCount {
-			return nil, nil, fmt.Errorf("%w: redis: rate %d is more than the Redis store counts exactly (%d)", sluice.ErrInvalidLimit, l.MaxBurst(), int64(maxCount))
-		}
-		kb = appendKey(kb, r.Prefix, r.Key, l.StateID())
-		kends[i] = len(kb)
+	for _, l := range r.Limits {
 		var g, b, off, adj int64
 		p := ceilMicros(int64(l.Period))
 		switch l.Algorithm {
@@ -226,9 +229,9 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 		num(off)
 		num(adj)
 	}
-	keys = splitAt(string(kb), kends)
-	args = splitAt(string(ab), ends)
-	return keys, args, nil
+	all := splitAt(string(buf), ends)
+	n := len(r.Limits)
+	return all[:n:n], all[n:], nil
 }
 
 // splitAt cuts s at the given end offsets.
