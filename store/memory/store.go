@@ -86,7 +86,7 @@ const sweepLag = time.Second
 // timeline. Decide ignores its context: it never waits on I/O.
 //
 // Create Stores with New; the zero value is not usable. A Store is safe
-// for concurrent use. Close stops its sweeper.
+// for concurrent use. Close stops its sweeper and its clock's goroutine.
 type Store struct {
 	shards    []shard
 	mask      uint64
