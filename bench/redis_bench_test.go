@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/store/fallback"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )
 
@@ -63,6 +64,21 @@ var rdImpls = []rdImpl{
 		c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: rdParallel})
 		return newSluiceRedis(sredis.Config{GoRedis: c}, c, sluice.Limit{Rate: rate, Period: time.Minute})
 	}},
+	{"sluice-gcra-denycache", func(addr string, rate int) (rdTaker, error) {
+		t, err := newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
+		if err != nil {
+			return nil, err
+		}
+		// store/fallback's deny cache, as sluice serve runs the store:
+		// an actor known to be over its limit is answered locally until
+		// its RetryAfter.
+		t.dec, err = fallback.New(fallback.Config{Primary: t.store})
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		return t, nil
+	}},
 	{"sluice-fixed", func(addr string, rate int) (rdTaker, error) {
 		return newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil, sluice.Limit{Rate: rate, Period: time.Minute, Algorithm: sluice.FixedWindow})
 	}},
@@ -70,9 +86,11 @@ var rdImpls = []rdImpl{
 	{"ulule-limiter", func(addr string, rate int) (rdTaker, error) { return newUluleRedis(addr, rate) }},
 }
 
-// sluiceRedis is sluice's Redis store deciding one limit, or a policy.
+// sluiceRedis is sluice's Redis store deciding one limit, or a policy,
+// through dec when it is set (a wrapper of store), else directly.
 type sluiceRedis struct {
 	store *sredis.Store
+	dec   *fallback.Store
 	own   *goredis.Client
 	req   sluice.Request
 }
@@ -89,11 +107,18 @@ func newSluiceRedis(c sredis.Config, own *goredis.Client, limits ...sluice.Limit
 func (s *sluiceRedis) take(ctx context.Context, key string) (bool, error) {
 	r := s.req
 	r.Key = key
+	if s.dec != nil {
+		d, err := s.dec.Decide(ctx, r)
+		return d.Allowed, err
+	}
 	d, err := s.store.Decide(ctx, r)
 	return d.Allowed, err
 }
 
 func (s *sluiceRedis) close() {
+	if s.dec != nil {
+		s.dec.Close()
+	}
 	s.store.Close()
 	if s.own != nil {
 		s.own.Close()
