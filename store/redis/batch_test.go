@@ -22,17 +22,7 @@ func TestBatchScriptCalls(t *testing.T) {
 	srv := sharedServer(t)
 	gcra := []sluice.Limit{{Rate: 5, Period: time.Hour}, {Rate: 9, Period: time.Minute}}
 	mixed := []sluice.Limit{gcra[0], {Rate: 9, Period: time.Hour, Algorithm: sluice.SlidingLog}}
-	for _, tc := range []struct {
-		name string
-		c    func(t *testing.T) Config
-	}{
-		{"rueidis", func(t *testing.T) Config { return Config{} }},
-		{"go-redis", func(t *testing.T) Config {
-			c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-			t.Cleanup(func() { c.Close() })
-			return Config{GoRedis: c}
-		}},
-	} {
+	for _, tc := range bothClients {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.c(t))
 			prefix := uniquePrefix(t)

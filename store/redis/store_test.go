@@ -55,17 +55,7 @@ func TestOneRoundTrip(t *testing.T) {
 		{Rate: 50, Period: time.Minute, Algorithm: sluice.ApproxSlidingWindow},
 		{Rate: 20, Period: time.Minute, Algorithm: sluice.SlidingLog},
 	}
-	for _, tc := range []struct {
-		name string
-		c    func(t *testing.T) Config
-	}{
-		{"rueidis", func(t *testing.T) Config { return Config{} }},
-		{"go-redis", func(t *testing.T) Config {
-			c := goredis.NewClient(&goredis.Options{Addr: sharedServer(t).Addr})
-			t.Cleanup(func() { c.Close() })
-			return Config{GoRedis: c}
-		}},
-	} {
+	for _, tc := range bothClients {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.c(t))
 			prefix := uniquePrefix(t)
@@ -242,17 +232,7 @@ func TestBadInput(t *testing.T) {
 // server) costs one EVAL and no error, for Decide and DecideBatch.
 func TestScriptFlushed(t *testing.T) {
 	srv := sharedServer(t)
-	for _, tc := range []struct {
-		name string
-		c    func(t *testing.T) Config
-	}{
-		{"rueidis", func(t *testing.T) Config { return Config{} }},
-		{"go-redis", func(t *testing.T) Config {
-			c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-			t.Cleanup(func() { c.Close() })
-			return Config{GoRedis: c}
-		}},
-	} {
+	for _, tc := range bothClients {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.c(t))
 			prefix := uniquePrefix(t)
@@ -348,4 +328,18 @@ func TestBigLog(t *testing.T) {
 	st = algorithm.Fit(l2, st)
 	check(sluice.Request{Prefix: prefix, Key: "k", Limits: []sluice.Limit{l2}, Cost: 1, Now: now})
 	check(sluice.Request{Prefix: prefix, Key: "k", Limits: []sluice.Limit{l2}, Cost: 1, Now: now.Add(59 * time.Second)})
+}
+
+// bothClients are the clients a test runs the store on: rueidis, as New
+// dials it, and go-redis, both on the shared server.
+var bothClients = []struct {
+	name string
+	c    func(t *testing.T) Config
+}{
+	{"rueidis", func(t *testing.T) Config { return Config{} }},
+	{"go-redis", func(t *testing.T) Config {
+		c := goredis.NewClient(&goredis.Options{Addr: sharedServer(t).Addr})
+		t.Cleanup(func() { c.Close() })
+		return Config{GoRedis: c}
+	}},
 }
