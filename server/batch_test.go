@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 
 	"io"
 	"log/slog"
@@ -83,6 +84,25 @@ func newRedisCounters(t *testing.T, addr string) *redisCounters {
 	return rc
 }
 
+// fewestReads runs do five times and returns the fewest reads of client
+// data one run cost on Redis, checking that each made evalsha EVALSHA
+// calls. A single run is not enough: rueidis now and then sends one
+// pipelined batch in two writes, which Redis counts as two reads.
+func (rc *redisCounters) fewestReads(t *testing.T, do func(), evalsha int64) int64 {
+	t.Helper()
+	fewest := int64(math.MaxInt64)
+	for range 5 {
+		reads0, evals0 := rc.read(t)
+		do()
+		reads1, evals1 := rc.read(t)
+		if got := evals1 - evals0; got != evalsha {
+			t.Errorf("EVALSHA calls = %d, want %d", got, evalsha)
+		}
+		fewest = min(fewest, reads1-reads0-1) // less the second INFO's own read
+	}
+	return fewest
+}
+
 func (rc *redisCounters) read(t *testing.T) (reads, evalsha int64) {
 	t.Helper()
 	info, err := rc.c.Info(context.Background(), "stats", "commandstats").Result()
@@ -135,21 +155,21 @@ func TestGRPCBatchOneRoundTrip(t *testing.T) {
 			}}
 			shouldRateLimit(t, c, req) // loads the script, opens the connections
 			counters := newRedisCounters(t, r.Addr)
-			reads0, evals0 := counters.read(t)
-			resp := shouldRateLimit(t, c, req)
-			reads1, evals1 := counters.read(t)
-			if resp.OverallCode != pb.RateLimitResponse_OK || len(resp.Statuses) != 3 || resp.Statuses[2].LimitRemaining != 98 {
-				t.Fatalf("ShouldRateLimit = %v, want OK with 98 left of user's limit", resp)
+			left := uint32(99)
+			reads := counters.fewestReads(t, func() {
+				resp := shouldRateLimit(t, c, req)
+				left--
+				if resp.OverallCode != pb.RateLimitResponse_OK || len(resp.Statuses) != 3 || resp.Statuses[2].LimitRemaining != left {
+					t.Fatalf("ShouldRateLimit = %v, want OK with %d left of user's limit", resp, left)
+				}
+			}, 3)
+			if reads != 1 {
+				t.Errorf("reads of client data on Redis = %d, want 1 round trip for the 3 descriptors", reads)
 			}
-			if got := evals1 - evals0; got != 3 {
-				t.Errorf("EVALSHA calls = %d, want 3 (one per descriptor)", got)
-			}
-			if got := reads1 - reads0 - 1; got != 1 { // less the second INFO's own read
-				t.Errorf("reads of client data on Redis = %d, want 1 round trip for the 3 descriptors", got)
-			}
-			// The metrics still count each descriptor.
+			// The metrics still count each descriptor: 3 for each of the
+			// 6 requests.
 			w := do(t, s.Handler(), http.MethodGet, "/metrics", "")
-			if want := `sluice_decisions_total{op="take",result="allowed",rule="edge"} 6`; !strings.Contains(w.Body.String(), want) {
+			if want := `sluice_decisions_total{op="take",result="allowed",rule="edge"} 18`; !strings.Contains(w.Body.String(), want) {
 				t.Errorf("/metrics lacks %q:\n%s", want, grepLines(w.Body.String(), "sluice_decisions_total"))
 			}
 		})
@@ -177,17 +197,14 @@ func TestBatchRefundOneRoundTrip(t *testing.T) {
 	}}
 	shouldRateLimit(t, c, req) // takes c's only unit
 	counters := newRedisCounters(t, r.Addr)
-	reads0, evals0 := counters.read(t)
-	resp := shouldRateLimit(t, c, req)
-	reads1, evals1 := counters.read(t)
-	if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 9 {
-		t.Fatalf("ShouldRateLimit = %v, want OVER_LIMIT with a and b given back (9 left each)", resp)
-	}
-	if got := evals1 - evals0; got != 3 {
-		t.Errorf("EVALSHA calls = %d, want 3 (the 3 GCRA takes in one, 2 refunds)", got)
-	}
-	if got := reads1 - reads0 - 1; got != 2 {
-		t.Errorf("reads of client data on Redis = %d, want 2 round trips (the takes, the refunds)", got)
+	reads := counters.fewestReads(t, func() {
+		resp := shouldRateLimit(t, c, req)
+		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 9 {
+			t.Fatalf("ShouldRateLimit = %v, want OVER_LIMIT with a and b given back (9 left each)", resp)
+		}
+	}, 3) // the 3 GCRA takes in one, 2 refunds
+	if reads != 2 {
+		t.Errorf("reads of client data on Redis = %d, want 2 round trips (the takes, the refunds)", reads)
 	}
 }
 
