@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh installs what sluice's tests and its quick start need on a Debian
-# machine that already has Go: redis-server and redis-cli, memcached and
-# nginx, from Debian packages. It is idempotent and prints nothing when all
+# machine that already has Go: redis-server and redis-cli, memcached, nginx
+# and caddy, from Debian packages. It is idempotent and prints nothing when all
 # are present. It runs apt-get as root, or through sudo when not root.
 set -euo pipefail
 
@@ -17,6 +17,7 @@ declare -A want=(
 	[redis-cli]=redis-tools
 	[memcached]=memcached
 	[nginx]=nginx
+	[caddy]=caddy
 )
 missing=()
 for cmd in "${!want[@]}"; do
