@@ -62,25 +62,12 @@ func BenchmarkServiceEngine(b *testing.B) {
 		b.Run("keys="+keyName(keys), func(b *testing.B) {
 			eng := newServiceAPI(b).Engine()
 			ips := addresses(keys)
-			var n, allowed atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := n.Add(1)
-					res, err := eng.Check(context.Background(), rules.Request{Domain: "edge_proxy_per_ip", Descriptors: []rules.Descriptor{
-						{Entries: []rules.Entry{{Key: "remote_address", Value: ips[int(i)%len(ips)]}}},
-					}})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if res.Allowed {
-						allowed.Add(1)
-					}
-				}
+			checkParallel(b, func(i int) (bool, error) {
+				res, err := eng.Check(context.Background(), rules.Request{Domain: "edge_proxy_per_ip", Descriptors: []rules.Descriptor{
+					{Entries: []rules.Entry{{Key: "remote_address", Value: ips[i%len(ips)]}}},
+				}})
+				return res.Allowed, err
 			})
-			b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
 		})
 	}
 }
@@ -109,28 +96,15 @@ func BenchmarkServiceGRPC(b *testing.B) {
 			b.Cleanup(func() { conn.Close() })
 			client := pb.NewRateLimitServiceClient(conn)
 			ips := addresses(keys)
-			var n, allowed atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(p *testing.PB) {
-				for p.Next() {
-					i := n.Add(1)
-					resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
-						Domain: "edge_proxy_per_ip",
-						Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
-							{Key: "remote_address", Value: ips[int(i)%len(ips)]},
-						}}},
-					})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if resp.OverallCode == pb.RateLimitResponse_OK {
-						allowed.Add(1)
-					}
-				}
+			checkParallel(b, func(i int) (bool, error) {
+				resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{
+					Domain: "edge_proxy_per_ip",
+					Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{
+						{Key: "remote_address", Value: ips[i%len(ips)]},
+					}}},
+				})
+				return err == nil && resp.OverallCode == pb.RateLimitResponse_OK, err
 			})
-			b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
 		})
 	}
 }
@@ -147,31 +121,42 @@ func BenchmarkServiceHTTP(b *testing.B) {
 			for i, ip := range addresses(keys) {
 				bodies[i] = fmt.Appendf(nil, `{"domain":"edge_proxy_per_ip","descriptors":[{"entries":[{"key":"remote_address","value":%q}]}]}`, ip)
 			}
-			var n, allowed atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(p *testing.PB) {
-				for p.Next() {
-					i := n.Add(1)
-					resp, err := client.Post(hs.URL+"/v1/check", "application/json", bytes.NewReader(bodies[int(i)%len(bodies)]))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						b.Errorf("check = %d %s", resp.StatusCode, body)
-						return
-					}
-					if bytes.HasPrefix(body, []byte(`{"allowed":true`)) {
-						allowed.Add(1)
-					}
+			checkParallel(b, func(i int) (bool, error) {
+				resp, err := client.Post(hs.URL+"/v1/check", "application/json", bytes.NewReader(bodies[i%len(bodies)]))
+				if err != nil {
+					return false, err
 				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return false, fmt.Errorf("check = %d %s", resp.StatusCode, body)
+				}
+				return bytes.HasPrefix(body, []byte(`{"allowed":true`)), nil
 			})
-			b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
 		})
 	}
+}
+
+// checkParallel times check, asked for request i = 1, 2, ... on every
+// core, and reports the fraction it allowed as admitted/op; the first
+// error fails the benchmark and stops its goroutine.
+func checkParallel(b *testing.B, check func(i int) (allowed bool, err error)) {
+	var n, allowed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(p *testing.PB) {
+		for p.Next() {
+			ok, err := check(int(n.Add(1)))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if ok {
+				allowed.Add(1)
+			}
+		}
+	})
+	b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
 }
 
 // addresses returns n distinct IPv4 addresses of TEST-NET-3 and beyond.
