@@ -6,20 +6,17 @@ import (
 
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
@@ -33,41 +30,7 @@ func serveGRPC(t *testing.T, s *Service) pb.RateLimitServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := envoyrls.NewServer(rls)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return pb.NewRateLimitServiceClient(conn)
-}
-
-// rlsDescriptor builds an Envoy descriptor from "k=v" pairs.
-func rlsDescriptor(pairs ...string) *rlv3.RateLimitDescriptor {
-	out := &rlv3.RateLimitDescriptor{}
-	for _, p := range pairs {
-		k, v, _ := strings.Cut(p, "=")
-		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: v})
-	}
-	return out
-}
-
-// shouldRateLimit asks c and fails the test on error.
-func shouldRateLimit(t *testing.T, c pb.RateLimitServiceClient, req *pb.RateLimitRequest) *pb.RateLimitResponse {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := c.ShouldRateLimit(ctx, req)
-	if err != nil {
-		t.Fatalf("ShouldRateLimit(%v) = %v", req, err)
-	}
-	return resp
+	return pb.NewRateLimitServiceClient(rlstest.Serve(t, rls))
 }
 
 // redisCounters reads, over one connection kept open (so that the
@@ -151,13 +114,13 @@ func TestGRPCBatchOneRoundTrip(t *testing.T) {
 			s := newRedisService(t, r.Addr, domain+tc.failure)
 			c := serveGRPC(t, s)
 			req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
-				rlsDescriptor("remote_address=203.0.113.7"), rlsDescriptor("path=/login"), rlsDescriptor("user=bob"),
+				rlstest.Descriptor("remote_address=203.0.113.7"), rlstest.Descriptor("path=/login"), rlstest.Descriptor("user=bob"),
 			}}
-			shouldRateLimit(t, c, req) // loads the script, opens the connections
+			rlstest.ShouldRateLimit(t, c, req) // loads the script, opens the connections
 			counters := newRedisCounters(t, r.Addr)
 			left := uint32(99)
 			reads := counters.fewestReads(t, func() {
-				resp := shouldRateLimit(t, c, req)
+				resp := rlstest.ShouldRateLimit(t, c, req)
 				left--
 				if resp.OverallCode != pb.RateLimitResponse_OK || len(resp.Statuses) != 3 || resp.Statuses[2].LimitRemaining != left {
 					t.Fatalf("ShouldRateLimit = %v, want OK with %d left of user's limit", resp, left)
@@ -193,12 +156,12 @@ func TestBatchRefundOneRoundTrip(t *testing.T) {
 `)
 	c := serveGRPC(t, s)
 	req := &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{
-		rlsDescriptor("a=x"), rlsDescriptor("b=x"), rlsDescriptor("c=x"),
+		rlstest.Descriptor("a=x"), rlstest.Descriptor("b=x"), rlstest.Descriptor("c=x"),
 	}}
-	shouldRateLimit(t, c, req) // takes c's only unit
+	rlstest.ShouldRateLimit(t, c, req) // takes c's only unit
 	counters := newRedisCounters(t, r.Addr)
 	reads := counters.fewestReads(t, func() {
-		resp := shouldRateLimit(t, c, req)
+		resp := rlstest.ShouldRateLimit(t, c, req)
 		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 9 || resp.Statuses[1].LimitRemaining != 9 {
 			t.Fatalf("ShouldRateLimit = %v, want OVER_LIMIT with a and b given back (9 left each)", resp)
 		}

@@ -9,6 +9,8 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/rlstest"
 )
 
 // outcome is an API's answer to one check, in common terms.
@@ -43,7 +45,7 @@ var guardAPIs = []struct {
 	}},
 	{"grpc", func(t *testing.T, s *Service, rule, key string) outcome {
 		t.Helper()
-		resp := shouldRateLimit(t, serveGRPC(t, s), &pb.RateLimitRequest{Domain: rule, Descriptors: []*rlv3.RateLimitDescriptor{rlsDescriptor("key=" + key)}})
+		resp := rlstest.ShouldRateLimit(t, serveGRPC(t, s), &pb.RateLimitRequest{Domain: rule, Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("key=" + key)}})
 		st := resp.Statuses[0]
 		o := outcome{allowed: resp.OverallCode == pb.RateLimitResponse_OK}
 		if !o.allowed {

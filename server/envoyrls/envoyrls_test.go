@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +14,12 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
@@ -80,47 +79,14 @@ func dial(t *testing.T, headers bool, maxBytes int64) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := envoyrls.NewServer(svc)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// d builds a descriptor from "k=v" pairs.
-func d(pairs ...string) *rlv3.RateLimitDescriptor {
-	out := &rlv3.RateLimitDescriptor{}
-	for _, p := range pairs {
-		k, v, _ := strings.Cut(p, "=")
-		out.Entries = append(out.Entries, &rlv3.RateLimitDescriptor_Entry{Key: k, Value: v})
-	}
-	return out
-}
-
-func call(t *testing.T, c pb.RateLimitServiceClient, req *pb.RateLimitRequest) *pb.RateLimitResponse {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := c.ShouldRateLimit(ctx, req)
-	if err != nil {
-		t.Fatalf("ShouldRateLimit(%v) error = %v", req, err)
-	}
-	return resp
+	return rlstest.Serve(t, svc)
 }
 
 func TestShouldRateLimit(t *testing.T) {
 	c := serve(t, false, 0)
-	ip := d("remote_address=203.0.113.7")
+	ip := rlstest.Descriptor("remote_address=203.0.113.7")
 	for i := range 10 {
-		resp := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}})
+		resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}})
 		st := resp.Statuses[0]
 		if resp.OverallCode != pb.RateLimitResponse_OK || st.Code != pb.RateLimitResponse_OK || st.LimitRemaining != uint32(9-i) {
 			t.Fatalf("request %d: %v, want OK with %d remaining", i, resp, 9-i)
@@ -132,7 +98,7 @@ func TestShouldRateLimit(t *testing.T) {
 			t.Errorf("duration_until_reset = %v, want 1s", got)
 		}
 	}
-	resp := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip, d("health=x")}})
+	resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip, rlstest.Descriptor("health=x")}})
 	if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != pb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("11th request: %v, want OVER_LIMIT", resp)
 	}
@@ -143,32 +109,32 @@ func TestShouldRateLimit(t *testing.T) {
 		t.Errorf("headers %v without ResponseHeaders, want none", resp.ResponseHeadersToAdd)
 	}
 
-	blocked := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("remote_address=50.0.0.5")}})
+	blocked := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("remote_address=50.0.0.5")}})
 	if st := blocked.Statuses[0]; blocked.OverallCode != pb.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.RequestsPerUnit != 0 {
 		t.Errorf("blocked address: %v, want OVER_LIMIT with a limit of 0", blocked)
 	}
 
-	login := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("path=/login", "remote_address=203.0.113.7")}})
+	login := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("path=/login", "remote_address=203.0.113.7")}})
 	if l := login.Statuses[0].CurrentLimit; l.RequestsPerUnit != 30 || l.Unit != pb.RateLimitResponse_RateLimit_MINUTE || l.UnitMultiplier.GetValue() != 5 {
 		t.Errorf("30/5m current_limit = %v, want 30 per 5 minutes", l)
 	}
-	odd := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("odd=1")}})
+	odd := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("odd=1")}})
 	if l := odd.Statuses[0].CurrentLimit; l.Name != "3/1500ms" || l.Unit != pb.RateLimitResponse_RateLimit_UNKNOWN {
 		t.Errorf("3/1500ms current_limit = %v, want it named by its policy", l)
 	}
 
 	for i := range 3 {
-		resp := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("user=bob")}})
+		resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("user=bob")}})
 		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].Code != pb.RateLimitResponse_OK {
 			t.Errorf("shadow request %d: %v, want OK", i, resp)
 		}
 	}
 
-	nomatch := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("nothing=here")}})
+	nomatch := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("nothing=here")}})
 	if st := nomatch.Statuses[0]; nomatch.OverallCode != pb.RateLimitResponse_OK || st.CurrentLimit != nil {
 		t.Errorf("descriptor without a rule: %v, want OK without a limit", nomatch)
 	}
-	unknown := call(t, c, &pb.RateLimitRequest{Domain: "nope", Descriptors: []*rlv3.RateLimitDescriptor{ip, ip}})
+	unknown := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "nope", Descriptors: []*rlv3.RateLimitDescriptor{ip, ip}})
 	if unknown.OverallCode != pb.RateLimitResponse_OK || len(unknown.Statuses) != 2 || unknown.Statuses[1].Code != pb.RateLimitResponse_OK {
 		t.Errorf("unknown domain: %v, want OK with 2 OK statuses (as Envoy's service)", unknown)
 	}
@@ -178,32 +144,32 @@ func TestShouldRateLimit(t *testing.T) {
 // (0 asks without taking), and a limit override.
 func TestHitsAddend(t *testing.T) {
 	c := serve(t, false, 0)
-	ip := d("remote_address=198.51.100.1")
-	resp := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}, HitsAddend: 4})
+	ip := rlstest.Descriptor("remote_address=198.51.100.1")
+	resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}, HitsAddend: 4})
 	if got := resp.Statuses[0].LimitRemaining; got != 6 {
 		t.Errorf("hits_addend 4: remaining %d, want 6", got)
 	}
-	peek := d("remote_address=198.51.100.1")
+	peek := rlstest.Descriptor("remote_address=198.51.100.1")
 	peek.HitsAddend = wrapperspb.UInt64(0)
-	resp = call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{peek}, HitsAddend: 4})
+	resp = rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{peek}, HitsAddend: 4})
 	if got := resp.Statuses[0].LimitRemaining; got != 6 || resp.OverallCode != pb.RateLimitResponse_OK {
 		t.Errorf("descriptor hits_addend 0: %v, want OK with remaining 6 (nothing taken)", resp)
 	}
-	two := d("remote_address=198.51.100.1")
+	two := rlstest.Descriptor("remote_address=198.51.100.1")
 	two.HitsAddend = wrapperspb.UInt64(2)
-	resp = call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{two}, HitsAddend: 4})
+	resp = rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{two}, HitsAddend: 4})
 	if got := resp.Statuses[0].LimitRemaining; got != 4 {
 		t.Errorf("descriptor hits_addend 2: remaining %d, want 4", got)
 	}
-	big := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("remote_address=198.51.100.2")}, HitsAddend: 11})
+	big := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("remote_address=198.51.100.2")}, HitsAddend: 11})
 	if big.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("hits_addend 11 of 10: %v, want OVER_LIMIT", big)
 	}
 
-	over := d("anything=x")
+	over := rlstest.Descriptor("anything=x")
 	over.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_HOUR}
 	for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
-		resp := call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{over}})
+		resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{over}})
 		if resp.OverallCode != want || resp.Statuses[0].CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_HOUR {
 			t.Errorf("override request %d: %v, want %v under 2 per hour", i, resp, want)
 		}
@@ -213,7 +179,7 @@ func TestHitsAddend(t *testing.T) {
 // TestResponseHeaders checks the IETF fields asked of Envoy.
 func TestResponseHeaders(t *testing.T) {
 	c := serve(t, true, 0)
-	ip := d("remote_address=192.0.2.1")
+	ip := rlstest.Descriptor("remote_address=192.0.2.1")
 	headers := func(resp *pb.RateLimitResponse) map[string]string {
 		m := map[string]string{}
 		for _, h := range resp.ResponseHeadersToAdd {
@@ -221,7 +187,7 @@ func TestResponseHeaders(t *testing.T) {
 		}
 		return m
 	}
-	h := headers(call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip, d("health=1")}, HitsAddend: 10}))
+	h := headers(rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip, rlstest.Descriptor("health=1")}, HitsAddend: 10}))
 	want := map[string]string{"RateLimit-Policy": `"edge.remote_address";q=10;w=1`, "RateLimit": `"edge.remote_address";r=0;t=1`}
 	for k, v := range want {
 		if h[k] != v {
@@ -231,11 +197,11 @@ func TestResponseHeaders(t *testing.T) {
 	if _, ok := h["Retry-After"]; ok {
 		t.Errorf("allowed: Retry-After set: %v", h)
 	}
-	h = headers(call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}}))
+	h = headers(rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}}))
 	if h["Retry-After"] != "1" || h["RateLimit"] != `"edge.remote_address";r=0;t=1` {
 		t.Errorf("denied: headers %v, want Retry-After 1", h)
 	}
-	h = headers(call(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d("nothing=here")}}))
+	h = headers(rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("nothing=here")}}))
 	if len(h) != 0 {
 		t.Errorf("no rule: headers %v, want none", h)
 	}
@@ -248,13 +214,13 @@ func TestBadRequests(t *testing.T) {
 	c := serve(t, false, 0)
 	many := make([]*rlv3.RateLimitDescriptor, 5000)
 	for i := range many {
-		many[i] = d("remote_address=203.0.113.7")
+		many[i] = rlstest.Descriptor("remote_address=203.0.113.7")
 	}
 	huge := make([]*rlv3.RateLimitDescriptor, 100)
 	for i := range huge {
-		huge[i] = d("remote_address=" + strings.Repeat("x", 20000))
+		huge[i] = rlstest.Descriptor("remote_address=" + strings.Repeat("x", 20000))
 	}
-	neg := d("remote_address=1")
+	neg := rlstest.Descriptor("remote_address=1")
 	neg.IsNegativeHits = true
 	tests := []struct {
 		name string
@@ -262,7 +228,7 @@ func TestBadRequests(t *testing.T) {
 		want codes.Code
 		msg  string
 	}{
-		{"no domain", &pb.RateLimitRequest{Descriptors: []*rlv3.RateLimitDescriptor{d("a=b")}}, codes.InvalidArgument, "domain is required"},
+		{"no domain", &pb.RateLimitRequest{Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("a=b")}}, codes.InvalidArgument, "domain is required"},
 		{"no descriptors", &pb.RateLimitRequest{Domain: "edge"}, codes.InvalidArgument, "no descriptors"},
 		{"empty descriptor", &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{{}}}, codes.InvalidArgument, "no entries"},
 		{"5000 descriptors", &pb.RateLimitRequest{Domain: "edge", Descriptors: many}, codes.InvalidArgument, "too many descriptors: 5000, at most 256"},
@@ -288,7 +254,7 @@ func TestStoreFailure(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err = c.ShouldRateLimit(ctx, &pb.RateLimitRequest{
 			Domain:      "edge",
-			Descriptors: []*rlv3.RateLimitDescriptor{d("remote_address=" + strings.Repeat("a", 40) + string(rune('A'+i%26)) + time.Duration(i).String())},
+			Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("remote_address=" + strings.Repeat("a", 40) + string(rune('A'+i%26)) + time.Duration(i).String())},
 			HitsAddend:  10, // each actor is left at its limit: never evicted
 		})
 		cancel()
