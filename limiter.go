@@ -44,6 +44,7 @@ type Config struct {
 // safe for concurrent use.
 type Limiter struct {
 	store  Store
+	bound  Bound // store's binding of prefix and limits, if store is a Binder
 	limits []Limit
 	prefix string
 	clock  func() time.Time
@@ -69,12 +70,20 @@ func New(store Store, c Config) (*Limiter, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	return &Limiter{
+	l := &Limiter{
 		store:  store,
 		limits: append([]Limit(nil), c.Limits...),
 		prefix: c.Namespace + ":" + c.Action + ":",
 		clock:  c.Clock,
-	}, nil
+	}
+	if b, ok := store.(Binder); ok {
+		bound, err := b.Bind(store, l.prefix, l.limits)
+		if err != nil {
+			return nil, err
+		}
+		l.bound = bound
+	}
+	return l, nil
 }
 
 // Limits returns a copy of the limiter's policy.
@@ -133,6 +142,9 @@ func (l *Limiter) Reserve(ctx context.Context, actor string, n int) (*Reservatio
 }
 
 func (l *Limiter) do(ctx context.Context, op Op, actor string, n int, at time.Time) (Decision, error) {
+	if l.bound != nil && op != OpRefund {
+		return l.bound.Decide(ctx, actorKey(actor), op, n, l.now())
+	}
 	return l.store.Decide(ctx, Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, Now: l.now(), At: at, limitsChecked: true})
 }
 

@@ -29,6 +29,30 @@ type Store interface {
 	Decide(ctx context.Context, r Request) (Decision, error)
 }
 
+// A Binder is a Store that can prepare for the requests of one prefix and
+// policy, sparing each request the work that depends only on them: New
+// binds every Limiter whose store is a Binder, and sends its takes, peeks
+// and resets through the Bound. The memory store is a Binder.
+type Binder interface {
+	Store
+	// Bind returns the Bound of prefix and limits for the store as its
+	// caller holds it, as, or the error of Request.Validate for a request
+	// with those limits. limits must not change afterwards. The Bound is
+	// nil, and the caller uses as.Decide, unless as is the Binder itself:
+	// a type that embeds a Binder to wrap its Decide (to inject faults,
+	// count, log) inherits Bind, and a Bound would bypass the wrapper.
+	Bind(as Store, prefix string, limits []Limit) (Bound, error)
+}
+
+// A Bound decides the requests of one prefix and policy: Decide(ctx, key,
+// op, cost, now) decides as the Binder's Decide would decide
+// Request{Prefix: prefix, Key: key, Limits: limits, Op: op, Cost: cost,
+// Now: now}, with the same state, answers and errors. (Its zero At leaves
+// a refund invalid: refunds go through Store.Decide.)
+type Bound interface {
+	Decide(ctx context.Context, key string, op Op, cost int, now time.Time) (Decision, error)
+}
+
 // Op is what a Request asks of a store.
 type Op uint8
 

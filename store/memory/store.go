@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,9 +207,18 @@ func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, er
 	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
 	}
+	var d sluice.Decision
+	err := s.decide(&r, r.Now.IsZero() && s.clk.fits(r.Limits), &d)
+	return d, err
+}
+
+// decide applies the valid request r, at the coarse clock if coarse and r
+// has no Now, and writes its decision to d (in place: each copy of a
+// Decision costs a hot path a few percent).
+func (s *Store) decide(r *sluice.Request, coarse bool, d *sluice.Decision) error {
 	var now int64
 	if r.Now.IsZero() {
-		now = s.now(s.clk.fits(r.Limits))
+		now = s.now(coarse)
 		if !s.usesClock.Load() {
 			s.usesClock.Store(true)
 		}
@@ -217,18 +227,62 @@ func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, er
 	}
 	h := s.hash(r.Prefix, r.Key)
 	sh := &s.shards[h&s.mask]
-	var d sluice.Decision
 	sh.mu.Lock()
-	err := sh.decide(&r, h, now, &d)
-	sh.mu.Unlock()
-	if err != nil {
-		return sluice.Decision{}, err
-	}
+	err := sh.decide(r, h, now, d)
+	// Still under the lock: the unlock's atomic instruction commits every
+	// store to d, so that copying d out does not stall on one in flight.
 	d.Time = r.Now
 	if d.Time.IsZero() {
 		d.Time = time.Unix(0, now)
 	}
-	return d, nil
+	sh.mu.Unlock()
+	if err != nil {
+		*d = sluice.Decision{}
+	}
+	return err
+}
+
+// Bind returns the Bound of prefix and limits, nil unless as is s; see
+// sluice.Binder. Its requests skip checking the limits and choosing the
+// clock: a Limiter's decisions on this store go through it.
+func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (sluice.Bound, error) {
+	r := sluice.Request{Limits: limits, Op: sluice.OpReset}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if as != sluice.Store(s) {
+		return nil, nil
+	}
+	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits)}
+	for _, l := range limits {
+		b.maxCost = min(b.maxCost, l.MaxBurst())
+	}
+	return b, nil
+}
+
+// A bound is a Store's Bound.
+type bound struct {
+	s       *Store
+	prefix  string
+	limits  []sluice.Limit
+	maxCost int  // the least MaxBurst of limits
+	coarse  bool // limits fit the coarse clock
+}
+
+func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, now time.Time) (d sluice.Decision, err error) {
+	// Field by field: a composite literal would be built aside and copied,
+	// and reading the fresh stores back stalls the copy.
+	var r sluice.Request
+	r.Prefix, r.Key, r.Limits, r.Op, r.Cost, r.Now = b.prefix, key, b.limits, op, cost, now
+	if !now.IsZero() || op > sluice.OpPeek || cost < 1 || cost > b.maxCost {
+		// A Limiter's takes and peeks need no check: their limits were
+		// checked by Bind, and their costs just now.
+		if err := r.Validate(); err != nil {
+			return d, err
+		}
+	}
+	err = b.s.decide(&r, b.coarse, &d)
+	return d, err
 }
 
 // now returns the time of the store's clock in Unix nanoseconds: the

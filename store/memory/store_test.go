@@ -23,10 +23,14 @@ func TestConformance(t *testing.T) {
 		{"one shard", Config{Shards: 1, SweepInterval: -1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) sluice.Store {
+			newStore := func(t *testing.T) *Store {
 				s := New(c.cfg)
 				t.Cleanup(func() { s.Close() })
 				return s
+			}
+			storetest.Run(t, func(t *testing.T) sluice.Store { return newStore(t) })
+			t.Run("Binder", func(t *testing.T) {
+				storetest.RunBinder(t, func(t *testing.T) sluice.Binder { return newStore(t) })
 			})
 		})
 	}

@@ -16,7 +16,9 @@
 //
 // A store that also decides many requests in one call (a DecideBatch
 // method, see [BatchStore]) should run [RunBatch] as well, which runs the
-// suite with every request inside a batch and checks random batches.
+// suite with every request inside a batch and checks random batches. A
+// [sluice.Binder] should run [RunBinder], which runs the suite through
+// Bounds.
 //
 // Run calls newStore once per subtest. A store backed by a shared server
 // may hand out clients of one server: every subtest names its keys under
