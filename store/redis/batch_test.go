@@ -16,12 +16,13 @@ import (
 
 // TestBatchScriptCalls counts, with INFO commandstats, the script calls
 // of a batch on one server, on both clients: one per run of up to 64
-// takes and peeks under GCRA limits, whatever their keys, and one for
-// each other request.
+// takes and peeks under GCRA limits and fixed windows, whatever their
+// keys, and one for each other request.
 func TestBatchScriptCalls(t *testing.T) {
 	srv := sharedServer(t)
 	gcra := []sluice.Limit{{Rate: 5, Period: time.Hour}, {Rate: 9, Period: time.Minute}}
 	mixed := []sluice.Limit{gcra[0], {Rate: 9, Period: time.Hour, Algorithm: sluice.SlidingLog}}
+	fixed := []sluice.Limit{gcra[0], {Rate: 9, Period: time.Hour, Algorithm: sluice.FixedWindow}}
 	for _, tc := range bothClients {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t, tc.c(t))
@@ -37,17 +38,19 @@ func TestBatchScriptCalls(t *testing.T) {
 					r.Op = sluice.OpReset
 				case 'm':
 					r.Limits = mixed
+				case 'f':
+					r.Limits = fixed
 				}
 				return r
 			}
 			s.DecideBatch(t.Context(), []sluice.Request{req(0, 'x')}) // no call
 			s.DecideBatch(t.Context(), []sluice.Request{req(0, 'p')}) // loads the script
 			for _, c := range []struct {
-				kinds string // t take, p peek, x invalid, r reset, m take of a mixed policy; * repeats the last
+				kinds string // t take, p peek, x invalid, r reset, m take of a mixed policy, f of GCRA and a fixed window; * repeats the last
 				calls int
 			}{
 				{"t", 1}, {"tp", 1}, {"t*16", 1}, {"xxt*13", 1}, {"t*64", 1}, {"t*65", 2}, {"t*200", 4}, {"x*5", 0},
-				{"ttrtt", 3}, {"rrr", 3}, {"m*4", 4}, {"ttmttmt", 5}, {"tmt", 3},
+				{"ttrtt", 3}, {"rrr", 3}, {"m*4", 4}, {"ttmttmt", 5}, {"tmt", 3}, {"tftfp", 1}, {"fmf", 3},
 			} {
 				var rs []sluice.Request
 				for i := 0; i < len(c.kinds); i++ {

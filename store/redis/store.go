@@ -78,7 +78,20 @@ type Config struct {
 	// the server's, or a test on a frozen clock, does not see its state
 	// vanish early. Default 1s; negative means none.
 	TTLSlack time.Duration
+	// InFlight is how many calls of Decide may be on their way to Redis
+	// at once; while that many are, further GCRA takes and peeks queue,
+	// and are sent together, in one round trip and few script calls, as
+	// soon as one comes back. Under load this cuts Redis's CPU time per
+	// decision by up to two thirds; an idle store sends each request at
+	// once, alone. Each request is still decided atomically on its own.
+	// Default 0: DefaultInFlight. Negative: no queue, every Decide is
+	// sent at once (each is then still pipelined with the others on the
+	// client's connections).
+	InFlight int
 }
+
+// DefaultInFlight is the InFlight of a Config that leaves it zero.
+const DefaultInFlight = 8
 
 // A Store keeps limiter state in Redis and decides each request with one
 // Lua script call (EVALSHA): one network round trip, atomic on the
@@ -102,7 +115,8 @@ type Store struct {
 	owned    bool
 	slack    int64 // ms
 	batching grouping
-	perCall  int // most requests of a batch one script call decides
+	perCall  int        // most requests of a batch one script call decides
+	co       *coalescer // nil when Config.InFlight is negative
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -139,6 +153,12 @@ func New(c Config) (*Store, error) {
 		s.c, s.owned = newRueidisClient(rc), true
 	}
 	s.batching = s.c.grouping()
+	switch {
+	case c.InFlight == 0:
+		s.co = &coalescer{s: s, max: DefaultInFlight}
+	case c.InFlight > 0:
+		s.co = &coalescer{s: s, max: c.InFlight}
+	}
 	return s, nil
 }
 
@@ -156,6 +176,9 @@ func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, 
 	keys, args, err := s.encode(&r)
 	if err != nil {
 		return sluice.Decision{}, err
+	}
+	if s.co != nil && batchable(&r) {
+		return s.co.decide(ctx, &r, call{keys: keys, args: args, n: 1, batchable: true})
 	}
 	reply, err := s.c.eval(ctx, keys, args)
 	return decodeReply(&r, reply, err)
