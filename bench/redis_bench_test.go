@@ -60,6 +60,11 @@ var rdImpls = []rdImpl{
 	{"sluice-gcra", func(addr string, rate int) (rdTaker, error) {
 		return newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
 	}},
+	{"sluice-gcra-unqueued", func(addr string, rate int) (rdTaker, error) {
+		// Every Decide sent at once, none queued for a batch: what the
+		// store's queue (Config.InFlight) gains or costs.
+		return newSluiceRedis(sredis.Config{Addrs: []string{addr}, InFlight: -1}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
+	}},
 	{"sluice-gcra-goredis", func(addr string, rate int) (rdTaker, error) {
 		c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: rdParallel})
 		return newSluiceRedis(sredis.Config{GoRedis: c}, c, sluice.Limit{Rate: rate, Period: time.Minute})
@@ -225,13 +230,16 @@ func rdRun(b *testing.B, addr string, impl rdImpl, keys string, parallel bool) {
 		b.Fatal(err)
 	}
 	evals0 := testserver.RedisCalls(addr, "evalsha") + testserver.RedisCalls(addr, "eval")
+	cpu0 := testserver.RedisCPU(addr)
 	b.ReportAllocs()
 	b.ResetTimer()
 	admitted, elapsed := driveTakes(b, ctx, parallel, rdParallel, t.take, key)
 	evals := testserver.RedisCalls(addr, "evalsha") + testserver.RedisCalls(addr, "eval") - evals0
+	cpu := testserver.RedisCPU(addr) - cpu0
 	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
 	b.ReportMetric(float64(evals)/float64(b.N), "evalsha/op")
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-µs/op")
 }
 
 // rdScript loads sluice's script into the server and returns its SHA-1.
@@ -269,9 +277,11 @@ func rdFloor(b *testing.B, addr, keys string, parallel bool, pipeline int) {
 	args = append(args, "EVALSHA", sha, "1", key, "0", "1", "-1", "0", "1000",
 		"0", strconv.Itoa(rdLimit(keys)), interval, "0", "0", "0", "0")
 	b.ReportAllocs()
+	cpu0 := testserver.RedisCPU(addr)
 	b.ResetTimer()
 	out, err := exec.Command(bin, args...).Output()
 	b.StopTimer()
+	cpu := testserver.RedisCPU(addr) - cpu0
 	if err != nil {
 		b.Fatalf("redis-benchmark: %v", err)
 	}
@@ -286,6 +296,7 @@ func rdFloor(b *testing.B, addr, keys string, parallel bool, pipeline int) {
 	b.ReportMetric(1e9/rps, "ns/op")
 	b.ReportMetric(rps, "decisions/s")
 	b.ReportMetric(1, "evalsha/op")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "redis-µs/op")
 }
 
 // TestRedisAdmitted checks that every implementation of the comparison

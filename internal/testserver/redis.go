@@ -307,6 +307,28 @@ func launchCluster(bin, dir string) (*Redis, error) {
 	return s, nil
 }
 
+// RedisCPU returns the CPU time the Redis at addr has used since it
+// started (used_cpu_sys plus used_cpu_user of INFO cpu), or -1 if it did
+// not answer.
+func RedisCPU(addr string) time.Duration {
+	info, err := RedisDo(addr, "INFO", "cpu")
+	if err != nil {
+		return -1
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
 // RedisCalls returns the calls of command cmd (lower case) on the Redis at
 // addr since it started, from INFO commandstats: 0 if it was never
 // called, -1 if the server did not answer.

@@ -3,7 +3,6 @@ package redis
 import (
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,17 +85,9 @@ func BenchmarkDecideBatch(b *testing.B) {
 // user, from INFO cpu.
 func redisCPU(b *testing.B, srv *testserver.Redis) time.Duration {
 	b.Helper()
-	info, err := srv.Info("cpu")
-	if err != nil {
-		b.Fatalf("INFO cpu: %v", err)
+	cpu := testserver.RedisCPU(srv.Addr)
+	if cpu < 0 {
+		b.Fatal("INFO cpu: no answer")
 	}
-	var total float64
-	for _, k := range []string{"used_cpu_sys", "used_cpu_user"} {
-		v, err := strconv.ParseFloat(strings.TrimSpace(info[k]), 64)
-		if err != nil {
-			b.Fatalf("INFO cpu %s = %q: %v", k, info[k], err)
-		}
-		total += v
-	}
-	return time.Duration(total * float64(time.Second))
+	return cpu
 }
