@@ -250,7 +250,7 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if as != sluice.Store(s) {
+	if st, ok := as.(*Store); !ok || st != s {
 		return nil, nil
 	}
 	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits)}

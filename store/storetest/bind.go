@@ -22,7 +22,7 @@ func RunBinder(t *testing.T, newStore func(t *testing.T) sluice.Binder) {
 	t.Run("StoreClock", func(t *testing.T) { testBoundClock(t, newStore(t)) })
 	t.Run("Wrapped", func(t *testing.T) {
 		s := newStore(t)
-		w := wrapped{s}
+		w := wrapped{Binder: s}
 		limits := []sluice.Limit{{Rate: 1, Period: 1 << 40}}
 		b, err := w.Bind(w, newPrefix(t), limits)
 		if err != nil || b != nil {
@@ -50,8 +50,12 @@ func (s bound) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, e
 }
 
 // wrapped is a store that embeds a Binder, as a wrapper of its Decide
-// would.
-type wrapped struct{ sluice.Binder }
+// would; its slice makes it incomparable, as a wrapper may be, which Bind
+// must survive.
+type wrapped struct {
+	sluice.Binder
+	tags []string
+}
 
 // testBoundClock checks a Bound on the store's own clock, the way a
 // Limiter uses it: a burst of takes, then denials, peeks that consume
