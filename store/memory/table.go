@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
@@ -32,41 +33,55 @@ func kindOf(l *sluice.Limit) kind {
 // entryOverhead is what the store counts against MaxBytes for one state
 // besides its key bytes and its words: its index positions, the key's
 // string header and allocation rounding, spare slab room. It is an
-// estimate, measured by BenchmarkBytesPerKey (48 bytes beyond the key for
-// a GCRA state among a million).
+// estimate, measured by BenchmarkBytesPerKey (a GCRA state among a
+// million, with a 24-byte key held in its 64-byte slot, takes 85.5 bytes
+// and is counted as 80).
 const entryOverhead = 48
 
 // A table holds the states of one kind of limit in one shard.
 //
 // States of a fixed size (every algorithm but the sliding log) live in
-// numbered slots: a one-word state (GCRA) in ones, beside its key, so that
-// a lookup touches one entry; a larger one in slab, words int64s per slot,
-// with its key in keys. A freed slot is zeroed and kept in free for the
-// next insert. Slots are found through index, an open-addressing hash
-// table keyed by the hash of the key that also chose the shard, so the key
-// is hashed once per request. So a GCRA state costs about 16 bytes of
-// index and a 24-byte entry besides its key's bytes, and Decide updates it
-// in place without allocating. Sliding logs, whose size follows the
-// limit's Rate, live in logs, by name.
+// numbered slots: a one-word state (GCRA) in ones, a 64-byte slot that
+// holds its key's bytes too (a longer key's are in long), so that a
+// lookup reads one cache line where a key kept apart took two; a larger
+// one in slab, words int64s per slot, with its key in keys. A freed slot
+// is zeroed and kept in free for the next insert. Slots are found through
+// index, an open-addressing hash table keyed by the hash of the key that
+// also chose the shard, so the key is hashed once per request. So a GCRA
+// state with a key of up to 55 bytes costs about 16 bytes of index and a
+// 64-byte slot, and Decide updates it in place without allocating.
+// Sliding logs, whose size follows the limit's Rate, live in logs, by
+// name.
 type table struct {
 	kind  kind
 	words int          // words per slot; 0 for sliding logs
 	limit sluice.Limit // the limit of the latest insert, to judge evictions
 
 	index index
-	ones  []oneWord // the slots when words is 1
-	keys  []string  // the slots' keys when words is more
-	slab  []int64   // the slots' states when words is more
+	ones  []oneWord         // the slots when words is 1
+	long  map[uint32]string // the keys of ones longer than inlineKey
+	keys  []string          // the slots' keys when words is more
+	slab  []int64           // the slots' states when words is more
 	free  []uint32
 
 	logs map[string][]int64
 }
 
-// oneWord is a slot of a one-word state and its key.
+// oneWord is a slot of a one-word state and its key: 64 bytes, one cache
+// line of the slots' array (large arrays are page-aligned), with no
+// pointer for the garbage collector to scan.
 type oneWord struct {
-	key   string
 	state [1]int64
+	n     uint8 // the key's length, or longKey when the key is in long
+	key   [inlineKey]byte
 }
+
+// inlineKey is the longest key a oneWord holds: a namespace and action of
+// 15 bytes with an IPv6 address fit.
+const inlineKey = 55
+
+// longKey is the oneWord.n of a key kept in table.long.
+const longKey = 0xff
 
 func newTable(l sluice.Limit) *table {
 	t := &table{kind: kindOf(&l), limit: l}
@@ -106,7 +121,13 @@ func (t *table) slot(i uint32) []int64 {
 // key returns the key of slot i.
 func (t *table) key(i uint32) string {
 	if t.words == 1 {
-		return t.ones[i].key
+		e := &t.ones[i]
+		if e.n == longKey {
+			return t.long[i]
+		}
+		// The slot's own bytes, not a copy: valid until the slot is
+		// reused, which no caller outlives (see each).
+		return unsafe.String(&e.key[0], int(e.n))
 	}
 	return t.keys[i]
 }
@@ -180,7 +201,15 @@ func (t *table) insert(key string, h uint64, s []int64) int64 {
 	}
 	copy(t.slot(i), s)
 	if t.words == 1 {
-		t.ones[i].key = key
+		e := &t.ones[i]
+		if len(key) <= inlineKey {
+			e.n = uint8(copy(e.key[:], key))
+		} else {
+			if t.long == nil {
+				t.long = make(map[uint32]string)
+			}
+			e.n, t.long[i] = longKey, key
+		}
 	} else {
 		t.keys[i] = key
 	}
@@ -203,7 +232,10 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 	t.index.del(uint64(p))
 	clear(t.slot(i))
 	if t.words == 1 {
-		t.ones[i].key = ""
+		if t.ones[i].n == longKey {
+			delete(t.long, i)
+		}
+		t.ones[i].n = 0 // the bytes stay until the slot is reused: see key
 	} else {
 		t.keys[i] = ""
 	}
@@ -256,7 +288,7 @@ func (t *table) compact() {
 		return
 	}
 	old := *t
-	t.index, t.ones, t.keys, t.slab, t.free = index{}, nil, nil, nil, nil
+	t.index, t.ones, t.long, t.keys, t.slab, t.free = index{}, nil, nil, nil, nil, nil
 	if t.words == 1 {
 		t.ones = make([]oneWord, 0, n)
 	} else {

@@ -113,3 +113,71 @@ func TestIndexRandom(t *testing.T) {
 		t.Errorf("each visited %d states, want %d", n, len(want))
 	}
 }
+
+// TestTableKeyLengths keeps GCRA states whose keys are held in the slot
+// (up to inlineKey bytes) and apart (longer), around that length and with
+// any bytes, through removals that free slots for reuse and a compaction
+// that moves them.
+func TestTableKeyLengths(t *testing.T) {
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second})
+	seed := maphash.MakeSeed()
+	want := map[string]int64{}
+	for i := range 3000 {
+		n := []int{0, 1, inlineKey - 1, inlineKey, inlineKey + 1, 200}[i%6]
+		k := strings.Repeat("\x00{é", 100)[:n] + strconv.Itoa(i)
+		want[k] = int64(i + 1)
+		tb.insert(k, maphash.String(seed, k), []int64{int64(i + 1)})
+	}
+	check := func(stage string) {
+		t.Helper()
+		if tb.len() != len(want) {
+			t.Errorf("%s: len() = %d, want %d", stage, tb.len(), len(want))
+		}
+		for k, v := range want {
+			if s, ok, _ := tb.get(k, maphash.String(seed, k), tb.limit); !ok || s[0] != v {
+				t.Fatalf("%s: get(%q) = %v, %v; want [%d], true", stage, k, s, ok, v)
+			}
+		}
+		seen := 0
+		tb.each(0, func(k string, _ uint64, s []int64) bool {
+			if want[k] != s[0] {
+				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
+			}
+			seen++
+			return true
+		})
+		if seen != len(want) {
+			t.Errorf("%s: each visited %d states, want %d", stage, seen, len(want))
+		}
+	}
+	check("inserted")
+	i := 0
+	for k := range want { // drop nine in ten: slots freed, then reused
+		if i++; i%10 != 0 {
+			s, _, _ := tb.get(k, maphash.String(seed, k), tb.limit)
+			tb.remove(k, maphash.String(seed, k), s)
+			delete(want, k)
+		}
+	}
+	check("removed")
+	for j := range 50 {
+		k := strings.Repeat("r", j*3) + "!"
+		want[k] = int64(-j - 1)
+		tb.insert(k, maphash.String(seed, k), []int64{int64(-j - 1)})
+	}
+	check("reused")
+	tb.compact()
+	if tb.slots() != len(want) {
+		t.Errorf("compact left %d slots for %d states", tb.slots(), len(want))
+	}
+	check("compacted")
+	long := 0
+	for k := range want {
+		if len(k) > inlineKey {
+			long++
+		}
+	}
+	if len(tb.long) != long {
+		t.Errorf("%d keys kept apart, want %d: removals must forget theirs", len(tb.long), long)
+	}
+}
