@@ -54,7 +54,7 @@ func (s bound) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, e
 // must survive.
 type wrapped struct {
 	sluice.Binder
-	tags []string
+	_ []string
 }
 
 // testBoundClock checks a Bound on the store's own clock, the way a
