@@ -70,8 +70,8 @@ const sweepLag = time.Second
 // Keys are spread over shards by a hash of Prefix+Key; each shard has
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
-// exists allocates nothing. A GCRA state with a key of up to 55 bytes
-// takes about 86 bytes, key included.
+// exists allocates nothing. A GCRA state with a key of up to 39 bytes
+// takes about 71 bytes, key included.
 //
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
