@@ -80,6 +80,25 @@ func TestZeroAllocs(t *testing.T) {
 				}
 			}
 		}
+		// A Limiter's takes and peeks go through its Bound.
+		lim, err := sluice.New(s, sluice.Config{Limits: limits, Action: "login"})
+		if err != nil {
+			t.Fatalf("sluice.New(%s) error: %v", name, err)
+		}
+		if _, err := lim.Allow(ctx, "198.51.100.24"); err != nil {
+			t.Fatalf("Allow(%s) error: %v", name, err)
+		}
+		got := testing.AllocsPerRun(200, func() {
+			if _, err := lim.Allow(ctx, "198.51.100.24"); err != nil {
+				t.Fatalf("Allow(%s) error: %v", name, err)
+			}
+			if _, err := lim.Peek(ctx, "198.51.100.24"); err != nil {
+				t.Fatalf("Peek(%s) error: %v", name, err)
+			}
+		})
+		if got != 0 {
+			t.Errorf("Limiter.Allow and Peek(%s) allocs = %v, want 0", name, got)
+		}
 	}
 }
 
