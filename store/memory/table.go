@@ -44,9 +44,8 @@ const entryOverhead = 48
 // numbered slots: a one-word state (GCRA) in ones, a 48-byte slot that
 // holds its key's bytes too (a longer key's are in long), so that a
 // lookup reads the slot where a key kept apart cost a second cache miss;
-// a larger
-// one in slab, words int64s per slot, with its key in keys. A freed slot
-// is zeroed and kept in free for the next insert. Slots are found through
+// a larger one in slab, words int64s per slot, with its key in keys. A
+// freed slot is zeroed and kept in free for the next insert. Slots are found through
 // index, an open-addressing hash table keyed by the hash of the key that
 // also chose the shard, so the key is hashed once per request. So a GCRA
 // state with a key of up to 39 bytes costs about 16 bytes of index and a
@@ -247,7 +246,8 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 }
 
 // each calls fn for the states of t, starting at a position chosen by
-// start, until fn returns false. The hash fn gets stands for the key's
+// start, until fn returns false. A key fn gets may be the slot's own
+// bytes (see key): fn may keep it while it inserts nothing into t. The hash fn gets stands for the key's
 // in find, insert and remove (it keeps only the bits the index uses). fn
 // may remove the state it is given; states moved by that removal may then
 // be skipped or seen twice, which sweeps and samples tolerate.
