@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,10 +14,9 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
@@ -82,19 +80,7 @@ func BenchmarkServiceGRPC(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			g := envoyrls.NewServer(svc)
-			go g.Serve(ln)
-			b.Cleanup(g.Stop)
-			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { conn.Close() })
-			client := pb.NewRateLimitServiceClient(conn)
+			client := pb.NewRateLimitServiceClient(rlstest.Serve(b, svc))
 			ips := addresses(keys)
 			checkParallel(b, func(i int) (bool, error) {
 				resp, err := client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{

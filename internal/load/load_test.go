@@ -7,13 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/store/memory"
@@ -49,14 +49,7 @@ func servers(t *testing.T) (httpTarget, grpcTarget string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := envoyrls.NewServer(rls)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	return hs.URL, "grpc://" + ln.Addr().String()
+	return hs.URL, "grpc://" + rlstest.Listen(t, rls)
 }
 
 func TestRun(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/sluicehq/sluice/server/envoyrls"
 )
 
-// Serve serves s with envoyrls.NewServer on a loopback listener and
-// returns a connection to it; both are closed when the test ends.
-func Serve(t testing.TB, s *envoyrls.Service) *grpc.ClientConn {
+// Listen serves s with envoyrls.NewServer on a loopback listener, stopped
+// when the test ends, and returns its address.
+func Listen(t testing.TB, s *envoyrls.Service) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,7 +29,14 @@ func Serve(t testing.TB, s *envoyrls.Service) *grpc.ClientConn {
 	g := envoyrls.NewServer(s)
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return ln.Addr().String()
+}
+
+// Serve serves s as Listen does and returns a connection to it; both are
+// closed when the test ends.
+func Serve(t testing.TB, s *envoyrls.Service) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(Listen(t, s), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
