@@ -8,11 +8,16 @@ import (
 	"testing"
 )
 
-// startServeGRPC runs "sluice serve" on the envoyproxy/ratelimit config
-// directory dir with Envoy's gRPC API on, and returns the HTTP and gRPC
-// addresses.
-func startServeGRPC(t *testing.T, dir string) (httpURL, grpcAddr string) {
+// startServeGRPC runs "sluice serve" on an envoyproxy/ratelimit config
+// directory (domain edge: 50 per hour per remote_address) with Envoy's
+// gRPC API on, and returns the HTTP and gRPC addresses.
+func startServeGRPC(t *testing.T) (httpURL, grpcAddr string) {
 	t.Helper()
+	dir := t.TempDir()
+	cfg := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 50}\n"
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	got, _ := serve(t, []string{"-config", dir, "-listen", "127.0.0.1:0", "-grpc-listen", "127.0.0.1:0", "-watch=false"},
 		"sluice: listening on ", "sluice: grpc on ")
 	return got[0], got[1]
@@ -21,12 +26,7 @@ func startServeGRPC(t *testing.T, dir string) (httpURL, grpcAddr string) {
 // TestBench serves an envoyproxy/ratelimit config directory over gRPC and
 // HTTP and loads it with "sluice bench".
 func TestBench(t *testing.T) {
-	dir := t.TempDir()
-	cfg := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 50}\n"
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	httpURL, grpcAddr := startServeGRPC(t, dir)
+	httpURL, grpcAddr := startServeGRPC(t)
 
 	out, errOut, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "200", "-c", "4", "-conns", "2")
 	if err != nil {
@@ -68,12 +68,7 @@ func TestBench(t *testing.T) {
 // the schedule sets exactly how many requests are sent, and the report
 // says how they kept to it.
 func TestBenchRate(t *testing.T) {
-	dir := t.TempDir()
-	cfg := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 50}\n"
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	httpURL, grpcAddr := startServeGRPC(t, dir)
+	httpURL, grpcAddr := startServeGRPC(t)
 
 	out, errOut, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}",
 		"-rate", "200", "-d", "1s", "-c", "8", "-conns", "2")
