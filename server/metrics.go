@@ -185,11 +185,7 @@ func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision,
 func (mt *meter) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
 	b, ok := mt.next.(batcher)
 	if !ok {
-		ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
-		for i, r := range rs {
-			ds[i], errs[i] = mt.Decide(ctx, r)
-		}
-		return ds, errs
+		return decideEach(ctx, mt, rs)
 	}
 	t := mt.table.Load()
 	start := time.Now()
@@ -229,6 +225,16 @@ func (mt *meter) record(t *meterTable, r *sluice.Request, d sluice.Decision, err
 // has it, so that it reaches the primary store.
 type batcher interface {
 	DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error)
+}
+
+// decideEach is DecideBatch for a layer whose store cannot batch: one
+// Decide of s per request.
+func decideEach(ctx context.Context, s sluice.Store, rs []sluice.Request) ([]sluice.Decision, []error) {
+	ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
+	for i, r := range rs {
+		ds[i], errs[i] = s.Decide(ctx, r)
+	}
+	return ds, errs
 }
 
 // A Denial is a request a rule denied, as the dashboard lists it.

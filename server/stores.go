@@ -343,11 +343,7 @@ func (t *timeoutStore) Decide(ctx context.Context, r sluice.Request) (sluice.Dec
 func (t *timeoutStore) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
 	b, ok := t.s.(batcher)
 	if !ok {
-		ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
-		for i, r := range rs {
-			ds[i], errs[i] = t.Decide(ctx, r)
-		}
-		return ds, errs
+		return decideEach(ctx, t, rs)
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.d)
 	defer cancel()
