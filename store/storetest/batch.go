@@ -62,11 +62,6 @@ var batchKeys = []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 // each answer against the reference, applied in the batch's order.
 func runBatches(t *testing.T, s *suite, rng *rand.Rand, limits []sluice.Limit) {
 	t.Helper()
-	type taken struct {
-		key  string
-		at   time.Time
-		cost int
-	}
 	var takes []taken
 	burst, interval := limits[0].MaxBurst(), limits[0].Period/time.Duration(limits[0].Rate)
 	for _, l := range limits {

@@ -39,17 +39,19 @@ func testDifferential(t *testing.T, s *suite) {
 	}
 }
 
+// A taken is an allowed take that a trace may refund later.
+type taken struct {
+	key  string
+	at   time.Time // its Decision.Time
+	cost int
+}
+
 // runTrace sends steps random requests on two keys: takes of random cost,
 // peeks, refunds of earlier allowed takes (at their Decision.Time),
 // resets, with time stepping forward on a microsecond grid, sometimes
 // jumping past every period and sometimes stepping back.
 func runTrace(t *testing.T, s *suite, rng *rand.Rand, limits []sluice.Limit, steps int) {
 	t.Helper()
-	type taken struct {
-		key  string
-		at   time.Time
-		cost int
-	}
 	var takes []taken
 	interval, longest, burst := limits[0].Period/time.Duration(limits[0].Rate), time.Duration(0), limits[0].MaxBurst()
 	for _, l := range limits {
