@@ -80,13 +80,21 @@ func (s *Store) DecideBatch(ctx context.Context, rs []sluice.Request) (ds []slui
 	if len(valid) == 0 {
 		return ds, errs
 	}
-	calls, order := s.plan(encoded, valid)
-	replies := make([]reply, len(order))
-	s.c.evalMulti(ctx, calls, replies)
+	order, replies := s.roundTrip(ctx, encoded, valid)
 	for j, i := range order {
 		ds[i], errs[i] = decodeReply(&rs[i], replies[j].v, replies[j].err)
 	}
 	return ds, errs
+}
+
+// roundTrip decides the encoded requests at the indexes valid in script
+// calls planned by plan, in one round trip per server, and returns the
+// replies with the request each answers.
+func (s *Store) roundTrip(ctx context.Context, encoded []call, valid []int) (order []int, replies []reply) {
+	calls, order := s.plan(encoded, valid)
+	replies = make([]reply, len(order))
+	s.c.evalMulti(ctx, calls, replies)
+	return order, replies
 }
 
 // plan groups the encoded requests at the indexes valid into script

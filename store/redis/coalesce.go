@@ -118,9 +118,7 @@ func (co *coalescer) send(batch []*waiter) {
 	for i, w := range batch {
 		encoded[i], valid[i] = w.call, i
 	}
-	calls, order := co.s.plan(encoded, valid)
-	replies := make([]reply, len(order))
-	co.s.c.evalMulti(ctx, calls, replies)
+	order, replies := co.s.roundTrip(ctx, encoded, valid)
 	for j, i := range order {
 		w := batch[i]
 		w.d, w.err = decodeReply(&w.r, replies[j].v, replies[j].err)
