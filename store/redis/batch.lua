@@ -10,8 +10,9 @@
 -- KEYS     every request's keys, in request order.
 -- ARGV     "b", then for each request: its number of keys n, then its
 --          5 + 7n arguments of decide.lua.
--- Returns  one element per request: decide's reply, or the error reply it
---          raised (a corrupt key, a key of another type).
+-- Returns  decide's reply for one request; for a batch, one element per
+--          request: decide's reply, or the error reply it raised (a
+--          corrupt key, a key of another type).
 
 if ARGV[1] ~= 'b' then
   return decide(0, 0, #KEYS, -1)

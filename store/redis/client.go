@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"math"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -13,7 +14,7 @@ import (
 // loads it again.
 type client interface {
 	// eval runs the script once, for one request.
-	eval(ctx context.Context, keys, args []string) ([]int64, error)
+	eval(ctx context.Context, keys, args []string) (words, error)
 	// evalMulti runs the calls, pipelined: one round trip per server. It
 	// writes the reply to each request of each call to out, in the calls'
 	// order: out holds the sum of the calls' n.
@@ -33,8 +34,36 @@ type call struct {
 
 // A reply is the script's answer to one request.
 type reply struct {
-	v   []int64
+	v   words
 	err error
+}
+
+// words are the eight numbers of the script's reply to one request (see
+// decide.lua).
+type words [8]int64
+
+// unpack reads a reply of the script: eight little-endian doubles, each
+// an integer.
+func unpack(s string, err error) (words, error) {
+	var w words
+	if err != nil {
+		return w, err
+	}
+	if len(s) != 8*len(w) {
+		return w, fmt.Errorf("%w: %d bytes", errReply, len(s))
+	}
+	for i := range w {
+		var u uint64
+		for j := 7; j >= 0; j-- {
+			u = u<<8 | uint64(s[8*i+j])
+		}
+		f := math.Float64frombits(u)
+		if f != math.Trunc(f) || math.Abs(f) > 1<<62 { // also NaN, ±Inf
+			return w, fmt.Errorf("%w: word %d is %v", errReply, i, f)
+		}
+		w[i] = int64(f)
+	}
+	return w, nil
 }
 
 // rueidisClient runs the scripts on rueidis, whose auto-pipelining lets
@@ -48,8 +77,8 @@ func newRueidisClient(c rueidis.Client) *rueidisClient {
 	return &rueidisClient{c: c, lua: rueidis.NewLuaScript(decideLua)}
 }
 
-func (r *rueidisClient) eval(ctx context.Context, keys, args []string) ([]int64, error) {
-	return ints(r.lua.Exec(ctx, r.c, keys, args).ToArray())
+func (r *rueidisClient) eval(ctx context.Context, keys, args []string) (words, error) {
+	return unpack(r.lua.Exec(ctx, r.c, keys, args).ToString())
 }
 
 func (r *rueidisClient) evalMulti(ctx context.Context, calls []call, out []reply) {
@@ -63,11 +92,11 @@ func (r *rueidisClient) evalMulti(ctx context.Context, calls []call, out []reply
 		if errNoScript(res.Error()) {
 			res = r.lua.Exec(ctx, r.c, c.keys, c.args)
 		}
-		msgs, err := res.ToArray()
 		if c.n == 1 {
-			out[o].v, out[o].err = ints(msgs, err)
+			out[o].v, out[o].err = unpack(res.ToString())
 		} else {
-			splitBatch(out[o:o+c.n], len(msgs), err, func(j int) ([]int64, error) { return ints(msgs[j].ToArray()) })
+			msgs, err := res.ToArray()
+			splitBatch(out[o:o+c.n], len(msgs), err, func(j int) (words, error) { return unpack(msgs[j].ToString()) })
 		}
 		o += c.n
 	}
@@ -82,23 +111,10 @@ func (r *rueidisClient) grouping() grouping {
 
 func (r *rueidisClient) close() { r.c.Close() }
 
-func ints(msgs []rueidis.RedisMessage, err error) ([]int64, error) {
-	if err != nil {
-		return nil, err
-	}
-	v := make([]int64, len(msgs))
-	for i, m := range msgs {
-		if v[i], err = m.AsInt64(); err != nil {
-			return nil, fmt.Errorf("%w: %w", errReply, err)
-		}
-	}
-	return v, nil
-}
-
 // splitBatch writes the replies of a batch call to out: err for each if
 // the call failed or its reply does not hold one element per request,
 // else element j's, read by elem.
-func splitBatch(out []reply, elems int, err error, elem func(j int) ([]int64, error)) {
+func splitBatch(out []reply, elems int, err error, elem func(j int) (words, error)) {
 	if err == nil && elems != len(out) {
 		err = fmt.Errorf("%w: %d replies to a batch of %d", errReply, elems, len(out))
 	}
@@ -121,8 +137,8 @@ func newGoRedisClient(c goredis.UniversalClient) *goRedisClient {
 	return &goRedisClient{c: c, script: goredis.NewScript(decideLua)}
 }
 
-func (g *goRedisClient) eval(ctx context.Context, keys, args []string) ([]int64, error) {
-	return g.script.Run(ctx, g.c, keys, anys(args)...).Int64Slice()
+func (g *goRedisClient) eval(ctx context.Context, keys, args []string) (words, error) {
+	return unpack(g.script.Run(ctx, g.c, keys, anys(args)...).Text())
 }
 
 func (g *goRedisClient) evalMulti(ctx context.Context, calls []call, out []reply) {
@@ -139,33 +155,25 @@ func (g *goRedisClient) evalMulti(ctx context.Context, calls []call, out []reply
 			cmd = g.script.Run(ctx, g.c, c.keys, anys(c.args)...)
 		}
 		if c.n == 1 {
-			out[o].v, out[o].err = cmd.Int64Slice()
+			out[o].v, out[o].err = unpack(cmd.Text())
 		} else {
 			elems, err := cmd.Slice()
-			splitBatch(out[o:o+c.n], len(elems), err, func(j int) ([]int64, error) { return int64s(elems[j]) })
+			splitBatch(out[o:o+c.n], len(elems), err, func(j int) (words, error) { return element(elems[j]) })
 		}
 		o += c.n
 	}
 }
 
-// int64s reads one element of a batch reply: an array of integers or an
+// element reads one element of a batch reply: the script's reply or an
 // error.
-func int64s(elem any) ([]int64, error) {
+func element(elem any) (words, error) {
 	switch e := elem.(type) {
 	case error:
-		return nil, e
-	case []any:
-		v := make([]int64, len(e))
-		for i, x := range e {
-			n, ok := x.(int64)
-			if !ok {
-				return nil, fmt.Errorf("%w: element %T", errReply, x)
-			}
-			v[i] = n
-		}
-		return v, nil
+		return words{}, e
+	case string:
+		return unpack(e, nil)
 	}
-	return nil, fmt.Errorf("%w: element %T", errReply, elem)
+	return words{}, fmt.Errorf("%w: element %T", errReply, elem)
 }
 
 func (g *goRedisClient) grouping() grouping {

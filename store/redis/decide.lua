@@ -23,8 +23,11 @@
 --          interval; others: period), g (sub-windows), b (sub-window
 --          width), off (staggered window offset, rounded up to a µs) and
 --          adj (what that rounding added, in ns).
--- Returns  {allowed, binding limit (1-based), remaining, reset µs,
---          retry µs, now µs, reset adj ns, retry adj ns}; for a refund or
+-- Returns  allowed, binding limit (1-based), remaining, reset µs,
+--          retry µs, now µs, reset adj ns, retry adj ns, packed as eight
+--          little-endian doubles in one string (one bulk reply costs
+--          Redis and the client less than an array of eight integers,
+--          and a batch's reply holds one per request); for a refund or
 --          a reset, those a peek just after it gets (of cost, or of 1). A
 --          duration is its µs less its adj, so that a staggered window's
 --          end and an approximate window's retry, which fall between
@@ -108,7 +111,7 @@ if fast then
       redis.call('SET', KEYS[kb + i], struct.pack('<d', nexts[i]), 'PX', px)
     end
   end
-  return {ok and 1 or 0, bi, brem, breset, bretry, now, 0, 0}
+  return struct.pack('<dddddddd', ok and 1 or 0, bi, brem, breset, bretry, now, 0, 0)
 end
 
 -- Fast path for a take or peek under fixed windows only, the algorithm
@@ -166,7 +169,7 @@ if fast then
       redis.call('SET', KEYS[kb + i], struct.pack('<dd', idxs[i], counts[i] + cost), 'PX', px)
     end
   end
-  return {ok and 1 or 0, bi, brem, breset, bretry, now, bresetadj, bretryadj}
+  return struct.pack('<dddddddd', ok and 1 or 0, bi, brem, breset, bretry, now, bresetadj, bretryadj)
 end
 
 -- MAXW bounds every stored word, so that a word plus a period and a
@@ -625,4 +628,4 @@ if op == 0 and ok then
 end
 
 if ok then ok = 1 else ok = 0 end
-return {ok, bi, brem, breset, bretry, now, bresetadj, bretryadj}
+return struct.pack('<dddddddd', ok, bi, brem, breset, bretry, now, bresetadj, bretryadj)

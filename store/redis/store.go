@@ -279,14 +279,14 @@ func ceilMicros(ns int64) int64 { return (ns + 999) / 1000 }
 const corruptPrefix = "SLUICE_CORRUPT"
 
 // decodeReply turns the script's reply into r's Decision.
-func decodeReply(r *sluice.Request, v []int64, err error) (sluice.Decision, error) {
+func decodeReply(r *sluice.Request, v words, err error) (sluice.Decision, error) {
 	if err != nil {
 		if strings.Contains(err.Error(), corruptPrefix) {
 			return sluice.Decision{}, fmt.Errorf("%w: redis: %w", sluice.ErrCorruptState, err)
 		}
 		return sluice.Decision{}, fmt.Errorf("%w: redis: %w", sluice.ErrStore, err)
 	}
-	if len(v) != 8 || v[0] < 0 || v[0] > 1 || v[1] < 1 || v[1] > int64(len(r.Limits)) ||
+	if v[0] < 0 || v[0] > 1 || v[1] < 1 || v[1] > int64(len(r.Limits)) ||
 		v[2] < 0 || v[5] <= 0 || !duration(v[3], v[6]) || !duration(v[4], v[7]) {
 		return sluice.Decision{}, fmt.Errorf("%w: redis: unexpected script reply %v", sluice.ErrStore, v)
 	}
@@ -314,4 +314,4 @@ func errNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-var errReply = errors.New("reply is not an array of integers")
+var errReply = errors.New("unexpected script reply")

@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -342,4 +344,40 @@ var bothClients = []struct {
 		t.Cleanup(func() { c.Close() })
 		return Config{GoRedis: c}
 	}},
+}
+
+// TestUnpack checks the reading of the script's reply: eight integers
+// come back exact, and any other reply (a script of another version
+// answering under the name, a cut reply) is an error, never a decision.
+func TestUnpack(t *testing.T) {
+	word := func(f float64) string {
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(f))
+		return string(b[:])
+	}
+	good := words{1, 2, 3, 4, 5, 1795000000000000, 999, 0}
+	var s string
+	for _, v := range good {
+		s += word(float64(v))
+	}
+	if got, err := unpack(s, nil); err != nil || got != good {
+		t.Errorf("unpack(good) = %v, %v; want %v", got, err, good)
+	}
+	for name, bad := range map[string]string{
+		"empty":    "",
+		"short":    s[:63],
+		"long":     s + "x",
+		"fraction": word(0.5) + s[8:],
+		"nan":      s[:8] + word(math.NaN()) + s[16:],
+		"inf":      s[:56] + word(math.Inf(-1)),
+		"huge":     word(1e300) + s[8:],
+	} {
+		if got, err := unpack(bad, nil); !errors.Is(err, errReply) {
+			t.Errorf("unpack(%s) = %v, %v; want errReply", name, got, err)
+		}
+	}
+	failed := errors.New("ERR")
+	if _, err := unpack(s, failed); err != failed {
+		t.Errorf("unpack with an error = %v, want it passed on", err)
+	}
 }
