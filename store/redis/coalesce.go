@@ -36,8 +36,13 @@ type waiter struct {
 	call call // its encoding
 	d    sluice.Decision
 	err  error
-	done chan struct{} // closed when d and err are set
+	done chan struct{} // signalled once d and err are set
 }
+
+// waiters recycles the waiters whose answer was read, a few hundred bytes
+// of garbage per queued decision otherwise. Each keeps its done channel,
+// which has room for the one signal of a use.
+var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
 // decide decides r, encoded as c, alone when a slot is free, else in the
 // next batch.
@@ -50,12 +55,15 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request, c call) (slu
 		co.next()
 		return decodeReply(r, reply, err)
 	}
-	w := &waiter{ctx: ctx, r: *r, call: c, done: make(chan struct{})}
+	w := waiters.Get().(*waiter)
+	w.ctx, w.r, w.call = ctx, *r, c
 	co.queue = append(co.queue, w)
 	co.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.d, w.err
+		d, err := w.d, w.err
+		recycle(w)
+		return d, err
 	case <-ctx.Done():
 	}
 	co.mu.Lock()
@@ -63,12 +71,21 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request, c call) (slu
 		if q == w { // not sent: nothing happened
 			co.queue = append(co.queue[:i], co.queue[i+1:]...)
 			co.mu.Unlock()
+			recycle(w)
 			return sluice.Decision{}, fmt.Errorf("%w: redis: %w", sluice.ErrStore, ctx.Err())
 		}
 	}
 	co.mu.Unlock()
+	select {
+	case <-w.done: // answered meanwhile
+		d, err := w.d, w.err
+		recycle(w)
+		return d, err
+	default:
+	}
 	// On its way: like a call whose reply was not awaited, it may still
-	// be applied.
+	// be applied. Its waiter is left to the garbage collector, since the
+	// batch will still write to it.
 	return sluice.Decision{}, fmt.Errorf("%w: redis: %w (the request may still be applied)", sluice.ErrStore, ctx.Err())
 }
 
@@ -122,6 +139,13 @@ func (co *coalescer) send(batch []*waiter) {
 	for j, i := range order {
 		w := batch[i]
 		w.d, w.err = decodeReply(&w.r, replies[j].v, replies[j].err)
-		close(w.done)
+		w.done <- struct{}{} // w belongs to its Decide again
 	}
+}
+
+// recycle puts back a waiter that no batch holds, dropping what it
+// references.
+func recycle(w *waiter) {
+	*w = waiter{done: w.done}
+	waiters.Put(w)
 }
