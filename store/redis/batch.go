@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	"github.com/sluicehq/sluice"
 )
@@ -94,8 +95,19 @@ func (s *Store) roundTrip(ctx context.Context, encoded []call, valid []int) (ord
 	calls, order := s.plan(encoded, valid)
 	replies = make([]reply, len(order))
 	s.c.evalMulti(ctx, calls, replies)
+	for _, c := range calls {
+		if c.pooled != nil { // the client copied the keys and arguments
+			clear(*c.pooled)
+			batchLists.Put(c.pooled)
+		}
+	}
 	return order, replies
 }
+
+// batchLists recycles the lists of keys and arguments of batch calls,
+// which live for one round trip: some 16 bytes per key and argument of
+// every request they decide.
+var batchLists sync.Pool // of *[]string
 
 // plan groups the encoded requests at the indexes valid into script
 // calls, and returns them with the request each reply answers, in the
@@ -179,7 +191,15 @@ func merge(encoded []call, part []int) call {
 		nk += len(encoded[i].keys)
 		na += 1 + len(encoded[i].args)
 	}
-	c := call{keys: make([]string, 0, nk), args: make([]string, 1, 1+na), n: len(part)}
+	p, _ := batchLists.Get().(*[]string)
+	if p == nil {
+		p = new([]string)
+	}
+	if cap(*p) < nk+1+na {
+		*p = make([]string, nk+1+na)
+	}
+	list := (*p)[:nk+1+na]
+	c := call{keys: list[:0:nk], args: list[nk : nk+1 : nk+1+na], n: len(part), pooled: p}
 	c.args[0] = "b" // see batch.lua
 	for _, i := range part {
 		e := &encoded[i]

@@ -29,7 +29,8 @@ type client interface {
 type call struct {
 	keys, args []string
 	n          int
-	batchable  bool // see batchable
+	batchable  bool      // see batchable
+	pooled     *[]string // a batch's: the list keys and args are cut from
 }
 
 // A reply is the script's answer to one request.
