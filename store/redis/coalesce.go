@@ -52,7 +52,9 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request, c call) (slu
 		co.inFlight++
 		co.mu.Unlock()
 		reply, err := co.s.c.eval(ctx, c.keys, c.args)
-		co.next()
+		if batch := co.next(nil); batch != nil {
+			go co.drain(batch)
+		}
 		return decodeReply(r, reply, err)
 	}
 	w := waiters.Get().(*waiter)
@@ -89,22 +91,31 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request, c call) (slu
 	return sluice.Decision{}, fmt.Errorf("%w: redis: %w (the request may still be applied)", sluice.ErrStore, ctx.Err())
 }
 
-// next hands the slot of a call that came back to the queue: a goroutine
-// sends what waits there, then looks again, until the queue is empty.
-func (co *coalescer) next() {
+// next hands the slot of a call that came back to the queue: it returns
+// the queue to send next in that slot, or frees the slot and returns nil
+// when the queue is empty. done is the batch that came back, if any: its
+// list becomes the next queue's, so that a busy store does not grow a new
+// queue for every batch.
+func (co *coalescer) next(done []*waiter) []*waiter {
+	clear(done)
 	co.mu.Lock()
+	defer co.mu.Unlock()
 	if len(co.queue) == 0 {
 		co.inFlight--
-		co.mu.Unlock()
-		return
+		return nil
 	}
 	batch := co.queue
-	co.queue = nil
-	co.mu.Unlock()
-	go func() {
+	co.queue = done[:0]
+	return batch
+}
+
+// drain sends batch, then each queue that gathered meanwhile, in one slot,
+// until the queue is empty.
+func (co *coalescer) drain(batch []*waiter) {
+	for batch != nil {
 		co.send(batch)
-		co.next()
-	}()
+		batch = co.next(batch)
+	}
 }
 
 // send decides the waiters of batch in one DecideBatch round trip and
