@@ -77,7 +77,9 @@ var rdImpls = []rdImpl{
 		// store/fallback's deny cache, as sluice serve runs the store:
 		// an actor known to be over its limit is answered locally until
 		// its RetryAfter.
-		t.dec, err = fallback.New(fallback.Config{Primary: t.store})
+		if t.dec, err = fallback.New(fallback.Config{Primary: t.store}); err == nil {
+			err = t.limit(t.dec, []sluice.Limit{{Rate: rate, Period: time.Minute}})
+		}
 		if err != nil {
 			t.close()
 			return nil, err
@@ -92,12 +94,13 @@ var rdImpls = []rdImpl{
 }
 
 // sluiceRedis is sluice's Redis store deciding one limit, or a policy,
-// through dec when it is set (a wrapper of store), else directly.
+// through sluice.Limiter, the API an application calls: over the store,
+// or over dec, a wrapper of it, when that is set.
 type sluiceRedis struct {
 	store *sredis.Store
 	dec   *fallback.Store
 	own   *goredis.Client
-	req   sluice.Request
+	lim   *sluice.Limiter
 }
 
 func newSluiceRedis(c sredis.Config, own *goredis.Client, limits ...sluice.Limit) (*sluiceRedis, error) {
@@ -105,18 +108,22 @@ func newSluiceRedis(c sredis.Config, own *goredis.Client, limits ...sluice.Limit
 	if err != nil {
 		return nil, err
 	}
-	prefix := "bench:" + strconv.FormatUint(rand.Uint64(), 36) + ":"
-	return &sluiceRedis{store: s, own: own, req: sluice.Request{Prefix: prefix, Limits: limits, Cost: 1}}, nil
+	t := &sluiceRedis{store: s, own: own}
+	if err := t.limit(s, limits); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// limit sets the Limiter that decides, over store.
+func (s *sluiceRedis) limit(store sluice.Store, limits []sluice.Limit) (err error) {
+	s.lim, err = sluice.New(store, sluice.Config{Namespace: "bench-" + strconv.FormatUint(rand.Uint64(), 36), Action: "take", Limits: limits})
+	return err
 }
 
 func (s *sluiceRedis) take(ctx context.Context, key string) (bool, error) {
-	r := s.req
-	r.Key = key
-	if s.dec != nil {
-		d, err := s.dec.Decide(ctx, r)
-		return d.Allowed, err
-	}
-	d, err := s.store.Decide(ctx, r)
+	d, err := s.lim.Allow(ctx, key)
 	return d.Allowed, err
 }
 
