@@ -70,11 +70,10 @@ func (s *Store) DecideBatch(ctx context.Context, rs []sluice.Request) (ds []slui
 	encoded := make([]call, len(rs))
 	valid := make([]int, 0, len(rs))
 	for i := range rs {
-		keys, args, err := s.encode(&rs[i])
-		if err != nil {
-			errs[i] = err
+		if errs[i] = check(&rs[i]); errs[i] != nil {
 			continue
 		}
+		keys, args := s.encode(&rs[i])
 		encoded[i] = call{keys: keys, args: args, n: 1, batchable: batchable(&rs[i])}
 		valid = append(valid, i)
 	}
@@ -97,17 +96,34 @@ func (s *Store) roundTrip(ctx context.Context, encoded []call, valid []int) (ord
 	s.c.evalMulti(ctx, calls, replies)
 	for _, c := range calls {
 		if c.pooled != nil { // the client copied the keys and arguments
-			clear(*c.pooled)
-			batchLists.Put(c.pooled)
+			putList(c.pooled)
 		}
 	}
 	return order, replies
 }
 
-// batchLists recycles the lists of keys and arguments of batch calls,
-// which live for one round trip: some 16 bytes per key and argument of
-// every request they decide.
-var batchLists sync.Pool // of *[]string
+// lists recycles the lists of keys and arguments of batches, which live
+// for one round trip (the client copies them into its commands): some 16
+// bytes per key and argument of every request they decide.
+var lists sync.Pool // of *[]string
+
+// getList returns a list of at least n strings from lists.
+func getList(n int) *[]string {
+	p, _ := lists.Get().(*[]string)
+	if p == nil {
+		p = new([]string)
+	}
+	if cap(*p) < n {
+		*p = make([]string, n)
+	}
+	return p
+}
+
+// putList clears a list of getList and puts it back.
+func putList(p *[]string) {
+	clear((*p)[:cap(*p)])
+	lists.Put(p)
+}
 
 // plan groups the encoded requests at the indexes valid into script
 // calls, and returns them with the request each reply answers, in the
@@ -191,13 +207,7 @@ func merge(encoded []call, part []int) call {
 		nk += len(encoded[i].keys)
 		na += 1 + len(encoded[i].args)
 	}
-	p, _ := batchLists.Get().(*[]string)
-	if p == nil {
-		p = new([]string)
-	}
-	if cap(*p) < nk+1+na {
-		*p = make([]string, nk+1+na)
-	}
+	p := getList(nk + 1 + na)
 	list := (*p)[:nk+1+na]
 	c := call{keys: list[:0:nk], args: list[nk : nk+1 : nk+1+na], n: len(part), pooled: p}
 	c.args[0] = "b" // see batch.lua

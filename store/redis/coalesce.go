@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +34,8 @@ type coalescer struct {
 type waiter struct {
 	ctx  context.Context
 	r    sluice.Request
-	call call // its encoding
+	buf  []byte // its keys and arguments (Store.appendRequest)
+	ends []int
 	d    sluice.Decision
 	err  error
 	done chan struct{} // signalled once d and err are set
@@ -41,24 +43,28 @@ type waiter struct {
 
 // waiters recycles the waiters whose answer was read, a few hundred bytes
 // of garbage per queued decision otherwise. Each keeps its done channel,
-// which has room for the one signal of a use.
+// which has room for the one signal of a use, and its encoding buffers.
 var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{}, 1)} }}
 
-// decide decides r, encoded as c, alone when a slot is free, else in the
-// next batch.
-func (co *coalescer) decide(ctx context.Context, r *sluice.Request, c call) (sluice.Decision, error) {
+// decide decides r, which check accepted, alone when a slot is free, else
+// in the next batch.
+func (co *coalescer) decide(ctx context.Context, r *sluice.Request) (sluice.Decision, error) {
+	w := waiters.Get().(*waiter)
+	w.ctx, w.r = ctx, *r
+	w.buf, w.ends = co.s.appendRequest(w.buf[:0], w.ends[:0], r)
 	co.mu.Lock()
 	if co.inFlight < co.max {
 		co.inFlight++
 		co.mu.Unlock()
-		reply, err := co.s.c.eval(ctx, c.keys, c.args)
+		all := splitAt(string(w.buf), w.ends)
+		recycle(w)
+		nk := len(r.Limits)
+		reply, err := co.s.c.eval(ctx, all[:nk:nk], all[nk:])
 		if batch := co.next(nil); batch != nil {
 			go co.drain(batch)
 		}
 		return decodeReply(r, reply, err)
 	}
-	w := waiters.Get().(*waiter)
-	w.ctx, w.r, w.call = ctx, *r, c
 	co.queue = append(co.queue, w)
 	co.mu.Unlock()
 	select {
@@ -141,12 +147,36 @@ func (co *coalescer) send(batch []*waiter) {
 		ctx, cancel = context.WithDeadline(ctx, latest)
 		defer cancel()
 	}
+	// Every key and argument of the batch is cut from one string, into
+	// one list.
+	size, n := 0, 0
+	for _, w := range batch {
+		size, n = size+len(w.buf), n+len(w.ends)
+	}
+	var sb strings.Builder
+	sb.Grow(size)
+	for _, w := range batch {
+		sb.Write(w.buf)
+	}
+	all := sb.String()
+	lp := getList(n)
+	list := (*lp)[:n]
 	encoded := make([]call, len(batch))
 	valid := make([]int, len(batch))
+	off, li := 0, 0
 	for i, w := range batch {
-		encoded[i], valid[i] = w.call, i
+		first, start := li, 0
+		for _, end := range w.ends {
+			list[li] = all[off+start : off+end]
+			start, li = end, li+1
+		}
+		nk := len(w.r.Limits)
+		encoded[i] = call{keys: list[first : first+nk : first+nk], args: list[first+nk : li : li], n: 1, batchable: true}
+		valid[i] = i
+		off += len(w.buf)
 	}
 	order, replies := co.s.roundTrip(ctx, encoded, valid)
+	putList(lp)
 	for j, i := range order {
 		w := batch[i]
 		w.d, w.err = decodeReply(&w.r, replies[j].v, replies[j].err)
@@ -155,8 +185,11 @@ func (co *coalescer) send(batch []*waiter) {
 }
 
 // recycle puts back a waiter that no batch holds, dropping what it
-// references.
+// references but its buffers, unless a large policy grew them.
 func recycle(w *waiter) {
-	*w = waiter{done: w.done}
+	if cap(w.buf) > 4096 {
+		w.buf, w.ends = nil, nil
+	}
+	*w = waiter{done: w.done, buf: w.buf[:0], ends: w.ends[:0]}
 	waiters.Put(w)
 }

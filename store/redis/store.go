@@ -178,13 +178,13 @@ func (s *Store) Close() error {
 
 // Decide decides r in one script call; see sluice.Store.
 func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	keys, args, err := s.encode(&r)
-	if err != nil {
+	if err := check(&r); err != nil {
 		return sluice.Decision{}, err
 	}
 	if s.co != nil && batchable(&r) {
-		return s.co.decide(ctx, &r, call{keys: keys, args: args, n: 1, batchable: true})
+		return s.co.decide(ctx, &r)
 	}
+	keys, args := s.encode(&r)
 	reply, err := s.c.eval(ctx, keys, args)
 	return decodeReply(&r, reply, err)
 }
@@ -193,13 +193,34 @@ func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, 
 // in the script's doubles.
 const maxCount = 1 << 50
 
-// encode validates r and returns the script's keys and arguments. Every
-// key comes from one buffer and every argument from another, so a
-// request costs a few allocations whatever its number of limits.
-func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
+// check validates r for the script.
+func check(r *sluice.Request) error {
 	if err := r.Validate(); err != nil {
-		return nil, nil, err
+		return err
 	}
+	for _, l := range r.Limits {
+		if l.MaxBurst() > maxCount {
+			return fmt.Errorf("%w: redis: rate %d is more than the Redis store counts exactly (%d)", sluice.ErrInvalidLimit, l.MaxBurst(), int64(maxCount))
+		}
+	}
+	return nil
+}
+
+// encode returns the script's keys and arguments for r, which check
+// accepted. Every key and argument is cut from one string: two
+// allocations per request, the buffers of a small policy on the stack.
+func (s *Store) encode(r *sluice.Request) (keys, args []string) {
+	var bufStack [512]byte
+	var endsStack [64]int
+	buf, ends := s.appendRequest(bufStack[:0], endsStack[:0], r)
+	all := splitAt(string(buf), ends)
+	n := len(r.Limits)
+	return all[:n:n], all[n:]
+}
+
+// appendRequest appends the script's keys, then its arguments, for r to
+// buf, and the end offset of each to ends.
+func (s *Store) appendRequest(buf []byte, ends []int, r *sluice.Request) ([]byte, []int) {
 	now := int64(-1)
 	if !r.Now.IsZero() {
 		now = micros(r.Now.UnixNano())
@@ -208,16 +229,7 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 	if !r.At.IsZero() {
 		at = micros(r.At.UnixNano())
 	}
-	// Keys, then arguments, in one buffer cut into one slice of strings:
-	// two allocations per request, the buffers of a small policy on the
-	// stack.
-	var bufStack [512]byte
-	var endsStack [64]int
-	buf, ends := bufStack[:0], endsStack[:0]
 	for _, l := range r.Limits {
-		if l.MaxBurst() > maxCount {
-			return nil, nil, fmt.Errorf("%w: redis: rate %d is more than the Redis store counts exactly (%d)", sluice.ErrInvalidLimit, l.MaxBurst(), int64(maxCount))
-		}
 		buf = appendKey(buf, r.Prefix, r.Key, l.StateID())
 		ends = append(ends, len(buf))
 	}
@@ -257,9 +269,7 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string, err error) {
 		num(off)
 		num(adj)
 	}
-	all := splitAt(string(buf), ends)
-	n := len(r.Limits)
-	return all[:n:n], all[n:], nil
+	return buf, ends
 }
 
 // splitAt cuts s at the given end offsets.
