@@ -165,15 +165,11 @@ func (co *coalescer) send(batch []*waiter) {
 	valid := make([]int, len(batch))
 	off, li := 0, 0
 	for i, w := range batch {
-		first, start := li, 0
-		for _, end := range w.ends {
-			list[li] = all[off+start : off+end]
-			start, li = end, li+1
-		}
-		nk := len(w.r.Limits)
-		encoded[i] = call{keys: list[first : first+nk : first+nk], args: list[first+nk : li : li], n: 1, batchable: true}
+		cut(list[li:], all[off:off+len(w.buf)], w.ends)
+		k, end := li+len(w.r.Limits), li+len(w.ends)
+		encoded[i] = call{keys: list[li:k:k], args: list[k:end:end], n: 1, batchable: true}
 		valid[i] = i
-		off += len(w.buf)
+		off, li = off+len(w.buf), end
 	}
 	order, replies := co.s.roundTrip(ctx, encoded, valid)
 	putList(lp)

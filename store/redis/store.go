@@ -275,12 +275,17 @@ func (s *Store) appendRequest(buf []byte, ends []int, r *sluice.Request) ([]byte
 // splitAt cuts s at the given end offsets.
 func splitAt(s string, ends []int) []string {
 	out := make([]string, len(ends))
+	cut(out, s, ends)
+	return out
+}
+
+// cut writes the pieces of s, cut at the given end offsets, to dst.
+func cut(dst []string, s string, ends []int) {
 	start := 0
 	for i, e := range ends {
-		out[i] = s[start:e]
+		dst[i] = s[start:e]
 		start = e
 	}
-	return out
 }
 
 // micros is ⌊ns/1000⌋; request times are positive.
