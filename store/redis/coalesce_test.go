@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,5 +95,51 @@ func TestCoalesce(t *testing.T) {
 	}
 	if d := take(t, s, sluice.Request{Prefix: prefix, Key: "gave-up", Limits: limits, Op: sluice.OpPeek, Cost: 1}); d.Remaining != 4 {
 		t.Errorf("peek of the request that gave up in the queue: Remaining = %d, want 4: it must not be applied", d.Remaining)
+	}
+}
+
+// TestCoalesceGiveUps checks the recycling of the queue's waiters: 32
+// goroutines, each with a limit of its own, take under deadlines short
+// enough that many give up in the queue or on the way, while the others'
+// answers keep arriving. Every answer must be its own request's (its own
+// limit, a count within it), and every failure an ErrStore.
+func TestCoalesceGiveUps(t *testing.T) {
+	s := newStore(t, Config{InFlight: 2})
+	prefix := uniquePrefix(t)
+	take(t, s, sluice.Request{Prefix: prefix, Key: "warm", Limits: []sluice.Limit{{Rate: 1, Period: time.Hour}}, Cost: 1})
+	var wg sync.WaitGroup
+	var answered, gaveUp atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limits := []sluice.Limit{{Rate: 1000 + g, Period: time.Hour}}
+			for i := range 300 {
+				// Deadlines from 0 to 2 ms: a round trip on loopback
+				// takes about a tenth to a few of those.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%9)*250*time.Microsecond)
+				d, err := s.Decide(ctx, sluice.Request{Prefix: prefix, Key: strconv.Itoa(g), Limits: limits, Cost: 1})
+				cancel()
+				switch {
+				case err != nil:
+					if !errors.Is(err, sluice.ErrStore) {
+						t.Errorf("goroutine %d: Decide = %v, want an ErrStore", g, err)
+						return
+					}
+					gaveUp.Add(1)
+				case d.Limit != limits[0] || d.Remaining < 0 || d.Remaining >= limits[0].Rate:
+					t.Errorf("goroutine %d got %+v: not its own limit's answer", g, d)
+					return
+				default:
+					answered.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	a, f := answered.Load(), gaveUp.Load()
+	t.Logf("%d answered, %d gave up", a, f)
+	if a == 0 || f == 0 {
+		t.Errorf("%d answered, %d gave up: the test should see both", a, f)
 	}
 }
