@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -343,5 +344,29 @@ func writeFile(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTuneGC checks serve's collector setting: GOGC=400 on a shared store
+// unless the GOGC variable is set, Go's own on the memory store.
+func TestTuneGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	for _, tt := range []struct {
+		store string
+		env   string
+		want  int
+	}{
+		{config.StoreRedis, "", sharedStoreGOGC},
+		{config.StoreMemcached, "", sharedStoreGOGC},
+		{config.StoreMemory, "", 100},
+		{config.StoreRedis, "150", 100}, // the variable's, which the runtime read at start
+	} {
+		t.Setenv("GOGC", tt.env)
+		debug.SetGCPercent(100)
+		tuneGC(config.Store{Type: tt.store})
+		if got := debug.SetGCPercent(100); got != tt.want {
+			t.Errorf("store %s, GOGC=%q: GOGC %d, want %d", tt.store, tt.env, got, tt.want)
+		}
 	}
 }
