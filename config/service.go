@@ -92,6 +92,11 @@ type RedisStore struct {
 	// Sentinel: its Addrs are the sentinels, and RedisStore.Addrs must be
 	// empty.
 	Sentinel Sentinel
+	// InFlight is how many script calls may be on their way to Redis at
+	// once before further decisions queue for the next batch (see
+	// redis.Config.InFlight). Default 0: the store's default (4); -1: no
+	// queue.
+	InFlight int
 }
 
 // Sentinel configures Redis Sentinel discovery.
@@ -234,6 +239,7 @@ type (
 		PasswordEnv string       `yaml:"password_env"`
 		DB          int          `yaml:"db"`
 		Sentinel    fileSentinel `yaml:"sentinel"`
+		InFlight    int          `yaml:"in_flight"`
 	}
 	fileSentinel struct {
 		Master      string   `yaml:"master"`
@@ -292,7 +298,7 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 	r := f.Redis
 	if s.Type == StoreRedis {
 		var err error
-		s.Redis = RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB}
+		s.Redis = RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB, InFlight: r.InFlight}
 		if s.Redis.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, "password"); err != nil {
 			return s, err
 		}
@@ -317,6 +323,9 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 		}
 		if r.DB < 0 {
 			return s, v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
+		}
+		if r.InFlight < -1 {
+			return s, v.errorf(at("store", "redis", "in_flight"), "in_flight %d: want a count, 0 for the default or -1 for no queue", r.InFlight)
 		}
 	}
 	if s.Type == StoreMemcached {

@@ -37,7 +37,7 @@ func TestParseService(t *testing.T) {
     descriptors: [{key: remote_address, limits: ["10/s"]}]
 store:
   type: redis
-  redis: {addrs: ["10.0.0.1:6379", "10.0.0.2:6379"], username: app, password_env: SLUICE_TEST_REDIS_PASSWORD, db: 2}
+  redis: {addrs: ["10.0.0.1:6379", "10.0.0.2:6379"], username: app, password_env: SLUICE_TEST_REDIS_PASSWORD, db: 2, in_flight: 2}
 failure:
   policy: open
   timeout: 50ms
@@ -57,7 +57,7 @@ forward_auth:
 `,
 			want: Config{
 				Store: Store{Type: StoreRedis, Redis: RedisStore{
-					Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Username: "app", Password: "s3cret", DB: 2,
+					Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Username: "app", Password: "s3cret", DB: 2, InFlight: 2,
 				}},
 				Failure: Failure{Policy: FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]string{"login": FailClosed, "edge": FailLocal}},
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
@@ -123,6 +123,7 @@ func TestParseServiceErrors(t *testing.T) {
 		{"password both", "store: {type: redis, redis: {addrs: [\"h:1\"], password: a, password_env: B}}\n", []string{"store.redis: set password or password_env, not both"}},
 		{"password env unset", "store: {type: redis, redis: {addrs: [\"h:1\"], password_env: SLUICE_TEST_UNSET_VAR}}\n", []string{"store.redis.password_env: environment variable SLUICE_TEST_UNSET_VAR is not set"}},
 		{"negative db", "store: {type: redis, redis: {addrs: [\"h:1\"], db: -1}}\n", []string{"store.redis.db:"}},
+		{"in_flight", "store: {type: redis, redis: {addrs: [\"h:1\"], in_flight: -2}}\n", []string{"t.yaml:6: store.redis.in_flight:", "in_flight -2"}},
 		{"unknown redis field", "store: {type: redis, redis: {adrs: [\"h:1\"]}}\n", []string{"t.yaml:6:", "field adrs not found in store.redis"}},
 		{"memcached without addrs", "store: {type: memcached}\n", []string{"store.memcached.addrs: at least one"}},
 		{"memcached weights", "store: {type: memcached, memcached: {addrs: [\"a:1\", \"b:1\"], weights: [1]}}\n", []string{"store.memcached.weights: 1 weights for 2 servers"}},

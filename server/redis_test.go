@@ -19,10 +19,12 @@ import (
 )
 
 // newRedisService returns a Service on the Redis at addr, with the real
-// clock (the server's), closed when the test ends.
+// clock (the server's), closed when the test ends. Its store keeps one
+// call in flight, so that concurrent checks queue and share batches as
+// often as they can.
 func newRedisService(t *testing.T, addr, rules string) *Service {
 	t.Helper()
-	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+addr+"\"]}}\n"+rules))
+	c, err := config.Parse("redis.yaml", []byte("store: {type: redis, redis: {addrs: [\""+addr+"\"], in_flight: 1}}\n"+rules))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func openStores(ctx context.Context, c *config.Config, namespace string, m *metr
 		if err != nil {
 			return nil, fmt.Errorf("store: redis %v: %w: %w", opt.InitAddress, sluice.ErrStore, err)
 		}
-		rs, err := redis.New(redis.Config{Client: client})
+		rs, err := redis.New(redis.Config{Client: client, InFlight: rc.InFlight})
 		if err != nil {
 			client.Close()
 			return nil, fmt.Errorf("store: %w", err)
