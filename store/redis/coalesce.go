@@ -56,10 +56,9 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request) (sluice.Deci
 	if co.inFlight < co.max {
 		co.inFlight++
 		co.mu.Unlock()
-		all := splitAt(string(w.buf), w.ends)
+		keys, args := split(w.buf, w.ends, len(r.Limits))
 		recycle(w)
-		nk := len(r.Limits)
-		reply, err := co.s.c.eval(ctx, all[:nk:nk], all[nk:])
+		reply, err := co.s.c.eval(ctx, keys, args)
 		if batch := co.next(nil); batch != nil {
 			go co.drain(batch)
 		}

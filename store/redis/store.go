@@ -213,9 +213,14 @@ func (s *Store) encode(r *sluice.Request) (keys, args []string) {
 	var bufStack [512]byte
 	var endsStack [64]int
 	buf, ends := s.appendRequest(bufStack[:0], endsStack[:0], r)
+	return split(buf, ends, len(r.Limits))
+}
+
+// split returns the keys and arguments of an encoding of appendRequest
+// with nk keys, cut from one string.
+func split(buf []byte, ends []int, nk int) (keys, args []string) {
 	all := splitAt(string(buf), ends)
-	n := len(r.Limits)
-	return all[:n:n], all[n:]
+	return all[:nk:nk], all[nk:]
 }
 
 // appendRequest appends the script's keys, then its arguments, for r to
