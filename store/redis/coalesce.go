@@ -50,7 +50,6 @@ var waiters = sync.Pool{New: func() any { return &waiter{done: make(chan struct{
 // in the next batch.
 func (co *coalescer) decide(ctx context.Context, r *sluice.Request) (sluice.Decision, error) {
 	w := waiters.Get().(*waiter)
-	w.ctx, w.r = ctx, *r
 	w.buf, w.ends = co.s.appendRequest(w.buf[:0], w.ends[:0], r)
 	co.mu.Lock()
 	if co.inFlight < co.max {
@@ -64,13 +63,12 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request) (sluice.Deci
 		}
 		return decodeReply(r, reply, err)
 	}
+	w.ctx, w.r = ctx, *r
 	co.queue = append(co.queue, w)
 	co.mu.Unlock()
 	select {
 	case <-w.done:
-		d, err := w.d, w.err
-		recycle(w)
-		return d, err
+		return answer(w)
 	case <-ctx.Done():
 	}
 	co.mu.Lock()
@@ -85,9 +83,7 @@ func (co *coalescer) decide(ctx context.Context, r *sluice.Request) (sluice.Deci
 	co.mu.Unlock()
 	select {
 	case <-w.done: // answered meanwhile
-		d, err := w.d, w.err
-		recycle(w)
-		return d, err
+		return answer(w)
 	default:
 	}
 	// On its way: like a call whose reply was not awaited, it may still
@@ -177,6 +173,14 @@ func (co *coalescer) send(batch []*waiter) {
 		w.d, w.err = decodeReply(&w.r, replies[j].v, replies[j].err)
 		w.done <- struct{}{} // w belongs to its Decide again
 	}
+}
+
+// answer returns the answer of a waiter that was signalled, and recycles
+// it.
+func answer(w *waiter) (sluice.Decision, error) {
+	d, err := w.d, w.err
+	recycle(w)
+	return d, err
 }
 
 // recycle puts back a waiter that no batch holds, dropping what it
