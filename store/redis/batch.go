@@ -197,25 +197,25 @@ func batchable(r *sluice.Request) bool {
 }
 
 // merge returns one call deciding the encoded requests at the indexes in
-// part: a call of its own for one request, a batch for more.
+// part: a call of its own for one request, a batch for more (each
+// request's packed argument after "b", see batch.lua).
 func merge(encoded []call, part []int) call {
 	if len(part) == 1 {
 		return encoded[part[0]]
 	}
-	nk, na := 0, 0
+	nk := 0
 	for _, i := range part {
 		nk += len(encoded[i].keys)
-		na += 1 + len(encoded[i].args)
 	}
-	p := getList(nk + 1 + na)
-	list := (*p)[:nk+1+na]
-	c := call{keys: list[:0:nk], args: list[nk : nk+1 : nk+1+na], n: len(part), pooled: p}
-	c.args[0] = "b" // see batch.lua
+	na := 1 + len(part)
+	p := getList(nk + na)
+	list := (*p)[:nk+na]
+	c := call{keys: list[:0:nk], args: list[nk : nk+1 : nk+na], n: len(part), pooled: p}
+	c.args[0] = "b"
 	for _, i := range part {
 		e := &encoded[i]
 		c.keys = append(c.keys, e.keys...)
-		c.args = append(c.args, strconv.Itoa(len(e.keys)))
-		c.args = append(c.args, e.args...)
+		c.args = append(c.args, e.args[1]) // after "p"
 	}
 	return c
 }

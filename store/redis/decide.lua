@@ -5,18 +5,19 @@
 --
 -- This file is the body of
 --
---   local function decide(kb, ab, nk, tnow)
+--   local function decide(kb, A, nk, tnow, W)
 --
 -- which decides the request whose nk keys are KEYS[kb+1..kb+nk] and whose
--- arguments are ARGV[ab+1..], reading TIME for its time if it has none
--- and tnow is -1, or taking tnow (µs). In the script the Store runs,
--- batch.lua follows it and calls it for the request of a call, or for each
--- request of a batch. Below, KEYS[i] and ARGV[i] mean the request's own:
--- KEYS[kb+i] and ARGV[ab+i].
+-- arguments are the numbers A[1..] (batch.lua reads them from the call's
+-- arguments), reading TIME for its time if it has none and tnow is -1, or
+-- taking tnow (µs). W holds three tables the fast paths below fill as
+-- scratch space, so that a batch does not build three per request. In the script the Store runs, batch.lua follows it
+-- and calls it for the request of a call, or for each request of a batch.
+-- Below, KEYS[i] means the request's own: KEYS[kb+i].
 --
 -- KEYS[i]  state of limit i: packed little-endian doubles, the words of
 --          algorithm.Words in µs, absent = empty state.
--- ARGV     op (0 take, 1 peek, 2 refund, 3 reset), cost, now µs (-1: the
+-- A        op (0 take, 1 peek, 2 refund, 3 reset), cost, now µs (-1: the
 --          server's TIME), at µs (refund), TTL slack in ms, then seven
 --          values per limit: algorithm (0 gcra, 1 fixed, 2 sliding,
 --          3 approx, 4 log), r (GCRA: MaxBurst; others: Rate), p (GCRA:
@@ -36,11 +37,11 @@
 --          did not write. Every read of a stored value comes before the first
 --          write, so an error writes nothing.
 
-local op = tonumber(ARGV[ab + 1])
-local cost = tonumber(ARGV[ab + 2])
-local now = tonumber(ARGV[ab + 3])
-local at = tonumber(ARGV[ab + 4])
-local slack = tonumber(ARGV[ab + 5])
+local op = A[1]
+local cost = A[2]
+local now = A[3]
+local at = A[4]
+local slack = A[5]
 if now < 0 then
   now = tnow
   if now < 0 then
@@ -62,11 +63,11 @@ end
 -- semantics, same replies.
 local fast = op < 2
 for i = 1, nk do
-  if ARGV[ab + 6 + (i - 1) * 7] ~= '0' then fast = false break end
+  if A[6 + (i - 1) * 7] ~= 0 then fast = false break end
 end
 if fast then
   local ok, bi, brem, breset, bretry
-  local nexts, resets = {}, {}
+  local nexts, resets = W[1], W[2]
   for i = 1, nk do
     local k = KEYS[kb + i]
     local v = redis.call('GET', k)
@@ -79,8 +80,8 @@ if fast then
       end
     end
     local j = 6 + (i - 1) * 7
-    local T = tonumber(ARGV[ab + j + 2])
-    local tau = T * tonumber(ARGV[ab + j + 1])
+    local T = A[j + 2]
+    local tau = T * A[j + 1]
     local base = tat
     if now > base then base = now end
     local nxt = base + cost * T
@@ -119,17 +120,17 @@ end
 -- below, inlined without their closures. Same semantics, same replies.
 fast = op < 2
 for i = 1, nk do
-  if ARGV[ab + 6 + (i - 1) * 7] ~= '1' then fast = false break end
+  if A[6 + (i - 1) * 7] ~= 1 then fast = false break end
 end
 if fast then
   local ok, bi, brem, breset, bretry, bresetadj, bretryadj
-  local idxs, counts, resets = {}, {}, {}
+  local idxs, counts, resets = W[1], W[2], W[3]
   for i = 1, nk do
     local k = KEYS[kb + i]
     local j = 6 + (i - 1) * 7
-    local r, w = tonumber(ARGV[ab + j + 1]), tonumber(ARGV[ab + j + 2])
-    local adj = tonumber(ARGV[ab + j + 6])
-    local t = now - tonumber(ARGV[ab + j + 5])
+    local r, w = A[j + 1], A[j + 2]
+    local adj = A[j + 6]
+    local t = now - A[j + 5]
     local v = redis.call('GET', k)
     local s1, s2 = 0, 0
     if v then
@@ -556,9 +557,9 @@ local words = {[0] = function() return 1 end, function() return 2 end,
 local L, S, E = {}, {}, {}
 for i = 1, nk do
   local j = 6 + (i - 1) * 7
-  local l = {a = tonumber(ARGV[ab + j]), r = tonumber(ARGV[ab + j + 1]), p = tonumber(ARGV[ab + j + 2]),
-    g = tonumber(ARGV[ab + j + 3]), b = tonumber(ARGV[ab + j + 4]), off = tonumber(ARGV[ab + j + 5]),
-    adj = tonumber(ARGV[ab + j + 6])}
+  local l = {a = A[j], r = A[j + 1], p = A[j + 2],
+    g = A[j + 3], b = A[j + 4], off = A[j + 5],
+    adj = A[j + 6]}
   local k = KEYS[kb + i]
   if l.a == 4 then
     S[i], E[i] = log_open(l, k)

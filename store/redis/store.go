@@ -4,10 +4,11 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ var entryLua string
 // decideLua is the script the Store runs: the function decide, which
 // decides one request (decide.lua), then the entry of batch.lua, which
 // calls it for the request of the call, or for each of a batch.
-var decideLua = "local function decide(kb, ab, nk, tnow)\n" + decideBody + "\nend\n" + entryLua
+var decideLua = "local function decide(kb, A, nk, tnow, W)\n" + decideBody + "\nend\n" + entryLua
 
 // scriptSHA is the SHA-1 that EVALSHA names the script by.
 var scriptSHA = sha1Hex(decideLua)
@@ -224,7 +225,8 @@ func split(buf []byte, ends []int, nk int) (keys, args []string) {
 }
 
 // appendRequest appends the script's keys, then its arguments, for r to
-// buf, and the end offset of each to ends.
+// buf, and the end offset of each to ends: the keys, "p" and the request
+// packed (see batch.lua).
 func (s *Store) appendRequest(buf []byte, ends []int, r *sluice.Request) ([]byte, []int) {
 	now := int64(-1)
 	if !r.Now.IsZero() {
@@ -238,9 +240,11 @@ func (s *Store) appendRequest(buf []byte, ends []int, r *sluice.Request) ([]byte
 		buf = appendKey(buf, r.Prefix, r.Key, l.StateID())
 		ends = append(ends, len(buf))
 	}
+	buf = append(buf, 'p')
+	ends = append(ends, len(buf))
+	// Every number is an integer below 2^53, exact as a double.
 	num := func(v int64) {
-		buf = strconv.AppendInt(buf, v, 10)
-		ends = append(ends, len(buf))
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(float64(v)))
 	}
 	num(int64(r.Op))
 	num(int64(r.Cost))
@@ -274,6 +278,7 @@ func (s *Store) appendRequest(buf []byte, ends []int, r *sluice.Request) ([]byte
 		num(off)
 		num(adj)
 	}
+	ends = append(ends, len(buf))
 	return buf, ends
 }
 

@@ -230,6 +230,81 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
+// TestTextArguments checks that the script decides a request given as
+// text, as tools such as redis-benchmark send it, exactly as the packed
+// request the Store sends, alone or in a batch; and that a malformed
+// packed request is an error reply.
+func TestTextArguments(t *testing.T) {
+	s := newStore(t, Config{})
+	srv := sharedServer(t)
+	prefix := uniquePrefix(t)
+	policies := [][]sluice.Limit{
+		{{Rate: 3, Period: time.Second}},
+		{{Rate: 3, Period: time.Second, Algorithm: sluice.FixedWindow, Staggered: true}},
+		{
+			{Rate: 3, Period: time.Second},
+			{Rate: 5, Period: time.Minute, Algorithm: sluice.SlidingWindow, Buckets: 6},
+			{Rate: 4, Period: time.Minute, Algorithm: sluice.ApproxSlidingWindow},
+			{Rate: 4, Period: time.Minute, Algorithm: sluice.SlidingLog},
+		},
+	}
+	// eval runs r through EVAL, with its arguments as the Store sends
+	// them ("p" and the packed request), as text, or in a batch of one.
+	eval := func(r sluice.Request, form string) (string, error) {
+		keys, args := s.encode(&r)
+		switch form {
+		case "text":
+			packed := args[1]
+			args = nil
+			for len(packed) > 0 {
+				v := math.Float64frombits(binary.LittleEndian.Uint64([]byte(packed[:8])))
+				args = append(args, strconv.FormatInt(int64(v), 10))
+				packed = packed[8:]
+			}
+		case "batch":
+			args = []string{"b", args[1]}
+		}
+		cmd := append([]string{"EVAL", Script(), strconv.Itoa(len(keys))}, keys...)
+		return srv.Do(append(cmd, args...)...)
+	}
+	ops := []sluice.Op{sluice.OpTake, sluice.OpTake, sluice.OpPeek, sluice.OpTake, sluice.OpRefund, sluice.OpTake, sluice.OpTake, sluice.OpReset}
+	for pi, policy := range policies {
+		// Each form decides the same requests, on the same keys (a
+		// staggered window's offset depends on the name), from empty.
+		var want []string
+		for _, form := range []string{"packed", "text", "batch"} {
+			for _, l := range policy {
+				if _, err := srv.Do("DEL", Key(prefix, "k", l)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, op := range ops {
+				r := sluice.Request{Prefix: prefix, Key: "k", Limits: policy, Op: op, Cost: 1 + i%2,
+					Now: t0.Add(time.Duration(i) * 100 * time.Millisecond), At: t0}
+				got, err := eval(r, form)
+				if err != nil {
+					t.Fatalf("policy %d, step %d (%v) as %s: %v", pi, i, op, form, err)
+				}
+				if form == "packed" {
+					want = append(want, got)
+				} else if got != want[i] {
+					t.Errorf("policy %d, step %d (%v) as %s:\n got  %x\n want %x", pi, i, op, form, got, want[i])
+				}
+			}
+		}
+	}
+	for _, args := range [][]string{
+		{"p", "short"},
+		{"p", ""},
+		{"p", strings.Repeat("\x00", 8*13)}, // 13 numbers: not 5 + 7n
+		{"b", strings.Repeat("\x00", 8*11)},
+	} {
+		if reply, err := srv.Do("EVAL", Script(), "1", "k", args[0], args[1]); err == nil || !strings.Contains(err.Error(), "packed request") {
+			t.Errorf("EVAL of a %d-byte packed request = %q, %v; want an error about it", len(args[1]), reply, err)
+		}
+	}
+}
+
 // TestScriptFlushed checks that a SCRIPT FLUSH mid-run (or a restarted
 // server) costs one EVAL and no error, for Decide and DecideBatch.
 func TestScriptFlushed(t *testing.T) {
