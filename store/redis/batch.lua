@@ -24,14 +24,9 @@
 --          request: decide's reply, or the error reply it raised (a
 --          corrupt key, a key of another type).
 
--- A holds the numbers of the request being decided and W decide's
--- scratch space, refilled for each: tables of the call, not built anew
--- for each request.
-local A, W = {}, {{}, {}, {}}
-
--- numbers reads a packed request into A and returns its number of keys,
--- or raises an error if s is not one.
-local function numbers(s)
+-- numbers reads a packed request into the table A and returns its number
+-- of keys, or raises an error if s is not one.
+local function numbers(s, A)
   local m = #s / 8
   local nk = (m - 5) / 7
   if nk < 1 or nk ~= math.floor(nk) then
@@ -54,18 +49,22 @@ end
 
 local mode = ARGV[1]
 if mode == 'p' then
-  local nk = numbers(ARGV[2])
-  return decide(0, A, nk, -1, W)
+  local A = {}
+  local nk = numbers(ARGV[2], A)
+  return decide(0, A, nk, -1)
 elseif mode ~= 'b' then
-  for i = 1, #ARGV do A[i] = tonumber(ARGV[i]) end
-  return decide(0, A, #KEYS, -1, W)
+  return decide(0, ARGV, #KEYS, -1)
 end
 
+-- A holds the numbers of the request being decided and W decide's
+-- scratch space, refilled for each: tables of the call, not built anew
+-- for each request.
+local A, W = {}, {{}, {}, {}}
 local t = redis.call('TIME')
 local tnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out, kb = {}, 0
 for i = 2, #ARGV do
-  local nk = numbers(ARGV[i])
+  local nk = numbers(ARGV[i], A)
   local ok, res = pcall(decide, kb, A, nk, tnow, W)
   if not ok then
     -- decide's own errors and redis.call's are tables, Lua's strings

@@ -8,12 +8,14 @@
 --   local function decide(kb, A, nk, tnow, W)
 --
 -- which decides the request whose nk keys are KEYS[kb+1..kb+nk] and whose
--- arguments are the numbers A[1..] (batch.lua reads them from the call's
--- arguments), reading TIME for its time if it has none and tnow is -1, or
--- taking tnow (µs). W holds three tables the fast paths below fill as
--- scratch space, so that a batch does not build three per request. In the script the Store runs, batch.lua follows it
--- and calls it for the request of a call, or for each request of a batch.
--- Below, KEYS[i] means the request's own: KEYS[kb+i].
+-- arguments are A[1..] (ARGV, whose arguments are decimal strings, or the
+-- numbers of a packed request: see batch.lua), reading TIME for its time
+-- if it has none and tnow is -1, or taking tnow (µs). W, if not nil,
+-- holds three tables the fast paths below fill as scratch space, so that
+-- a batch does not build three per request. In the script the Store
+-- runs, batch.lua follows it and calls it for the request of a call, or
+-- for each request of a batch. Below, KEYS[i] means the request's own:
+-- KEYS[kb+i].
 --
 -- KEYS[i]  state of limit i: packed little-endian doubles, the words of
 --          algorithm.Words in µs, absent = empty state.
@@ -37,11 +39,11 @@
 --          did not write. Every read of a stored value comes before the first
 --          write, so an error writes nothing.
 
-local op = A[1]
-local cost = A[2]
-local now = A[3]
-local at = A[4]
-local slack = A[5]
+local op = tonumber(A[1])
+local cost = tonumber(A[2])
+local now = tonumber(A[3])
+local at = tonumber(A[4])
+local slack = tonumber(A[5])
 if now < 0 then
   now = tnow
   if now < 0 then
@@ -63,11 +65,12 @@ end
 -- semantics, same replies.
 local fast = op < 2
 for i = 1, nk do
-  if A[6 + (i - 1) * 7] ~= 0 then fast = false break end
+  if tonumber(A[6 + (i - 1) * 7]) ~= 0 then fast = false break end
 end
 if fast then
   local ok, bi, brem, breset, bretry
-  local nexts, resets = W[1], W[2]
+  local nexts, resets
+  if W then nexts, resets = W[1], W[2] else nexts, resets = {}, {} end
   for i = 1, nk do
     local k = KEYS[kb + i]
     local v = redis.call('GET', k)
@@ -80,8 +83,8 @@ if fast then
       end
     end
     local j = 6 + (i - 1) * 7
-    local T = A[j + 2]
-    local tau = T * A[j + 1]
+    local T = tonumber(A[j + 2])
+    local tau = T * tonumber(A[j + 1])
     local base = tat
     if now > base then base = now end
     local nxt = base + cost * T
@@ -120,17 +123,18 @@ end
 -- below, inlined without their closures. Same semantics, same replies.
 fast = op < 2
 for i = 1, nk do
-  if A[6 + (i - 1) * 7] ~= 1 then fast = false break end
+  if tonumber(A[6 + (i - 1) * 7]) ~= 1 then fast = false break end
 end
 if fast then
   local ok, bi, brem, breset, bretry, bresetadj, bretryadj
-  local idxs, counts, resets = W[1], W[2], W[3]
+  local idxs, counts, resets
+  if W then idxs, counts, resets = W[1], W[2], W[3] else idxs, counts, resets = {}, {}, {} end
   for i = 1, nk do
     local k = KEYS[kb + i]
     local j = 6 + (i - 1) * 7
-    local r, w = A[j + 1], A[j + 2]
-    local adj = A[j + 6]
-    local t = now - A[j + 5]
+    local r, w = tonumber(A[j + 1]), tonumber(A[j + 2])
+    local adj = tonumber(A[j + 6])
+    local t = now - tonumber(A[j + 5])
     local v = redis.call('GET', k)
     local s1, s2 = 0, 0
     if v then
@@ -557,9 +561,9 @@ local words = {[0] = function() return 1 end, function() return 2 end,
 local L, S, E = {}, {}, {}
 for i = 1, nk do
   local j = 6 + (i - 1) * 7
-  local l = {a = A[j], r = A[j + 1], p = A[j + 2],
-    g = A[j + 3], b = A[j + 4], off = A[j + 5],
-    adj = A[j + 6]}
+  local l = {a = tonumber(A[j]), r = tonumber(A[j + 1]), p = tonumber(A[j + 2]),
+    g = tonumber(A[j + 3]), b = tonumber(A[j + 4]), off = tonumber(A[j + 5]),
+    adj = tonumber(A[j + 6])}
   local k = KEYS[kb + i]
   if l.a == 4 then
     S[i], E[i] = log_open(l, k)
