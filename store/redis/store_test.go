@@ -247,6 +247,14 @@ func TestTextArguments(t *testing.T) {
 			{Rate: 4, Period: time.Minute, Algorithm: sluice.ApproxSlidingWindow},
 			{Rate: 4, Period: time.Minute, Algorithm: sluice.SlidingLog},
 		},
+		nil, // 150 limits: more numbers than the script unpacks at once
+	}
+	for i := range 150 {
+		l := sluice.Limit{Rate: 3 + i, Period: time.Duration(1+i) * time.Second}
+		if i%2 == 1 {
+			l.Algorithm = sluice.FixedWindow
+		}
+		policies[3] = append(policies[3], l)
 	}
 	// eval runs r through EVAL, with its arguments as the Store sends
 	// them ("p" and the packed request), as text, or in a batch of one.
