@@ -60,6 +60,14 @@ var rdImpls = []rdImpl{
 	{"sluice-gcra", func(addr string, rate int) (rdTaker, error) {
 		return newSluiceRedis(sredis.Config{Addrs: []string{addr}}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
 	}},
+	{"sluice-gcra-inflight1", func(addr string, rate int) (rdTaker, error) {
+		// One call in flight, the tuning for a Redis on the same host:
+		// the largest batches.
+		return newSluiceRedis(sredis.Config{Addrs: []string{addr}, InFlight: 1}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
+	}},
+	{"sluice-gcra-inflight4", func(addr string, rate int) (rdTaker, error) {
+		return newSluiceRedis(sredis.Config{Addrs: []string{addr}, InFlight: 4}, nil, sluice.Limit{Rate: rate, Period: time.Minute})
+	}},
 	{"sluice-gcra-unqueued", func(addr string, rate int) (rdTaker, error) {
 		// Every Decide sent at once, none queued for a batch: what the
 		// store's queue (Config.InFlight) gains or costs.

@@ -94,7 +94,7 @@ type RedisStore struct {
 	Sentinel Sentinel
 	// InFlight is how many script calls may be on their way to Redis at
 	// once before further decisions queue for the next batch (see
-	// redis.Config.InFlight). Default 0: the store's default (4); -1: no
+	// redis.Config.InFlight). Default 0: the store's default (2); -1: no
 	// queue.
 	InFlight int
 }

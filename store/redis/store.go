@@ -94,10 +94,13 @@ type Config struct {
 // DefaultInFlight is the InFlight of a Config that leaves it zero. Redis
 // runs one script at a time: beyond a call being decided and one on the
 // wire, more calls in flight only wait in its socket, while the batches
-// behind them shrink. At 64 goroutines on loopback, 2 and 4 in flight
-// decided 1-5% more than 8 (bench/, BenchmarkRedis); 4 leaves room for a
-// round trip longer than loopback's.
-const DefaultInFlight = 4
+// behind them shrink. At 64 goroutines on loopback (bench/,
+// BenchmarkRedis, two series), 2 in flight decided 2-9% more than 4 and
+// cost Redis 8% less CPU per decision on a hot key; 1 decided 1-8% more
+// again, but leaves Redis idle while a batch travels, which a round trip
+// longer than loopback's makes costly: set InFlight to 1 for a Redis on
+// the same host.
+const DefaultInFlight = 2
 
 // A Store keeps limiter state in Redis and decides each request with one
 // Lua script call (EVALSHA): one network round trip, atomic on the
