@@ -13,8 +13,9 @@
 --           and people (redis-cli, redis-benchmark);
 --   packed  one argument holding the same 5 + 7n numbers as little-endian
 --           doubles, which is what the Store sends: one argument instead
---           of twelve or more costs Redis a quarter less CPU per decision
---           (its parsing, the Lua strings of ARGV, tonumber).
+--           of twelve or more, which Redis parses and makes a Lua string
+--           of once, not twelve times, and no decimals to parse, cost
+--           Redis 12-17% less CPU per decision in batches of ten.
 --
 -- KEYS     every request's keys, in request order.
 -- ARGV     one request as text; or "p" and one packed request; or "b" and
