@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -26,11 +25,7 @@ import (
 // returns a client of it, both stopped when the test ends.
 func serveGRPC(t *testing.T, s *Service) pb.RateLimitServiceClient {
 	t.Helper()
-	rls, err := envoyrls.New(envoyrls.Config{Engine: s.Engine, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pb.NewRateLimitServiceClient(rlstest.Serve(t, rls))
+	return pb.NewRateLimitServiceClient(rlstest.Serve(t, s.RateLimitService()))
 }
 
 // redisCounters reads, over one connection kept open (so that the

@@ -9,6 +9,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/internal/rlstest"
 )
@@ -45,26 +46,50 @@ var guardAPIs = []struct {
 	}},
 	{"grpc", func(t *testing.T, s *Service, rule, key string) outcome {
 		t.Helper()
-		resp := rlstest.ShouldRateLimit(t, serveGRPC(t, s), &pb.RateLimitRequest{Domain: rule, Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("key=" + key)}})
-		st := resp.Statuses[0]
-		o := outcome{allowed: resp.OverallCode == pb.RateLimitResponse_OK}
-		if !o.allowed {
-			o.wait = st.DurationUntilReset.AsDuration()
+		return rlsOutcome(rlstest.ShouldRateLimit(t, serveGRPC(t, s), rlsRequest(rule, key)))
+	}},
+	{"json", func(t *testing.T, s *Service, rule, key string) outcome {
+		t.Helper()
+		body, err := protojson.Marshal(rlsRequest(rule, key))
+		if err != nil {
+			t.Fatal(err)
 		}
-		// What Envoy's API says of each verdict of the guard.
-		switch {
-		case o.allowed && st.LimitRemaining == math.MaxUint32:
-			o.guard = "allow-list"
-		case !o.allowed && o.wait == 0:
-			o.guard = "deny-list"
-		case !o.allowed && o.wait > time.Minute: // the rules' windows are a minute
-			o.guard = "banned"
+		w := do(t, s.Handler(), http.MethodPost, "/json", string(body))
+		var resp pb.RateLimitResponse
+		if err := protojson.Unmarshal(w.Body.Bytes(), &resp); err != nil || (w.Code == http.StatusOK) != (resp.OverallCode == pb.RateLimitResponse_OK) ||
+			(w.Code != http.StatusOK && w.Code != http.StatusTooManyRequests) {
+			t.Fatalf("POST /json %s = %d %s, want 200 or 429 with a response", body, w.Code, w.Body)
 		}
-		return o
+		return rlsOutcome(&resp)
 	}},
 }
 
-// TestGuardOnEveryAPI checks, on the HTTP check API and Envoy's gRPC API,
+// rlsRequest is the request of Envoy's API for key under a named rule.
+func rlsRequest(rule, key string) *pb.RateLimitRequest {
+	return &pb.RateLimitRequest{Domain: rule, Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("key=" + key)}}
+}
+
+// rlsOutcome reads an answer of Envoy's API for one descriptor.
+func rlsOutcome(resp *pb.RateLimitResponse) outcome {
+	st := resp.Statuses[0]
+	o := outcome{allowed: resp.OverallCode == pb.RateLimitResponse_OK}
+	if !o.allowed {
+		o.wait = st.DurationUntilReset.AsDuration()
+	}
+	// What Envoy's API says of each verdict of the guard.
+	switch {
+	case o.allowed && st.LimitRemaining == math.MaxUint32:
+		o.guard = "allow-list"
+	case !o.allowed && o.wait == 0:
+		o.guard = "deny-list"
+	case !o.allowed && o.wait > time.Minute: // the rules' windows are a minute
+		o.guard = "banned"
+	}
+	return o
+}
+
+// TestGuardOnEveryAPI checks, on the HTTP check API and Envoy's API
+// (gRPC and /json),
 // what forward-auth already did: the lists apply to a named rule's key
 // (an allow-listed key passes without counting, a deny-listed one is
 // refused), the denials of a rule a jail counts are strikes, and a banned

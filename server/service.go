@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -30,6 +31,10 @@ type Options struct {
 	// Clock returns the time of each request. Default nil: the store's
 	// own clock (for Redis, the server's).
 	Clock func() time.Time
+	// EnvoyHeaders adds the IETF RateLimit fields to the answers of
+	// Envoy's API, gRPC and /json (envoyrls.Config.ResponseHeaders).
+	// Default false.
+	EnvoyHeaders bool
 }
 
 // A Service is sluice serve without its listeners: the store a
@@ -48,6 +53,7 @@ type Service struct {
 	state   atomic.Pointer[state]
 	reload  sync.Mutex // serializes reloads
 	reg     guard.Registry
+	rls     *envoyrls.Service
 	handler http.Handler
 }
 
@@ -94,11 +100,15 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.st.top.setRules(c, o.Namespace)
 	s.state.Store(next)
 	s.m.lastReload.SetToCurrentTime()
+	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
+		return nil, errors.Join(err, st.close())
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.m.instrument("metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})))
 	mux.Handle("/v1/auth", s.m.instrument("auth", http.HandlerFunc(s.serveAuth)))
 	mux.Handle("/readyz", s.m.instrument("readyz", http.HandlerFunc(s.readyz)))
+	mux.Handle("/json", s.m.instrument("json", envoyrls.JSONHandler(s.rls)))
 	mux.Handle("/healthz", s.m.instrument("healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.state.Load().api.ServeHTTP(w, r)
 	})))
@@ -109,6 +119,11 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.handler = mux
 	return s, nil
 }
+
+// RateLimitService returns Envoy's rate limit service over the service's
+// rules, for a gRPC server (envoyrls.NewServer); /json of Handler answers
+// through it too.
+func (s *Service) RateLimitService() *envoyrls.Service { return s.rls }
 
 // Engine returns the rules engine of the configuration in force, which
 // decides for every API (Envoy's gRPC API asks it at each request, so a

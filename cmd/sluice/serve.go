@@ -32,6 +32,7 @@ rules ("sluice config sample" prints them):
 
   POST /v1/check, /v1/reset   the HTTP API
   GET  /v1/auth               forward-auth for nginx, Traefik and Caddy
+  POST /json                  envoyproxy/ratelimit's HTTP endpoint, for its clients
   GET  /metrics               Prometheus metrics
   GET  /healthz, /readyz      the process serves; the store answers
 
@@ -78,7 +79,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	listen := fs.String("listen", "", "`address` to listen on, host:port; port 0 picks a free one (default the config's listen, else "+config.DefaultListen+")")
 	adminListen := fs.String("admin-listen", "", "`address` of the admin API, when the config sets a token (default the config's admin.listen, else "+config.DefaultAdminListen+")")
 	grpcListen := fs.String("grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default none)")
-	grpcHeaders := fs.Bool("grpc-headers", false, "ask Envoy to add the RateLimit header fields to its responses")
+	grpcHeaders := fs.Bool("grpc-headers", false, "add the RateLimit header fields to the answers of Envoy's API (gRPC, for Envoy to pass on, and /json)")
 	watch := fs.Bool("watch", true, "reload the configuration when its file changes")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
 	pos, err := parseFlags(fs, serveHelp, args, stdout)
@@ -103,7 +104,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 	}
-	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log})
+	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log, EnvoyHeaders: *grpcHeaders})
 	if err != nil {
 		return err
 	}
@@ -161,11 +162,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return errors.Join(fmt.Errorf("grpc: %w", err), shutdown())
 		}
-		rls, err := envoyrls.New(envoyrls.Config{Engine: svc.Engine, ResponseHeaders: *grpcHeaders, Logger: log})
-		if err != nil {
-			return errors.Join(err, shutdown())
-		}
-		gs = envoyrls.NewServer(rls)
+		gs = envoyrls.NewServer(svc.RateLimitService())
 		go func() { served <- gs.Serve(ln) }()
 		fmt.Fprintf(stdout, "sluice: grpc on %s\n", ln.Addr())
 		log.Info("listening", "what", "grpc", "addr", ln.Addr().String())

@@ -61,6 +61,13 @@ func serve(t *testing.T, headers bool, maxBytes int64) pb.RateLimitServiceClient
 // dial starts the service as serve does and returns a connection to it.
 func dial(t *testing.T, headers bool, maxBytes int64) *grpc.ClientConn {
 	t.Helper()
+	return rlstest.Serve(t, newService(t, headers, maxBytes))
+}
+
+// newService returns the service for testConfig, over a memory store of
+// maxBytes (0: the default).
+func newService(t *testing.T, headers bool, maxBytes int64) *envoyrls.Service {
+	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +86,7 @@ func dial(t *testing.T, headers bool, maxBytes int64) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rlstest.Serve(t, svc)
+	return svc
 }
 
 func TestShouldRateLimit(t *testing.T) {

@@ -1,0 +1,93 @@
+package envoyrls_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/server/envoyrls"
+)
+
+// postJSON posts body to h's /json and returns the recorded answer.
+func postJSON(h http.Handler, method, body string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(method, "/json", strings.NewReader(body)))
+	return w
+}
+
+// TestJSON checks envoyproxy/ratelimit's /json endpoint: the request and
+// the response in protobuf's JSON mapping, 200 until the limit and 429
+// beyond it, the RateLimit fields as HTTP header fields.
+func TestJSON(t *testing.T) {
+	h := envoyrls.JSONHandler(newService(t, true, 0))
+	const req = `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "203.0.113.7"}]}], "hitsAddend": 2}`
+	for i := range 6 {
+		w := postJSON(h, http.MethodPost, req)
+		want, wantCode := http.StatusOK, pb.RateLimitResponse_OK
+		if i == 5 { // 10 per second, 2 a request
+			want, wantCode = http.StatusTooManyRequests, pb.RateLimitResponse_OVER_LIMIT
+		}
+		var resp pb.RateLimitResponse
+		if err := protojson.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+			t.Fatalf("request %d: body %q: %v", i, w.Body, err)
+		}
+		if w.Code != want || resp.GetOverallCode() != wantCode || w.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("request %d: %d %s %v, want %d and %v in JSON", i, w.Code, w.Header().Get("Content-Type"), &resp, want, wantCode)
+		}
+		if st := resp.GetStatuses()[0]; i < 5 && st.GetLimitRemaining() != uint32(8-2*i) {
+			t.Errorf("request %d: limit_remaining %d, want %d", i, st.GetLimitRemaining(), 8-2*i)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); got == "" {
+			t.Errorf("request %d: no RateLimit-Policy field", i)
+		}
+		if got := w.Header().Get("Retry-After"); (i == 5) != (got != "") {
+			t.Errorf("request %d: Retry-After %q", i, got)
+		}
+	}
+}
+
+// TestJSONBadRequests checks that /json refuses what is not a request of
+// Envoy's API, with the status the caller can act on.
+func TestJSONBadRequests(t *testing.T) {
+	h := envoyrls.JSONHandler(newService(t, false, 0))
+	big := `{"domain": "edge", "descriptors": [` + strings.Repeat(`{"entries": [{"key": "a", "value": "b"}]},`, envoyrls.DefaultMaxMessageBytes/40) + `]}`
+	for _, tc := range []struct {
+		name, method, body string
+		want               int
+	}{
+		{"get", http.MethodGet, "", http.StatusMethodNotAllowed},
+		{"empty", http.MethodPost, "", http.StatusBadRequest},
+		{"not json", http.MethodPost, "domain=edge", http.StatusBadRequest},
+		{"unknown field", http.MethodPost, `{"domain": "edge", "descriptor": []}`, http.StatusBadRequest},
+		{"no domain", http.MethodPost, `{"descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}`, http.StatusBadRequest},
+		{"empty descriptor", http.MethodPost, `{"domain": "edge", "descriptors": [{}]}`, http.StatusBadRequest},
+		{"negative hits", http.MethodPost, `{"domain": "edge", "descriptors": [{"entries": [{"key": "a"}]}], "hitsAddend": -1}`, http.StatusBadRequest},
+		{"too large", http.MethodPost, big, http.StatusRequestEntityTooLarge},
+		{"unknown domain", http.MethodPost, `{"domain": "other", "descriptors": [{"entries": [{"key": "a", "value": "b"}]}]}`, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w := postJSON(h, tc.method, tc.body); w.Code != tc.want {
+				t.Errorf("%s /json %.40q: %d %q, want %d", tc.method, tc.body, w.Code, w.Body, tc.want)
+			}
+		})
+	}
+}
+
+// TestJSONStoreFailure checks that a store that cannot decide (a memory
+// store full of actors over their limits) is 503, not an admission.
+func TestJSONStoreFailure(t *testing.T) {
+	h := envoyrls.JSONHandler(newService(t, false, 4096))
+	code := http.StatusOK
+	for i := 0; i < 10000 && code == http.StatusOK; i++ {
+		w := postJSON(h, http.MethodPost, `{"domain": "edge", "hitsAddend": 10, "descriptors": [{"entries": [{"key": "remote_address", "value": "`+strings.Repeat("a", 40)+strconv.Itoa(i)+`"}]}]}`)
+		code = w.Code
+	}
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("full store: %d, want 503", code)
+	}
+}
