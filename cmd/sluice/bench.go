@@ -32,15 +32,18 @@ load: run closed to find the maximum, then -rate at half of it.
 
 The target is grpc://host:port for Envoy's rate limit API (sluice serve
 -grpc-listen, or any server of envoy.service.ratelimit.v3, such as
-envoyproxy/ratelimit) or http://host:port for sluice's HTTP API. In
-descriptor values, {key} stands for the request's key: -keys N cycles
-through N keys (1: a hot key).
+envoyproxy/ratelimit), http://host:port for sluice's HTTP API (POST
+/v1/check), or http://host:port/json for envoyproxy/ratelimit's HTTP
+endpoint, which sluice serve answers too (200 allowed, 429 over the
+limit). In descriptor values, {key} stands for the request's key: -keys N
+cycles through N keys (1: a hot key).
 
 Example:
 
   sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'remote_address={key}' -keys 10000 -c 64 -d 10s
   sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'remote_address={key}' -keys 10000 -rate 5000 -d 10s
   sluice bench -target http://127.0.0.1:8080 -rule api -keys 1000 -n 100000
+  sluice bench -target http://127.0.0.1:8080/json -domain edge -descriptor 'remote_address={key}' -keys 10000 -d 10s
 `
 
 // descriptors collects repeated -descriptor flags.
@@ -53,7 +56,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c load.Config
 	var descs descriptors
-	fs.StringVar(&c.Target, "target", "", "server `URL`: grpc://host:port or http://host:port, on a loopback address")
+	fs.StringVar(&c.Target, "target", "", "server `URL`: grpc://host:port, http://host:port or http://host:port/json, on a loopback address")
 	fs.StringVar(&c.Domain, "domain", "", "`domain` of the descriptors")
 	fs.Var(&descs, "descriptor", "a descriptor, `key=value[,key=value...]`; repeat for several per request")
 	fs.StringVar(&c.Rule, "rule", "", "named `rule` to check with the HTTP API, instead of -domain")

@@ -11,14 +11,19 @@ import (
 	"strings"
 )
 
-// httpClient asks the HTTP API, POST /v1/check, over at most Conns
-// keep-alive connections.
+// httpClient asks sluice's HTTP API, POST /v1/check, or, for a target
+// whose path is /json, envoyproxy/ratelimit's HTTP endpoint (which
+// sluice serve also answers), over at most Conns keep-alive connections.
 type httpClient struct {
-	url string
-	hc  *http.Client
-	tr  *http.Transport
-	cfg Config
+	url   string
+	envoy bool // /json: Envoy's request, and the answer in the status
+	hc    *http.Client
+	tr    *http.Transport
+	cfg   Config
 }
+
+// jsonPath is the path of envoyproxy/ratelimit's HTTP endpoint.
+const jsonPath = "/json"
 
 func newHTTP(u *url.URL, cfg Config) (*httpClient, error) {
 	tr := &http.Transport{
@@ -27,7 +32,18 @@ func newHTTP(u *url.URL, cfg Config) (*httpClient, error) {
 		DisableCompression:  true,
 		Proxy:               nil, // never a proxy: the target is loopback
 	}
-	return &httpClient{url: strings.TrimRight(u.String(), "/") + "/v1/check", hc: &http.Client{Transport: tr}, tr: tr, cfg: cfg}, nil
+	c := &httpClient{hc: &http.Client{Transport: tr}, tr: tr, cfg: cfg}
+	base := *u
+	switch strings.TrimRight(u.Path, "/") {
+	case "":
+		base.Path = "/v1/check"
+	case jsonPath:
+		base.Path, c.envoy = jsonPath, true
+	default:
+		return nil, fmt.Errorf("load: target path %q: want none (POST /v1/check) or %s (Envoy's HTTP API)", u.Path, jsonPath)
+	}
+	c.url = base.String()
+	return c, nil
 }
 
 type httpEntry struct {
@@ -45,10 +61,14 @@ type httpCheck struct {
 	Domain      string           `json:"domain,omitempty"`
 	Descriptors []httpDescriptor `json:"descriptors,omitempty"`
 	Cost        int              `json:"cost,omitempty"`
+	HitsAddend  int              `json:"hitsAddend,omitempty"` // Envoy's name of Cost
 }
 
 func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
 	chk := httpCheck{Rule: c.cfg.Rule, Domain: c.cfg.Domain, Cost: c.cfg.Hits}
+	if c.envoy {
+		chk.Cost, chk.HitsAddend = 0, c.cfg.Hits
+	}
 	if c.cfg.Rule != "" {
 		chk.Key = key
 	}
@@ -78,8 +98,14 @@ func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if c.envoy && resp.StatusCode == http.StatusTooManyRequests {
+		return false, nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("load: %s: %s", resp.Status, bytes.TrimSpace(data))
+	}
+	if c.envoy {
+		return true, nil
 	}
 	var out struct {
 		Allowed bool `json:"allowed"`

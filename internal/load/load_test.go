@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ const cfgYAML = `rules:
         rate_limit: {unit: hour, requests_per_unit: 100}
 `
 
-// servers starts the HTTP API and Envoy's gRPC API of one configuration
+// servers starts the HTTP API (with Envoy's /json) and Envoy's gRPC API of one configuration
 // on loopback listeners, and returns their targets.
 func servers(t *testing.T) (httpTarget, grpcTarget string) {
 	t.Helper()
@@ -43,12 +44,15 @@ func servers(t *testing.T) (httpTarget, grpcTarget string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api)
-	t.Cleanup(hs.Close)
 	rls, err := envoyrls.New(envoyrls.Config{Engine: api.Engine, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/json", envoyrls.JSONHandler(rls))
+	mux.Handle("/", api)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
 	return hs.URL, "grpc://" + rlstest.Listen(t, rls)
 }
 
@@ -65,6 +69,7 @@ func TestRun(t *testing.T) {
 		{"grpc two descriptors", Config{Target: grpcURL, Domain: "edge", Descriptors: []string{"ip=a{key}", "ip=b{key}"}, Requests: 150}, 100},
 		{"http rule", Config{Target: httpURL, Rule: "api", KeyPrefix: "r", Requests: 300, Concurrency: 8, Conns: 2}, 100},
 		{"http descriptors", Config{Target: httpURL, Domain: "edge", Descriptors: []string{"ip=x{key}"}, Requests: 250, Hits: 2}, 50},
+		{"envoy json", Config{Target: httpURL + "/json", Domain: "edge", Descriptors: []string{"ip=j{key}"}, Requests: 250, Hits: 2}, 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,6 +136,8 @@ func TestConfigErrors(t *testing.T) {
 		{"both", Config{Target: "http://127.0.0.1:1", Rule: "r", Domain: "d", Descriptors: []string{"a=b"}}, "not both"},
 		{"grpc rule", Config{Target: "grpc://127.0.0.1:1", Rule: "r"}, "needs a domain"},
 		{"no descriptors", Config{Target: "grpc://127.0.0.1:1", Domain: "d"}, "at least one descriptor"},
+		{"json rule", Config{Target: "http://127.0.0.1:1/json", Rule: "r"}, "needs a domain"},
+		{"http path", Config{Target: "http://127.0.0.1:1/v2", Rule: "r"}, "target path"},
 		{"bad descriptor", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"ab"}}, "want key=value"},
 		{"negative", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"a=b"}, Concurrency: -1}, "negative"},
 		{"negative rate", Config{Target: "grpc://127.0.0.1:1", Domain: "d", Descriptors: []string{"a=b"}, Rate: -1}, "negative"},
