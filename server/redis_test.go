@@ -184,6 +184,21 @@ forward_auth: {rule: closed}
 			t.Errorf("GET %s with Redis down = %d, want %d", tt.path, resp.StatusCode, tt.want)
 		}
 	}
+	// Envoy's API over HTTP answers by the same policies.
+	for _, tt := range []struct {
+		rule string
+		want int
+	}{{"closed", 503}, {"open", 200}} {
+		body := `{"domain": "` + tt.rule + `", "descriptors": [{"entries": [{"key": "key", "value": "k"}]}]}`
+		resp, err := client.Post(hs.URL+"/json", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("POST /json for %s with Redis down = %d, want %d", tt.rule, resp.StatusCode, tt.want)
+		}
+	}
 	resp, err := client.Get(hs.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
