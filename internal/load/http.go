@@ -65,9 +65,11 @@ type httpCheck struct {
 }
 
 func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
-	chk := httpCheck{Rule: c.cfg.Rule, Domain: c.cfg.Domain, Cost: c.cfg.Hits}
+	chk := httpCheck{Rule: c.cfg.Rule, Domain: c.cfg.Domain}
 	if c.envoy {
-		chk.Cost, chk.HitsAddend = 0, c.cfg.Hits
+		chk.HitsAddend = c.cfg.Hits
+	} else {
+		chk.Cost = c.cfg.Hits
 	}
 	if c.cfg.Rule != "" {
 		chk.Key = key
