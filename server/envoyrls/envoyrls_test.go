@@ -66,7 +66,7 @@ func dial(t *testing.T, headers bool, maxBytes int64) *grpc.ClientConn {
 
 // newService returns the service for testConfig, over a memory store of
 // maxBytes (0: the default).
-func newService(t *testing.T, headers bool, maxBytes int64) *envoyrls.Service {
+func newService(t testing.TB, headers bool, maxBytes int64) *envoyrls.Service {
 	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {

@@ -91,3 +91,32 @@ func TestJSONStoreFailure(t *testing.T) {
 		t.Errorf("full store: %d, want 503", code)
 	}
 }
+
+// FuzzJSON checks that no body makes /json panic or answer anything but
+// a response of Envoy's API (200 or 429, the code matching the status)
+// or a client error.
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "203.0.113.7"}]}]}`,
+		`{"domain": "edge", "descriptors": [{"entries": [{"key": "odd", "value": "x"}]}], "hitsAddend": 4294967295}`,
+		`{"domain": "edge", "descriptors": [{"entries": [{"key": "path", "value": "/login"}, {"key": "remote_address", "value": "\u0000\ud800"}]}]}`,
+		`{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "u"}], "limit": {"requestsPerUnit": 0, "unit": "SECOND"}}]}`,
+		`{"domain": "", "descriptors": []}`, `[]`, `null`, `{"domain": 1}`, `{} trailing`,
+	} {
+		f.Add(s)
+	}
+	h := envoyrls.JSONHandler(newService(f, false, 0))
+	f.Fuzz(func(t *testing.T, body string) {
+		w := postJSON(h, http.MethodPost, body)
+		switch w.Code {
+		case http.StatusOK, http.StatusTooManyRequests:
+			var resp pb.RateLimitResponse
+			if err := protojson.Unmarshal(w.Body.Bytes(), &resp); err != nil || (w.Code == http.StatusOK) != (resp.GetOverallCode() == pb.RateLimitResponse_OK) {
+				t.Fatalf("/json %q = %d %s, want a response whose code matches", body, w.Code, w.Body)
+			}
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("/json %q = %d %s, want 200, 429, 400 or 413", body, w.Code, w.Body)
+		}
+	})
+}
