@@ -47,6 +47,17 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench -json http = %+v (%v), stderr %q; want 100 allowed, no progress", r, err, errOut)
 	}
 
+	// envoyproxy/ratelimit's /json, which serve answers too: 50 of 60
+	// allowed on a fresh address, the rest answered 429.
+	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL+"/json", "-domain", "edge", "-descriptor", "remote_address=j{key}", "-n", "60", "-c", "4")
+	if err != nil {
+		t.Fatalf("bench /json: %v; stderr %s", err, errOut)
+	}
+	r = benchReport{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Requests != 60 || r.Allowed != 50 || r.OverLimit != 10 || r.Errors != 0 {
+		t.Errorf("bench -json /json = %+v (%v); want 60 requests, 50 allowed, 10 over the limit", r, err)
+	}
+
 	for _, tt := range []struct {
 		args []string
 		want string
