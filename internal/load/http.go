@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,9 @@ func newHTTP(u *url.URL, cfg Config) (*httpClient, error) {
 	case "":
 		base.Path = "/v1/check"
 	case jsonPath:
+		if cfg.Domain == "" {
+			return nil, errors.New("load: Envoy's /json API needs a domain and descriptors")
+		}
 		base.Path, c.envoy = jsonPath, true
 	default:
 		return nil, fmt.Errorf("load: target path %q: want none (POST /v1/check) or %s (Envoy's HTTP API)", u.Path, jsonPath)

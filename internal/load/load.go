@@ -337,9 +337,6 @@ func (cfg Config) withDefaults() (Config, *url.URL, error) {
 	if u.Scheme == "grpc" && cfg.Domain == "" {
 		return cfg, nil, errors.New("load: the gRPC API needs a domain and descriptors")
 	}
-	if u.Scheme == "http" && strings.TrimRight(u.Path, "/") == jsonPath && cfg.Domain == "" {
-		return cfg, nil, errors.New("load: Envoy's /json API needs a domain and descriptors")
-	}
 	if cfg.Domain != "" && len(cfg.Descriptors) == 0 {
 		return cfg, nil, errors.New("load: a domain needs at least one descriptor")
 	}
