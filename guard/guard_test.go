@@ -97,14 +97,17 @@ func TestJail(t *testing.T) {
 	c := newClock()
 	s := newStore(t)
 	var told []guard.Ban
+	// Two processes share the store and the registry of bans (a fleet
+	// shares a redisbans.Registry).
+	reg := &guard.MemoryRegistry{}
 	cfg := guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Jitter: -1, Clock: c.now,
-		OnBan: func(b guard.Ban) { told = append(told, b) }}
+		OnBan: func(b guard.Ban) { told = append(told, b) }, Registry: reg}
 	j, err := guard.NewJail(s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Another process: same store, same name, its own registry.
-	other, err := guard.NewJail(s, guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Clock: c.now})
+	// Another process: same store, same name, same registry.
+	other, err := guard.NewJail(s, guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Clock: c.now, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -41,32 +42,33 @@ type JailConfig struct {
 	// OffenceMemory is how long a ban counts as an earlier offence.
 	// Default 7 days.
 	OffenceMemory time.Duration
-	// Registry lists the bans. Default a new MemoryRegistry.
+	// Registry keeps the bans, which are enforced from it: share one
+	// between processes (package guard/redisbans) for fleet-wide bans.
+	// Default a new MemoryRegistry of this jail alone.
 	Registry Registry
 	// OnBan, if set, is called after each ban, by Fail or by Ban, to tell
 	// an admin. It runs on the caller's goroutine: keep it fast.
 	OnBan func(Ban)
 	// Namespace prefixes the jail's store keys. Default "sluice".
 	Namespace string
-	// Clock returns the time of bans in the Registry and of decisions.
-	// Default nil: decisions use the store's clock and the Registry
-	// time.Now.
+	// Clock returns the time of bans and of decisions. Default nil:
+	// decisions use the store's clock, bans time.Now.
 	Clock func() time.Time
 }
 
 // A Jail bans actors that fail too often: fail2ban for applications.
 // MaxFailures failures within FindTime ban the actor for BanTime, longer
-// for each earlier ban within OffenceMemory, with jitter. Failures, bans
-// and offences live in the sluice Store, so every process sharing it
-// counts the same failures and enforces the same bans; the Registry lists
-// them with reasons for admins.
+// for each earlier ban within OffenceMemory, with jitter. Failures and
+// offences live in the sluice Store, so every process sharing it counts
+// the same failures; bans live in the Registry, never in the Store, so
+// that no eviction of rate states can lift one, and every process
+// sharing the Registry enforces the same bans.
 //
 // Create Jails with NewJail. A Jail is safe for concurrent use.
 type Jail struct {
 	c        JailConfig
 	failures *sluice.Limiter
 	offences *sluice.Limiter
-	bans     *flag
 }
 
 // NewJail returns a Jail keeping its state in store.
@@ -111,9 +113,6 @@ func NewJail(store sluice.Store, c JailConfig) (*Jail, error) {
 		Action: "jail-offences:" + c.Name, Namespace: c.Namespace, Clock: c.Clock}); err != nil {
 		return nil, err
 	}
-	if j.bans, err = newFlag(store, c.Namespace, "jail-bans:"+c.Name, c.Clock); err != nil {
-		return nil, err
-	}
 	return j, nil
 }
 
@@ -138,8 +137,8 @@ func (j *Jail) Fail(ctx context.Context, key, reason string) (Ban, bool, error) 
 	if d.Allowed && d.Remaining > 0 {
 		return Ban{}, false, nil
 	}
-	if _, banned, err := j.bans.get(ctx, key); err != nil || banned {
-		return Ban{}, false, err
+	if _, banned := j.c.Registry.Bans().Match(j.c.Name, key, j.now()); banned {
+		return Ban{}, false, nil
 	}
 	if reason == "" {
 		reason = "failures"
@@ -152,7 +151,9 @@ func (j *Jail) Fail(ctx context.Context, key, reason string) (Ban, bool, error) 
 }
 
 // Ban bans key by hand for d (zero: the length Fail would choose),
-// counting it as an offence.
+// counting it as an offence. A key that is an address or a network bans
+// every address in it. It returns the ban as the Registry recorded it
+// (see BanSet.Put).
 func (j *Jail) Ban(ctx context.Context, key string, d time.Duration, reason string) (Ban, error) {
 	return j.ban(ctx, key, d, reason)
 }
@@ -172,13 +173,10 @@ func (j *Jail) ban(ctx context.Context, key string, d time.Duration, reason stri
 	if err := j.failures.Reset(ctx, key); err != nil {
 		return Ban{}, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
-	if err := j.bans.set(ctx, key, d); err != nil {
-		return Ban{}, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
-	}
 	now := j.now()
-	b := Ban{Jail: j.c.Name, Key: key, Reason: reason, Since: now, Until: now.Add(d.Round(flagResolution)), Offences: n}
-	if err := j.c.Registry.Put(ctx, b); err != nil {
-		return b, fmt.Errorf("guard: jail %s: registry: %w", j.c.Name, err)
+	b, err := j.c.Registry.Put(ctx, Ban{Jail: j.c.Name, Key: key, Reason: reason, Since: now, Until: now.Add(d.Round(flagResolution)), Offences: n})
+	if err != nil {
+		return b, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
 	if j.c.OnBan != nil {
 		j.c.OnBan(b)
@@ -199,30 +197,38 @@ func (j *Jail) length(n int) time.Duration {
 	return time.Duration(d)
 }
 
-// Banned reports whether key is banned, and for how much longer.
-func (j *Jail) Banned(ctx context.Context, key string) (time.Duration, bool, error) {
-	left, banned, err := j.bans.get(ctx, key)
-	if err != nil {
-		return 0, false, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+// Banned reports whether key is banned (by a ban of key, or of a network
+// that contains it when key is an address or a network), and for how
+// much longer. It asks the Registry's set in memory, which cannot fail:
+// the error is always nil.
+func (j *Jail) Banned(_ context.Context, key string) (time.Duration, bool, error) {
+	now := j.now()
+	b, banned := j.c.Registry.Bans().Match(j.c.Name, key, now)
+	if !banned {
+		return 0, false, nil
 	}
-	return left, banned, nil
+	return b.Until.Sub(now), true, nil
 }
 
+// Registry returns the registry of the jail's bans.
+func (j *Jail) Registry() Registry { return j.c.Registry }
+
 // Lift ends key's ban and forgets its failures; its earlier offences still
-// count if it offends again.
+// count if it offends again. The error wraps ErrNotBanned when key had no
+// ban in the jail (its failures are forgotten all the same).
 func (j *Jail) Lift(ctx context.Context, key string) error {
-	if err := j.bans.clear(ctx, key); err != nil {
-		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
-	}
 	if err := j.failures.Reset(ctx, key); err != nil {
 		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
-	return j.c.Registry.Delete(ctx, j.c.Name, key)
+	if err := j.c.Registry.Delete(ctx, j.c.Name, key); err != nil {
+		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	return nil
 }
 
-// Pardon lifts key's ban and forgets its offences too.
+// Pardon lifts key's ban, if any, and forgets its failures and offences.
 func (j *Jail) Pardon(ctx context.Context, key string) error {
-	if err := j.Lift(ctx, key); err != nil {
+	if err := j.Lift(ctx, key); err != nil && !errors.Is(err, ErrNotBanned) {
 		return err
 	}
 	return j.offences.Reset(ctx, key)

@@ -2,9 +2,7 @@ package guard
 
 import (
 	"context"
-	"slices"
-	"strings"
-	"sync"
+	"fmt"
 	"time"
 )
 
@@ -12,7 +10,9 @@ import (
 type Ban struct {
 	// Jail is the name of the jail that holds the ban.
 	Jail string
-	// Key is the banned actor: an address, a network, a hashed username.
+	// Key is the banned actor: an address or a network ("203.0.113.7",
+	// "198.51.100.0/24", "2001:db8::/64"), which bans every address in
+	// it, or any other key (a hashed username, an API key).
 	Key string
 	// Reason says why, for the admin ("5 failed logins in 10m0s").
 	Reason string
@@ -23,70 +23,63 @@ type Ban struct {
 	Offences int
 }
 
-// A Registry lists bans for admins: who is banned, why, until when. The
-// bans themselves live in the sluice Store, which every process shares,
-// and are enforced from there; the Registry holds what a Store cannot
-// (reasons, and a list to enumerate). A Jail writes to it when it bans and
-// lifts, and reads it to list.
+// A Registry keeps the bans of jails, apart from rate states: no
+// eviction, no key flood and no full store can lift a ban. Each process
+// enforces the bans from its Bans, a set in its own memory kept up to
+// date by the Registry (a lookup costs no round trip and cannot fail);
+// a Registry shared by a fleet (package guard/redisbans) also writes
+// every ban to a shared store, and brings the bans of other processes
+// into each process's set.
 //
-// Implementations must be safe for concurrent use. MemoryRegistry keeps
-// the list in the process; a fleet that wants one list shares a Registry
-// (a Redis hash, a database table) written by every process.
+// Implementations must be safe for concurrent use.
 type Registry interface {
-	// Put records b, replacing any ban of the same jail and key.
-	Put(ctx context.Context, b Ban) error
-	// Delete forgets the ban of key in jail, if any.
+	// Put records b, replacing any ban of the same jail and key, and
+	// returns the ban as recorded (see BanSet.Put).
+	Put(ctx context.Context, b Ban) (Ban, error)
+	// Delete lifts the ban of key in jail; the error wraps ErrNotBanned
+	// when there is none.
 	Delete(ctx context.Context, jail, key string) error
-	// List returns the bans that have not lapsed by now.
+	// List returns the bans that have not lapsed by now, by jail and key.
 	List(ctx context.Context, now time.Time) ([]Ban, error)
+	// Bans returns the set the process enforces from.
+	Bans() *BanSet
 }
 
-// A MemoryRegistry is a Registry in the process's memory. Lapsed bans are
-// dropped as it lists. The zero value is empty and ready to use; it is
-// safe for concurrent use.
+// A MemoryRegistry is a Registry in the process's memory: a BanSet, and
+// nothing shared. Processes that share a store but want one list of bans
+// share a Registry instead (package guard/redisbans).
+//
+// The zero value is empty and ready to use, with the default capacity;
+// it is safe for concurrent use.
 type MemoryRegistry struct {
-	mu   sync.Mutex
-	bans map[[2]string]Ban
+	set BanSet
 }
 
 var _ Registry = (*MemoryRegistry)(nil)
 
-// Put records b.
-func (m *MemoryRegistry) Put(_ context.Context, b Ban) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.bans == nil {
-		m.bans = map[[2]string]Ban{}
-	}
-	m.bans[[2]string{b.Jail, b.Key}] = b
-	return nil
+// NewMemoryRegistry returns a MemoryRegistry that holds at most max bans
+// (0: DefaultMaxBans).
+func NewMemoryRegistry(max int) *MemoryRegistry {
+	return &MemoryRegistry{set: BanSet{Max: max}}
 }
 
-// Delete forgets a ban.
+// Put records b.
+func (m *MemoryRegistry) Put(_ context.Context, b Ban) (Ban, error) {
+	return m.set.Put(b, time.Time{})
+}
+
+// Delete lifts a ban.
 func (m *MemoryRegistry) Delete(_ context.Context, jail, key string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.bans, [2]string{jail, key})
+	if !m.set.Delete(jail, key) {
+		return fmt.Errorf("%w: %q in jail %q", ErrNotBanned, key, jail)
+	}
 	return nil
 }
 
 // List returns the bans in force at now, by jail and key.
 func (m *MemoryRegistry) List(_ context.Context, now time.Time) ([]Ban, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Ban
-	for k, b := range m.bans {
-		if !b.Until.After(now) {
-			delete(m.bans, k)
-			continue
-		}
-		out = append(out, b)
-	}
-	slices.SortFunc(out, func(a, b Ban) int {
-		if c := strings.Compare(a.Jail, b.Jail); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	return out, nil
+	return m.set.List(now), nil
 }
+
+// Bans returns the registry's set.
+func (m *MemoryRegistry) Bans() *BanSet { return &m.set }

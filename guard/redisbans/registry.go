@@ -77,6 +77,7 @@ type Registry struct {
 	c        goredis.UniversalClient
 	keys     []string // the hash and the sorted set
 	pageSize int64
+	set      guard.BanSet // the bans this process enforces
 }
 
 var _ guard.Registry = (*Registry)(nil)
@@ -148,7 +149,15 @@ func floorMilli(t time.Time) int64 {
 
 // Put records b, replacing any ban of the same jail and key, and drops
 // bans that lapsed by b.Since.
-func (r *Registry) Put(ctx context.Context, b guard.Ban) error {
+func (r *Registry) Put(ctx context.Context, b guard.Ban) (guard.Ban, error) {
+	b, err := r.set.Put(b, time.Time{})
+	if err != nil {
+		return b, err
+	}
+	return b, r.put(ctx, b)
+}
+
+func (r *Registry) put(ctx context.Context, b guard.Ban) error {
 	rec, err := json.Marshal(record{Reason: b.Reason, Since: b.Since.UnixNano(), Until: b.Until.UnixNano(), Offences: b.Offences})
 	if err != nil {
 		return fmt.Errorf("%w: redisbans: %v", sluice.ErrInvalidRequest, err)
@@ -164,8 +173,12 @@ func (r *Registry) Put(ctx context.Context, b guard.Ban) error {
 	return nil
 }
 
+// Bans returns the set this process enforces from.
+func (r *Registry) Bans() *guard.BanSet { return &r.set }
+
 // Delete forgets the ban of key in jail, if any.
 func (r *Registry) Delete(ctx context.Context, jail, key string) error {
+	r.set.Delete(jail, key)
 	f := field(jail, key)
 	_, err := r.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		p.HDel(ctx, r.keys[0], f)

@@ -60,7 +60,7 @@ func TestPutListDelete(t *testing.T) {
 		ban("login", "short", t0, time.Minute, 1),
 	}
 	for _, b := range bans {
-		if err := r.Put(ctx, b); err != nil {
+		if _, err := r.Put(ctx, b); err != nil {
 			t.Fatalf("Put(%+v): %v", b, err)
 		}
 	}
@@ -74,7 +74,7 @@ func TestPutListDelete(t *testing.T) {
 	}
 	// A second ban of the same key replaces the first.
 	again := ban("login", "203.0.113.7", t0.Add(time.Minute), 40*time.Minute, 2)
-	if err := r.Put(ctx, again); err != nil {
+	if _, err := r.Put(ctx, again); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Delete(ctx, "login", "2001:db8::/64"); err != nil {
@@ -113,7 +113,7 @@ func TestExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := ban("login", "198.51.100.1", t0, time.Hour, 1)
-	if err := r.Put(ctx, keep); err != nil {
+	if _, err := r.Put(ctx, keep); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.List(ctx, t0.Add(30*time.Second)); err != nil || len(got) != n+1 {
@@ -143,7 +143,7 @@ func TestPaging(t *testing.T) {
 	r := newRegistry(t, startRedis(t), "page", 7)
 	const n = 300
 	for i := range n {
-		if err := r.Put(ctx, ban("j", fmt.Sprintf("10.0.%d.%d", i/256, i%256), t0, time.Hour, 1)); err != nil {
+		if _, err := r.Put(ctx, ban("j", fmt.Sprintf("10.0.%d.%d", i/256, i%256), t0, time.Hour, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +170,7 @@ func TestSkipsForeignRecords(t *testing.T) {
 	c := startRedis(t)
 	r := newRegistry(t, c, "foreign", 0)
 	good := ban("j", "k", t0, time.Hour, 1)
-	if err := r.Put(ctx, good); err != nil {
+	if _, err := r.Put(ctx, good); err != nil {
 		t.Fatal(err)
 	}
 	c.HSet(ctx, "{foreign}:bans", "no length", "{}", "9:short", "{}", "1:xk", "not json")
@@ -190,7 +190,7 @@ func TestServerDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for name, err := range map[string]error{
-		"Put":    r.Put(ctx, ban("j", "k", t0, time.Hour, 1)),
+		"Put":    func() error { _, err := r.Put(ctx, ban("j", "k", t0, time.Hour, 1)); return err }(),
 		"Delete": r.Delete(ctx, "j", "k"),
 		"List":   func() error { _, err := r.List(ctx, t0); return err }(),
 	} {

@@ -1,0 +1,521 @@
+package guard
+
+import (
+	"container/heap"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Bounds of a BanSet.
+const (
+	// DefaultMaxBans is how many bans a BanSet holds when its Max is zero.
+	DefaultMaxBans = 100_000
+	// MaxBanKey is the longest key a ban keeps as it is: a longer one is
+	// kept as "sha256:" and its digest, so that no key can make a ban
+	// large. Lookups hash a long key the same way.
+	MaxBanKey = 256
+	// maxReason bounds the reason a ban keeps.
+	maxReason = 256
+)
+
+// Errors of bans.
+var (
+	// ErrBansFull means a BanSet at its capacity could make no room for a
+	// ban: the ban is of a key that is not an address, or of an address
+	// no coarsening can merge with bans already held. It wraps
+	// sluice.ErrStoreFull. The actor is still limited by its rules.
+	ErrBansFull = fmt.Errorf("%w: bans at capacity", sluice.ErrStoreFull)
+	// ErrNotBanned means a lift named a ban that is not in force.
+	ErrNotBanned = errors.New("guard: no such ban")
+)
+
+// coarsening lists, narrowest first, the networks a BanSet at capacity
+// merges address bans into: many banned addresses of one /24 (IPv4) or
+// /64 (IPv6), the unit one customer of a network holds, become one ban
+// of that network, then of wider ones.
+var coarsening = [2][]int{{24, 16, 8}, {64, 48, 32, 16}}
+
+// A BanSet holds the bans in force and answers, for an actor, the ban
+// that covers it: the ban of its key, or of any network that contains
+// its address. It is what every Registry enforces from, in the memory of
+// each process: a lookup costs no round trip and cannot fail, and no
+// eviction of rate states can touch it.
+//
+// A key that is an address or a network in CIDR notation ("203.0.113.7",
+// "2001:db8::/64", "::ffff:198.51.100.0/120") is a network ban, kept
+// masked and in canonical form (an IPv4-mapped IPv6 address as IPv4, no
+// zone), matched by prefix; any other key is matched as it is.
+//
+// A BanSet holds at most Max bans. Lapsed bans are dropped as room is
+// needed (and by List). At capacity, a new ban of an address or network
+// is merged with the bans of the same jail in its /24 (IPv4) or /64
+// (IPv6), then in wider networks (/16, /8; /48, /32, /16), into one ban
+// of that network lasting as long as the longest of them: an attack from
+// many addresses of one network bans the network, and no ban in force is
+// ever dropped. A ban that nothing can merge with is refused with
+// ErrBansFull; so is a ban of another key at capacity. Stats counts both.
+//
+// The zero value is an empty set with the default capacity, ready to
+// use. A BanSet is safe for concurrent use; lookups take a read lock.
+type BanSet struct {
+	// Max bounds the bans held. Default 0: DefaultMaxBans. Set it before
+	// first use.
+	Max int
+
+	mu     sync.RWMutex
+	keys   map[string][]Ban       // bans of other keys, by key
+	nets   map[netip.Prefix][]Ban // bans of networks, by network
+	lens   [2][129]int            // network bans per family and length
+	groups map[group][]netip.Prefix
+	expiry banHeap
+	n      int // bans held
+
+	count     atomic.Int64 // n, for the lock-free empty check
+	coarsened atomic.Int64
+	refused   atomic.Int64
+}
+
+// A group is the bans of one jail within one network of a coarsening
+// step: what that step merges.
+type group struct {
+	jail string
+	net  netip.Prefix
+}
+
+// BanStats are a BanSet's counts.
+type BanStats struct {
+	// Bans is how many bans the set holds, lapsed ones not yet dropped
+	// included; Max its capacity.
+	Bans, Max int
+	// Coarsened counts bans merged into a network ban at capacity;
+	// Refused counts bans refused with ErrBansFull.
+	Coarsened, Refused int64
+}
+
+// Stats returns the set's counts.
+func (s *BanSet) Stats() BanStats {
+	return BanStats{Bans: int(s.count.Load()), Max: s.max(), Coarsened: s.coarsened.Load(), Refused: s.refused.Load()}
+}
+
+func (s *BanSet) max() int {
+	if s.Max > 0 {
+		return s.Max
+	}
+	return DefaultMaxBans
+}
+
+// A banKey is a ban's key as a BanSet keeps it: a network, or another key.
+type banKey struct {
+	net netip.Prefix // valid for a network ban
+	key string       // the canonical key
+}
+
+// parseBanKey returns the canonical form of a ban's key.
+func parseBanKey(key string) banKey {
+	if p, ok := parseNet(key); ok {
+		return banKey{net: p, key: netString(p)}
+	}
+	if len(key) > MaxBanKey {
+		sum := sha256.Sum256([]byte(key))
+		key = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return banKey{key: key}
+}
+
+// parseNet parses an address or a network, as the bans key them.
+func parseNet(s string) (netip.Prefix, bool) {
+	if len(s) == 0 || len(s) > 64 || !(s[0] == ':' || s[0] >= '0' && s[0] <= '9' || s[0] >= 'a' && s[0] <= 'f' || s[0] >= 'A' && s[0] <= 'F') {
+		return netip.Prefix{}, false // the common case of a key that is no address costs no parse
+	}
+	if strings.IndexByte(s, '/') < 0 {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return netip.Prefix{}, false
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), true
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	return normalize(p), true
+}
+
+// netString writes a network as bans name it: a single address without
+// its length.
+func netString(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
+}
+
+func family(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 0
+	}
+	return 1
+}
+
+// Put records b, replacing any ban of the same jail and key, and returns
+// the ban as recorded: its key in canonical form, or, at capacity, the
+// network ban it was merged into. now is the time lapsed bans are
+// judged at (b.Since when zero). The error wraps ErrBansFull when the
+// set can make no room, and sluice.ErrInvalidRequest for a ban without
+// a key or that has already lapsed.
+func (s *BanSet) Put(b Ban, now time.Time) (Ban, error) {
+	if now.IsZero() {
+		now = b.Since
+	}
+	k := parseBanKey(b.Key)
+	switch {
+	case b.Key == "":
+		return b, fmt.Errorf("%w: guard: a ban needs a key", sluice.ErrInvalidRequest)
+	case !b.Until.After(now):
+		return b, fmt.Errorf("%w: guard: ban of %q lapsed at %v", sluice.ErrInvalidRequest, b.Key, b.Until)
+	}
+	b.Key = k.key
+	if len(b.Reason) > maxReason {
+		b.Reason = b.Reason[:maxReason]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.find(k, b.Jail) < 0 && s.n >= s.max() {
+		s.prune(now)
+		if s.n >= s.max() {
+			return s.makeRoom(b, k, now)
+		}
+	}
+	s.set(k, b)
+	return b, nil
+}
+
+// find returns the index of jail's ban in the bans of k, or -1. It
+// requires s.mu.
+func (s *BanSet) find(k banKey, jail string) int {
+	return slices.IndexFunc(s.bucket(k), func(b Ban) bool { return b.Jail == jail })
+}
+
+// bucket returns the bans of k. It requires s.mu.
+func (s *BanSet) bucket(k banKey) []Ban {
+	if k.net.IsValid() {
+		return s.nets[k.net]
+	}
+	return s.keys[k.key]
+}
+
+// set records b under k, replacing jail's ban there. It requires s.mu.
+func (s *BanSet) set(k banKey, b Ban) {
+	bans := s.bucket(k)
+	if i := s.find(k, b.Jail); i >= 0 {
+		bans[i] = b
+	} else {
+		bans = append(bans, b)
+		s.n++
+		s.count.Store(int64(s.n))
+		if k.net.IsValid() {
+			s.lens[family(k.net)][k.net.Bits()]++
+			s.joinGroups(b.Jail, k.net)
+		}
+	}
+	if k.net.IsValid() {
+		if s.nets == nil {
+			s.nets = map[netip.Prefix][]Ban{}
+		}
+		s.nets[k.net] = bans
+	} else {
+		if s.keys == nil {
+			s.keys = map[string][]Ban{}
+		}
+		s.keys[k.key] = bans
+	}
+	heap.Push(&s.expiry, expiring{key: k, jail: b.Jail, until: b.Until})
+	if len(s.expiry) > 2*s.n+64 {
+		s.rebuildExpiry()
+	}
+}
+
+// remove drops jail's ban of k and reports whether there was one. It
+// requires s.mu.
+func (s *BanSet) remove(k banKey, jail string) bool {
+	i := s.find(k, jail)
+	if i < 0 {
+		return false
+	}
+	bans := slices.Delete(s.bucket(k), i, i+1)
+	switch {
+	case k.net.IsValid() && len(bans) == 0:
+		delete(s.nets, k.net)
+	case k.net.IsValid():
+		s.nets[k.net] = bans
+	case len(bans) == 0:
+		delete(s.keys, k.key)
+	default:
+		s.keys[k.key] = bans
+	}
+	if k.net.IsValid() {
+		s.lens[family(k.net)][k.net.Bits()]--
+		s.leaveGroups(jail, k.net)
+	}
+	s.n--
+	s.count.Store(int64(s.n))
+	return true
+}
+
+// joinGroups and leaveGroups keep the coarsening groups of a network
+// ban of jail up to date. They require s.mu.
+func (s *BanSet) joinGroups(jail string, p netip.Prefix) {
+	for _, bits := range coarsening[family(p)] {
+		if bits >= p.Bits() {
+			continue
+		}
+		if s.groups == nil {
+			s.groups = map[group][]netip.Prefix{}
+		}
+		g := group{jail, netip.PrefixFrom(p.Addr(), bits).Masked()}
+		s.groups[g] = append(s.groups[g], p)
+	}
+}
+
+func (s *BanSet) leaveGroups(jail string, p netip.Prefix) {
+	for _, bits := range coarsening[family(p)] {
+		if bits >= p.Bits() {
+			continue
+		}
+		g := group{jail, netip.PrefixFrom(p.Addr(), bits).Masked()}
+		members := s.groups[g]
+		if i := slices.Index(members, p); i >= 0 {
+			members = slices.Delete(members, i, i+1)
+		}
+		if len(members) == 0 {
+			delete(s.groups, g)
+		} else {
+			s.groups[g] = members
+		}
+	}
+}
+
+// makeRoom records b, of key k, in a set at capacity by merging it with
+// bans of its jail in the narrowest network of a coarsening step that
+// holds any, or refuses it. It requires s.mu.
+func (s *BanSet) makeRoom(b Ban, k banKey, now time.Time) (Ban, error) {
+	if k.net.IsValid() {
+		for _, bits := range coarsening[family(k.net)] {
+			if bits >= k.net.Bits() {
+				continue
+			}
+			net := netip.PrefixFrom(k.net.Addr(), bits).Masked()
+			if members := s.groups[group{b.Jail, net}]; len(members) > 0 {
+				return s.coarsen(b, net, slices.Clone(members)), nil
+			}
+		}
+	}
+	s.refused.Add(1)
+	return b, fmt.Errorf("%w: guard: %d bans, no room for %q in jail %q", ErrBansFull, s.n, b.Key, b.Jail)
+}
+
+// coarsen replaces the bans of b's jail on members, and b, by one ban of
+// net that lasts as long as the longest of them. It requires s.mu.
+func (s *BanSet) coarsen(b Ban, net netip.Prefix, members []netip.Prefix) Ban {
+	out := Ban{Jail: b.Jail, Key: netString(net), Since: b.Since, Until: b.Until, Offences: b.Offences}
+	if i := s.find(banKey{net: net}, b.Jail); i >= 0 { // a ban of net itself
+		old := s.nets[net][i]
+		out.Since, out.Until, out.Offences = minTime(out.Since, old.Since), maxTime(out.Until, old.Until), max(out.Offences, old.Offences)
+	}
+	for _, p := range members {
+		mk := banKey{net: p, key: netString(p)}
+		if i := s.find(mk, b.Jail); i >= 0 {
+			old := s.nets[p][i]
+			out.Since, out.Until, out.Offences = minTime(out.Since, old.Since), maxTime(out.Until, old.Until), max(out.Offences, old.Offences)
+			s.remove(mk, b.Jail)
+		}
+	}
+	out.Reason = fmt.Sprintf("%d bans in %s merged at capacity; last: %s", len(members)+1, out.Key, b.Reason)
+	if len(out.Reason) > maxReason {
+		out.Reason = out.Reason[:maxReason]
+	}
+	s.coarsened.Add(int64(len(members)) + 1)
+	s.set(banKey{net: net, key: out.Key}, out)
+	return out
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// prune drops the bans that lapsed by now. It requires s.mu.
+func (s *BanSet) prune(now time.Time) {
+	for len(s.expiry) > 0 && !s.expiry[0].until.After(now) {
+		e := heap.Pop(&s.expiry).(expiring)
+		if i := s.find(e.key, e.jail); i >= 0 && !s.bucket(e.key)[i].Until.After(now) {
+			s.remove(e.key, e.jail)
+		}
+	}
+}
+
+// rebuildExpiry drops the heap's stale entries (of bans replaced or
+// removed since). It requires s.mu.
+func (s *BanSet) rebuildExpiry() {
+	s.expiry = s.expiry[:0]
+	add := func(k banKey, bans []Ban) {
+		for _, b := range bans {
+			s.expiry = append(s.expiry, expiring{key: k, jail: b.Jail, until: b.Until})
+		}
+	}
+	for p, bans := range s.nets {
+		add(banKey{net: p, key: netString(p)}, bans)
+	}
+	for k, bans := range s.keys {
+		add(banKey{key: k}, bans)
+	}
+	heap.Init(&s.expiry)
+}
+
+// Delete drops jail's ban of key, which is read as Put reads it, and
+// reports whether there was one.
+func (s *BanSet) Delete(jail, key string) bool {
+	k := parseBanKey(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.remove(k, jail)
+}
+
+// List returns the bans in force at now, by jail and key, and drops
+// those that lapsed.
+func (s *BanSet) List(now time.Time) []Ban {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune(now)
+	out := make([]Ban, 0, s.n)
+	for _, bans := range s.nets {
+		out = append(out, bans...)
+	}
+	for _, bans := range s.keys {
+		out = append(out, bans...)
+	}
+	sortBans(out)
+	return out
+}
+
+// sortBans sorts bans by jail, then key.
+func sortBans(bans []Ban) {
+	slices.SortFunc(bans, func(a, b Ban) int {
+		if c := strings.Compare(a.Jail, b.Jail); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+}
+
+// Match returns the ban of jail (of any jail, when jail is "") in force
+// at now that covers key and lasts longest. A key that is an address or
+// a network is covered by the bans of every network that contains it;
+// another key only by its own bans.
+func (s *BanSet) Match(jail, key string, now time.Time) (Ban, bool) {
+	if s.count.Load() == 0 {
+		return Ban{}, false
+	}
+	k := parseBanKey(key)
+	if k.net.IsValid() {
+		return s.matchNet(jail, k.net, now)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return longest(s.keys[k.key], jail, now, Ban{}, false)
+}
+
+// MatchAddr returns the ban of jail (of any jail, when jail is "") in
+// force at now that covers the address a and lasts longest: the ban of
+// a network that contains it.
+func (s *BanSet) MatchAddr(jail string, a netip.Addr, now time.Time) (Ban, bool) {
+	if s.count.Load() == 0 || !a.IsValid() {
+		return Ban{}, false
+	}
+	a = a.Unmap().WithZone("")
+	return s.matchNet(jail, netip.PrefixFrom(a, a.BitLen()), now)
+}
+
+// matchActor returns the longest ban in force at now that covers a's key
+// or address.
+func (s *BanSet) matchActor(a Actor, now time.Time) (Ban, bool) {
+	var best Ban
+	found := false
+	if a.Key != "" {
+		best, found = s.Match("", a.Key, now)
+	}
+	if b, ok := s.MatchAddr("", a.Addr, now); ok && (!found || b.Until.After(best.Until)) {
+		best, found = b, true
+	}
+	return best, found
+}
+
+// matchNet returns the longest ban of jail in force at now of a network
+// that contains p.
+func (s *BanSet) matchNet(jail string, p netip.Prefix, now time.Time) (Ban, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var best Ban
+	found := false
+	lens := &s.lens[family(p)]
+	for bits := p.Bits(); bits >= 0; bits-- {
+		if lens[bits] == 0 {
+			continue
+		}
+		q, _ := p.Addr().Prefix(bits)
+		best, found = longest(s.nets[q], jail, now, best, found)
+	}
+	return best, found
+}
+
+// longest returns, of best and the bans of jail in force at now, the one
+// that lasts longest.
+func longest(bans []Ban, jail string, now time.Time, best Ban, found bool) (Ban, bool) {
+	for _, b := range bans {
+		if (jail == "" || b.Jail == jail) && b.Until.After(now) && (!found || b.Until.After(best.Until)) {
+			best, found = b, true
+		}
+	}
+	return best, found
+}
+
+// expiring is a ban in the expiry heap: its key, jail and end.
+type expiring struct {
+	key   banKey
+	jail  string
+	until time.Time
+}
+
+// banHeap orders bans by end, the soonest first.
+type banHeap []expiring
+
+func (h banHeap) Len() int           { return len(h) }
+func (h banHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h banHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *banHeap) Push(x any)        { *h = append(*h, x.(expiring)) }
+func (h *banHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,181 @@
+package guard_test
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ban(jail, key string, d time.Duration) guard.Ban {
+	return guard.Ban{Jail: jail, Key: key, Since: t0, Until: t0.Add(d), Reason: "test"}
+}
+
+// TestBanSetMatch checks that a ban of a network covers every address
+// and narrower network in it, in every form an address takes, and that
+// other keys match only themselves.
+func TestBanSetMatch(t *testing.T) {
+	var s guard.BanSet
+	for _, b := range []guard.Ban{
+		ban("manual", "198.51.100.0/24", time.Hour),
+		ban("manual", "2001:db8:1::/48", time.Hour),
+		ban("login", "::ffff:192.0.2.7", 2*time.Hour),
+		ban("login", "alice", 30*time.Minute),
+		ban("login", "203.0.113.0/24", time.Minute),
+		ban("manual", "203.0.113.0/25", time.Hour),
+	} {
+		if _, err := s.Put(b, t0); err != nil {
+			t.Fatalf("Put(%+v): %v", b, err)
+		}
+	}
+	for _, tt := range []struct {
+		jail, key string
+		want      string // key of the ban found, "" for none
+	}{
+		{"", "198.51.100.9", "198.51.100.0/24"},
+		{"", "::ffff:198.51.100.9", "198.51.100.0/24"},
+		{"", "198.51.100.0/28", "198.51.100.0/24"},
+		{"", "198.51.101.1", ""},
+		{"", "198.51.0.0/16", ""}, // wider than the ban
+		{"", "2001:db8:1:2::1", "2001:db8:1::/48"},
+		{"", "2001:db8:1:2::/64", "2001:db8:1::/48"},
+		{"", "2001:db8:2::1", ""},
+		{"", "192.0.2.7", "192.0.2.7"},
+		{"", "192.0.2.7/32", "192.0.2.7"},
+		{"", "alice", "alice"},
+		{"", "alicE", ""},
+		{"", "key:alice", ""},
+		{"manual", "alice", ""},
+		{"login", "203.0.113.5", "203.0.113.0/24"},
+		{"", "203.0.113.5", "203.0.113.0/25"}, // the longer of two
+		{"", "fe80::1%eth0", ""},
+	} {
+		b, ok := s.Match(tt.jail, tt.key, t0)
+		if got := map[bool]string{true: b.Key}[ok]; got != tt.want {
+			t.Errorf("Match(%q, %q) = %q, %v; want %q", tt.jail, tt.key, b.Key, ok, tt.want)
+		}
+	}
+	if b, ok := s.MatchAddr("", netip.MustParseAddr("::ffff:198.51.100.200"), t0); !ok || b.Key != "198.51.100.0/24" {
+		t.Errorf("MatchAddr(IPv4-mapped) = %+v, %v; want the /24", b, ok)
+	}
+	if _, ok := s.Match("", "198.51.100.9", t0.Add(time.Hour)); ok {
+		t.Error("a ban still matches at its end")
+	}
+	if !s.Delete("manual", "198.51.100.0/24") || s.Delete("manual", "198.51.100.0/24") {
+		t.Error("Delete of a ban, then again: want true, false")
+	}
+	if got := len(s.List(t0.Add(45 * time.Minute))); got != 3 {
+		t.Errorf("List 45m on: %d bans, want 3", got)
+	}
+}
+
+// TestBanSetFlood bans far more addresses than the set holds, as an
+// attacker rotating addresses within a few networks makes a jail do: the
+// set stays at its capacity, every banned address stays banned, and the
+// bans are merged into networks, never dropped.
+func TestBanSetFlood(t *testing.T) {
+	const max = 1000
+	s := guard.BanSet{Max: max}
+	var banned []string
+	for i := range 20_000 {
+		var key string
+		if i%2 == 0 { // 40 /24s of IPv4
+			key = fmt.Sprintf("10.%d.%d.%d", i%4, i%40, i%251)
+		} else { // IPv6 from 100 /64s
+			key = fmt.Sprintf("2001:db8:%x:%x::%x", i%7, i%100, i)
+		}
+		b := ban("abuse", key, time.Duration(i+1)*time.Second)
+		if _, err := s.Put(b, t0); err != nil {
+			t.Fatalf("Put #%d (%s): %v", i, key, err)
+		}
+		banned = append(banned, key)
+		if st := s.Stats(); st.Bans > max {
+			t.Fatalf("after %d bans the set holds %d, more than its %d", i+1, st.Bans, max)
+		}
+	}
+	for i, key := range banned {
+		b, ok := s.Match("abuse", key, t0)
+		if !ok || b.Until.Before(t0.Add(time.Duration(i+1)*time.Second)) {
+			t.Fatalf("ban of %s lost or shortened: %+v, %v", key, b, ok)
+		}
+	}
+	if st := s.Stats(); st.Coarsened == 0 || st.Refused != 0 {
+		t.Errorf("Stats() = %+v, want bans coarsened and none refused", st)
+	}
+	// Keys that are no addresses cannot merge: at capacity they are
+	// refused, loudly, and what is held stays.
+	held := s.Stats().Bans
+	var err error
+	for i := 0; err == nil && i <= max; i++ {
+		_, err = s.Put(ban("abuse", fmt.Sprint("user-", i), time.Hour), t0)
+	}
+	if !errors.Is(err, guard.ErrBansFull) || !errors.Is(err, sluice.ErrStoreFull) || s.Stats().Bans != max || s.Stats().Refused != 1 {
+		t.Errorf("Put(key at capacity) error = %v with %+v, want ErrBansFull at %d", err, s.Stats(), max)
+	}
+	if _, ok := s.Match("abuse", banned[0], t0); !ok || held == 0 {
+		t.Error("a ban was dropped to make room for a key")
+	}
+	// Lapsed bans make room.
+	if _, err := s.Put(ban("abuse", "user-x", 30_000*time.Second), t0.Add(20_001*time.Second)); err != nil {
+		t.Errorf("Put after every ban lapsed: %v", err)
+	}
+}
+
+// TestBanSetLongKeys checks that a huge key costs a digest's room, and is
+// still found.
+func TestBanSetLongKeys(t *testing.T) {
+	var s guard.BanSet
+	long := string(make([]byte, 1<<20))
+	b, err := s.Put(ban("j", long, time.Hour), t0)
+	if err != nil || len(b.Key) > guard.MaxBanKey {
+		t.Fatalf("Put(1 MiB key) = %d-byte key, %v", len(b.Key), err)
+	}
+	if _, ok := s.Match("j", long, t0); !ok {
+		t.Error("the long key's ban is not found")
+	}
+	if _, ok := s.Match("j", long[:len(long)-1], t0); ok {
+		t.Error("another long key matches")
+	}
+}
+
+// FuzzBanKey bans arbitrary bytes and checks that nothing panics, that a
+// ban is found by its own key and lifted by it, and that a ban of an
+// address or network covers every address in it.
+func FuzzBanKey(f *testing.F) {
+	for _, s := range []string{"203.0.113.7", "198.51.100.0/24", "2001:db8::/64", "::ffff:1.2.3.4/120", "alice", "", "fe80::1%eth0", "1.2.3.4/33", "0.0.0.0/0", "::/0", "key:x"} {
+		f.Add(s, "203.0.113.9")
+	}
+	f.Fuzz(func(t *testing.T, key, probe string) {
+		var s guard.BanSet
+		b, err := s.Put(ban("j", key, time.Hour), t0)
+		if key == "" {
+			if err == nil {
+				t.Fatal("a ban without a key was accepted")
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Put(%q): %v", key, err)
+		}
+		if got, ok := s.Match("j", key, t0); !ok || got.Key != b.Key {
+			t.Fatalf("Match(%q) = %+v, %v; want the ban %q", key, got, ok, b.Key)
+		}
+		if p, err := netip.ParsePrefix(b.Key); err == nil {
+			if a, err := netip.ParseAddr(probe); err == nil && a.Zone() == "" && p.Contains(a.Unmap()) {
+				if _, ok := s.MatchAddr("j", a, t0); !ok {
+					t.Fatalf("ban of %s does not cover %s", p, a)
+				}
+			}
+		}
+		s.Match("", probe, t0)
+		if !s.Delete("j", key) || s.Stats().Bans != 0 {
+			t.Fatalf("Delete(%q) left %d bans", key, s.Stats().Bans)
+		}
+	})
+}
