@@ -44,6 +44,30 @@ type Binder interface {
 	Bind(as Store, prefix string, limits []Limit) (Bound, error)
 }
 
+// A Batcher is a Store that can decide many requests in one call, as
+// store/redis does in one round trip per server: each request is decided
+// on its own, atomically, as Decide would decide it, in the order of the
+// slice, and ds[i], errs[i] answer rs[i]. A layer over a store (a
+// failure policy, metrics) is a Batcher too when the store under it is,
+// so that a batch reaches the store whole; see DecideBatch.
+type Batcher interface {
+	Store
+	DecideBatch(ctx context.Context, rs []Request) (ds []Decision, errs []error)
+}
+
+// DecideBatch decides rs in one call of s when s is a Batcher, and with
+// one Decide each otherwise: ds[i], errs[i] answer rs[i].
+func DecideBatch(ctx context.Context, s Store, rs []Request) ([]Decision, []error) {
+	if b, ok := s.(Batcher); ok {
+		return b.DecideBatch(ctx, rs)
+	}
+	ds, errs := make([]Decision, len(rs)), make([]error, len(rs))
+	for i, r := range rs {
+		ds[i], errs[i] = s.Decide(ctx, r)
+	}
+	return ds, errs
+}
+
 // A Bound decides the requests of one prefix and policy: Decide(ctx, key,
 // op, cost, now) decides as the Binder's Decide would decide
 // Request{Prefix: prefix, Key: key, Limits: limits, Op: op, Cost: cost,

@@ -36,7 +36,7 @@ type Config struct {
 	Listen string
 	// Rules are the named policies clients ask about, in file order,
 	// with unique names. A configuration has at least one rule or domain.
-	Rules []Rule
+	Rules []NamedRule
 	// Domains are the descriptor rule trees (Envoy's format), in file
 	// order, with names unique among domains and rules.
 	Domains []Domain
@@ -50,9 +50,10 @@ type Config struct {
 	ForwardAuth ForwardAuth
 }
 
-// A Rule is a named policy: a request under the rule is allowed only if
+// A NamedRule is a rule of the file's rules section, asked by its name and
+// a key (an address, a username): a request under it is allowed only if
 // every one of its limits allows it.
-type Rule struct {
+type NamedRule struct {
 	// Name identifies the rule in requests. It is also the action of
 	// the rule's limiter, so it is part of every key the rule stores:
 	// 1 to 64 letters, digits, '_', '-' or '.'.
@@ -67,13 +68,13 @@ type Rule struct {
 }
 
 // Rule returns the rule named name, and whether there is one.
-func (c *Config) Rule(name string) (Rule, bool) {
+func (c *Config) Rule(name string) (NamedRule, bool) {
 	for _, r := range c.Rules {
 		if r.Name == name {
 			return r, true
 		}
 	}
-	return Rule{}, false
+	return NamedRule{}, false
 }
 
 //go:embed sample.yaml

@@ -30,7 +30,7 @@ rules:
 			want: &Config{
 				Store:  Store{Type: StoreMemory},
 				Listen: "127.0.0.1:9090",
-				Rules: []Rule{
+				Rules: []NamedRule{
 					{Name: "login", Limits: []sluice.Limit{sluice.PerMinute(5), sluice.PerHour(20)}},
 					{Name: "api", Limits: []sluice.Limit{{Rate: 100, Period: time.Second, Burst: 200}}},
 				},
@@ -42,7 +42,7 @@ rules:
 			want: &Config{
 				Store:  Store{Type: StoreMemory},
 				Listen: DefaultListen,
-				Rules: []Rule{{Name: "a.b_c-1", Limits: []sluice.Limit{
+				Rules: []NamedRule{{Name: "a.b_c-1", Limits: []sluice.Limit{
 					{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow, Staggered: true},
 				}}},
 			},
@@ -66,7 +66,7 @@ listen: "[::1]:0"
 			want: &Config{
 				Store:  Store{Type: StoreMemory},
 				Listen: "[::1]:0",
-				Rules: []Rule{
+				Rules: []NamedRule{
 					{Name: "a", Limits: []sluice.Limit{{Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow, Buckets: 6}}},
 					{Name: "b", Limits: []sluice.Limit{{Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow, Buckets: 6}}},
 				},

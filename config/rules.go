@@ -322,7 +322,7 @@ func (f *file) rules(v *validator, c *Config) error {
 		if err != nil {
 			return err
 		}
-		c.Rules = append(c.Rules, Rule{Name: name, Limits: ls, Shadow: fr.Shadow})
+		c.Rules = append(c.Rules, NamedRule{Name: name, Limits: ls, Shadow: fr.Shadow})
 	}
 	return nil
 }

@@ -175,6 +175,10 @@ type Guard struct {
 	Deny []string
 	// Jails ban actors whose requests are denied too often. Default none.
 	Jails []Jail
+	// MaxBans bounds the bans the ban registry holds (see guard.BanSet:
+	// at capacity, address bans merge into network bans). Default 0:
+	// guard.DefaultMaxBans.
+	MaxBans int
 }
 
 // A Jail bans the actors that rules deny too often: MaxFailures denials
@@ -216,6 +220,11 @@ type ForwardAuth struct {
 	// back to 429 with error_page). Default 429. ?deny_status= overrides
 	// it per request.
 	DenyStatus int
+	// IPv6Prefix is the length of the network an IPv6 client is keyed
+	// (and jailed) by, the "ip" part of the key: 1 to 128. Default 64:
+	// one host owns a /64, and keying by address would give it 2^64
+	// fresh allowances.
+	IPv6Prefix int
 }
 
 // Key parts of ForwardAuth.Key.
@@ -264,9 +273,10 @@ type (
 		TokenEnv string `yaml:"token_env"`
 	}
 	fileGuard struct {
-		Allow []string   `yaml:"allow"`
-		Deny  []string   `yaml:"deny"`
-		Jails []fileJail `yaml:"jails"`
+		Allow   []string   `yaml:"allow"`
+		Deny    []string   `yaml:"deny"`
+		Jails   []fileJail `yaml:"jails"`
+		MaxBans int        `yaml:"max_bans"`
 	}
 	fileJail struct {
 		Name        string        `yaml:"name"`
@@ -282,6 +292,7 @@ type (
 		Key            []string `yaml:"key"`
 		TrustedProxies []string `yaml:"trusted_proxies"`
 		DenyStatus     int      `yaml:"deny_status"`
+		IPv6Prefix     int      `yaml:"ipv6_prefix"`
 	}
 )
 
@@ -384,8 +395,8 @@ func (f *fileFailure) failure(v *validator, c *Config) (Failure, error) {
 
 func validPolicy(p string) bool { return p == FailLocal || p == FailOpen || p == FailClosed }
 
-func hasRule(rules []Rule, name string) bool {
-	return slices.ContainsFunc(rules, func(r Rule) bool { return r.Name == name })
+func hasRule(rules []NamedRule, name string) bool {
+	return slices.ContainsFunc(rules, func(r NamedRule) bool { return r.Name == name })
 }
 
 // admin validates the admin section.
@@ -412,8 +423,11 @@ func (f *fileAdmin) admin(v *validator) (Admin, error) {
 }
 
 // guard validates the guard section against the rules.
-func (f *fileGuard) guard(v *validator, rules []Rule) (Guard, error) {
-	g := Guard{Allow: f.Allow, Deny: f.Deny}
+func (f *fileGuard) guard(v *validator, rules []NamedRule) (Guard, error) {
+	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans}
+	if g.MaxBans < 0 {
+		return g, v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans)
+	}
 	for _, list := range []struct {
 		name    string
 		entries []string
@@ -458,8 +472,8 @@ func (f *fileGuard) guard(v *validator, rules []Rule) (Guard, error) {
 }
 
 // forwardAuth validates the forward_auth section against the rules.
-func (f *fileForwardAuth) forwardAuth(v *validator, rules []Rule) (ForwardAuth, error) {
-	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus}
+func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardAuth, error) {
+	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus, IPv6Prefix: f.IPv6Prefix}
 	if fa.Rule == "" {
 		if len(rules) > 0 { // an Envoy file has domains and no named rules
 			fa.Rule = rules[0].Name
@@ -492,6 +506,12 @@ func (f *fileForwardAuth) forwardAuth(v *validator, rules []Rule) (ForwardAuth, 
 	case 429, 403:
 	default:
 		return fa, v.errorf(at("forward_auth", "deny_status"), "deny_status %d must be 429 or 403", fa.DenyStatus)
+	}
+	switch {
+	case fa.IPv6Prefix == 0:
+		fa.IPv6Prefix = 64
+	case fa.IPv6Prefix < 1 || fa.IPv6Prefix > 128:
+		return fa, v.errorf(at("forward_auth", "ipv6_prefix"), "ipv6_prefix %d must be 1 to 128", fa.IPv6Prefix)
 	}
 	return fa, nil
 }

@@ -28,7 +28,7 @@ func TestParseService(t *testing.T) {
 			want: Config{
 				Store:       Store{Type: StoreMemory},
 				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
-				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429},
+				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64},
 			},
 		},
 		{
@@ -54,6 +54,7 @@ forward_auth:
   key: [ip, method, path, "header:X-Api-Key"]
   trusted_proxies: [10.1.0.0/16]
   deny_status: 403
+  ipv6_prefix: 56
 `,
 			want: Config{
 				Store: Store{Type: StoreRedis, Redis: RedisStore{
@@ -66,7 +67,7 @@ forward_auth:
 					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3,
 				}}},
 				ForwardAuth: ForwardAuth{Rule: "api", Key: []string{"ip", "method", "path", "header:X-Api-Key"},
-					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, DenyStatus: 403},
+					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, DenyStatus: 403, IPv6Prefix: 56},
 			},
 		},
 		{
@@ -83,7 +84,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 				}}},
 				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
 				Admin:       Admin{Listen: "[::1]:9091", Token: "a-token-of-sixteen+"},
-				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429},
+				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64},
 			},
 		},
 		{
@@ -92,7 +93,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 			want: Config{
 				Store:       Store{Type: StoreMemcached, Memcached: MemcachedStore{Addrs: []string{"m1:11211", "m2:11211"}, Weights: []int{1, 2}}},
 				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
-				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429},
+				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64},
 			},
 		},
 	}
@@ -154,6 +155,7 @@ func TestParseServiceErrors(t *testing.T) {
 		{"fa key", "forward_auth: {key: [ip, cookie]}\n", []string{"forward_auth.key[1]:", `unknown key part "cookie"`}},
 		{"fa header", "forward_auth: {key: [\"header:\"]}\n", []string{"forward_auth.key[0]:"}},
 		{"fa proxies", "forward_auth: {trusted_proxies: [everyone]}\n", []string{"forward_auth.trusted_proxies[0]:"}},
+		{"fa ipv6 prefix", "forward_auth: {ipv6_prefix: 129}\n", []string{"forward_auth.ipv6_prefix:", "1 to 128"}},
 		{"fa status", "forward_auth: {deny_status: 500}\n", []string{"forward_auth.deny_status:", "429 or 403"}},
 	}
 	checkParseErrors(t, "t.yaml", twoRules, tests)

@@ -30,7 +30,11 @@ const DefaultMaxHops = 16
 // entries sit to the left of the hop its first proxy appended.
 //
 // Addresses are returned without IPv6 zone, and IPv4-mapped IPv6
-// addresses (::ffff:192.0.2.1) as IPv4, so one client has one key.
+// addresses (::ffff:192.0.2.1) as IPv4, so one client has one key. As a
+// key (Key, AppendKey), an IPv6 client is its network of IPv6Prefix
+// bits, a /64 by default: every IPv6 host owns at least a /64, and
+// keying by address would let one client rotate through 2^64 keys, each
+// with a fresh allowance.
 //
 // The zero value trusts no proxy. A ClientIP must not be changed once in
 // use; it is then safe for concurrent use.
@@ -44,7 +48,16 @@ type ClientIP struct {
 	// MaxHops bounds how many hops are examined; a chain of more trusted
 	// hops than this yields no address. Default DefaultMaxHops.
 	MaxHops int
+	// IPv6Prefix is the length of the network an IPv6 client is keyed by
+	// ("2001:db8:1:2::/64"). Default 0: DefaultIPv6Prefix; 128 keys each
+	// address on its own. See AdaptivePrefix for a prefix that widens
+	// under attack.
+	IPv6Prefix int
 }
+
+// DefaultIPv6Prefix is the length of the network a ClientIP keys an IPv6
+// client by when its IPv6Prefix is zero.
+const DefaultIPv6Prefix = 64
 
 // Addr returns the client's address, or false when none can be derived:
 // a connection address that is not IP (a Unix socket), or, behind a
@@ -107,22 +120,28 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 
 var _ KeyAppender = (*ClientIP)(nil)
 
-// Key returns the client's address as a key, as Addr derives it.
-func (c *ClientIP) Key(r *http.Request) (string, bool) {
-	a, ok := c.Addr(r)
-	if !ok {
-		return "", false
-	}
-	return a.String(), true
-}
+// Key returns the client's key: its address as Addr derives it, for an
+// IPv6 client its network of IPv6Prefix bits.
+func (c *ClientIP) Key(r *http.Request) (string, bool) { return keyString(c, r) }
 
-// AppendKey appends the client's address, as Key returns it, to dst.
+// AppendKey appends the client's key, as Key returns it, to dst.
 func (c *ClientIP) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
 	a, ok := c.Addr(r)
 	if !ok {
 		return dst, false
 	}
+	if bits := c.v6Bits(); a.Is6() && bits < 128 {
+		return appendPrefix(dst, a, bits), true
+	}
 	return a.AppendTo(dst), true
+}
+
+// v6Bits is the length of the network an IPv6 client is keyed by.
+func (c *ClientIP) v6Bits() int {
+	if c == nil || c.IPv6Prefix <= 0 || c.IPv6Prefix > 128 {
+		return DefaultIPv6Prefix
+	}
+	return c.IPv6Prefix
 }
 
 func (c *ClientIP) header() string {

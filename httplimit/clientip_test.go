@@ -69,11 +69,38 @@ func TestClientIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := tt.c.Key(tt.r)
+			a, ok := tt.c.Addr(tt.r)
+			got := ""
+			if ok {
+				got = a.String()
+			}
 			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("Key() = %q, %v, want %q, %v", got, ok, tt.want, tt.wantOK)
+				t.Errorf("Addr() = %q, %v, want %q, %v", got, ok, tt.want, tt.wantOK)
 			}
 		})
+	}
+}
+
+// TestClientIPKeyIPv6 checks that an IPv6 client is keyed by its /64 (or
+// the configured network), so that rotating through the addresses of
+// one network gives no new key, while IPv4 clients keep their address.
+func TestClientIPKeyIPv6(t *testing.T) {
+	for _, tt := range []struct {
+		c      httplimit.ClientIP
+		remote string
+		want   string
+	}{
+		{httplimit.ClientIP{}, "[2001:db8:1:2::1]:80", "2001:db8:1:2::/64"},
+		{httplimit.ClientIP{}, "[2001:db8:1:2:ffff:ffff:ffff:ffff]:80", "2001:db8:1:2::/64"},
+		{httplimit.ClientIP{}, "[fe80::1%eth0]:80", "fe80::/64"},
+		{httplimit.ClientIP{IPv6Prefix: 48}, "[2001:db8:1:2::1]:80", "2001:db8:1::/48"},
+		{httplimit.ClientIP{IPv6Prefix: 128}, "[2001:db8:1:2::1]:80", "2001:db8:1:2::1"},
+		{httplimit.ClientIP{}, "[::ffff:203.0.113.7]:80", "203.0.113.7"},
+		{httplimit.ClientIP{}, "203.0.113.7:80", "203.0.113.7"},
+	} {
+		if got, ok := tt.c.Key(request(tt.remote)); !ok || got != tt.want {
+			t.Errorf("httplimit.ClientIP{IPv6Prefix: %d}.Key(%s) = %q, %v; want %q", tt.c.IPv6Prefix, tt.remote, got, ok, tt.want)
+		}
 	}
 }
 

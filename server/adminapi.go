@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -32,7 +32,7 @@ func (s *Service) AdminHandler() http.Handler {
 
 // Rules lists the rules in force (named rules and the descriptor rules
 // of domains), with their failure policy and jails.
-func (s *Service) Rules() []admin.Rule {
+func (s *Service) Rules() []admin.RuleView {
 	st := s.state.Load()
 	jails := map[string][]string{}
 	for _, j := range st.cfg.Guard.Jails {
@@ -40,12 +40,11 @@ func (s *Service) Rules() []admin.Rule {
 			jails[r] = append(jails[r], j.Name)
 		}
 	}
-	var out []admin.Rule
-	for _, ru := range st.api.Engine().Rules() {
-		scope := cmp.Or(ru.Domain, ru.ID)
-		ar := admin.Rule{Name: ru.ID, Failure: "none (memory store)", Jails: jails[ru.ID]}
-		if st.cfg.Store.Shared() {
-			ar.Failure = st.cfg.Failure.PolicyOf(scope)
+	var out []admin.RuleView
+	for _, ru := range st.engine.Rules() {
+		ar := admin.RuleView{Name: ru.ID, Failure: "none (memory store)", Jails: jails[ru.ID]}
+		if s.st.policies != nil {
+			ar.Failure = st.policies[scopeOf(ru)]
 		}
 		switch {
 		case ru.Unlimited:
@@ -73,11 +72,11 @@ func (s *Service) Peek(ctx context.Context, rule, key string) (admin.Decision, e
 	if _, ok := st.cfg.Rule(rule); !ok {
 		return admin.Decision{}, fmt.Errorf("named rule %q: %w", rule, admin.ErrNotFound)
 	}
-	res, err := st.api.Engine().Check(ctx, rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}, Op: sluice.OpPeek})
+	res, err := st.engine.Check(ctx, rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}, Op: sluice.OpPeek})
 	if err != nil {
 		return admin.Decision{}, err
 	}
-	c := newCheckResponse(rule, res.Statuses[0].Decision)
+	c := httpapi.NewCheckResponse(rule, res.Statuses[0].Decision)
 	return admin.Decision{Allowed: res.Allowed, Rule: rule, Policy: c.Policy, Remaining: c.Remaining,
 		ResetAfter: c.ResetAfter, RetryAfter: c.RetryAfter}, nil
 }
@@ -89,9 +88,9 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// Bans lists the bans in force that this process made or was told of.
+// Bans lists the bans in force that the service enforces.
 func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
-	bans, err := s.reg.List(ctx, s.now())
+	bans, err := s.st.registry.List(ctx, s.now())
 	if err != nil {
 		return nil, err
 	}
@@ -180,10 +179,10 @@ func (s *Service) Edit(name, entry string, add bool) error {
 
 // Denials lists the latest denials of the rules, newest first.
 func (s *Service) Denials() []admin.Denial {
-	ds := s.st.top.denials.list()
+	ds := s.denials.list()
 	out := make([]admin.Denial, len(ds))
 	for i, d := range ds {
-		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: seconds(d.RetryAfter)}
+		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: httpapi.Seconds(d.RetryAfter)}
 	}
 	return out
 }

@@ -124,7 +124,7 @@ func TestAdminAPI(t *testing.T) {
 	call("GET", "/admin/api/lists/other", "", 404)
 
 	// Rules, peek (which takes nothing) and denials.
-	var rules []admin.Rule
+	var rules []admin.RuleView
 	_ = json.Unmarshal(call("GET", "/admin/api/rules", "", 200).Body.Bytes(), &rules)
 	if len(rules) != 2 || rules[1].Name != "login" || rules[1].Limits[0] != "2/min" || rules[1].Jails[0] != "abuse" {
 		t.Errorf("rules = %+v", rules)

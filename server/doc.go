@@ -1,107 +1,46 @@
-// Package server is the HTTP API of sluice serve: clients name a rule and
-// a key, and the server answers whether that key may act now under the
-// rule's limits, keeping the state in one [sluice.Store] shared by every
-// rule.
+// Package server is sluice serve without its listeners: a [Service]
+// builds a configuration (package config) into rules, a guard and APIs
+// over one store, serves them, and swaps them on reload while the store,
+// and so every counter and ban, stays.
 //
-// # Endpoints
+// # The path of a request
 //
-//	POST /v1/check   {"rule":"login","key":"203.0.113.7","cost":1,"peek":false}
-//	POST /v1/check   {"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"203.0.113.7"}]}]}
-//	POST /v1/check   {"checks":[{...},{...}]}
-//	POST /v1/reset   {"rule":"login","key":"203.0.113.7"}
-//	POST /v1/reset   {"domain":"edge","descriptors":[...]}
-//	GET  /healthz    the process serves
-//	GET  /readyz     the store answers
+// A request reads top to bottom:
 //
-// Request bodies are JSON objects (Content-Type: application/json) of at
-// most [DefaultMaxBodyBytes] by default. Unknown fields are refused, so a
-// misspelt "cots" is an error rather than a silent cost of 1.
+//  1. a listener: HTTP ([Service.Handler]) or gRPC
+//     (envoyrls.NewServer over [Service.RateLimitService]);
+//  2. the API that decodes it: the HTTP JSON API (package
+//     server/httpapi, POST /v1/check and /v1/reset), forward-auth
+//     (package server/forwardauth, GET /v1/auth), or Envoy's rate limit
+//     API (package server/envoyrls: gRPC and POST /json);
+//  3. the rules engine of the configuration in force (package
+//     server/rules): it matches the request to its rules, applies the
+//     guard (allow list, deny list, bans; see guard.Guard) to the actor
+//     of a named rule, and decides;
+//  4. the rule's own store: when the configuration was built, each named
+//     rule and each domain got the store of its failure policy (open,
+//     local or closed, over Redis or memcached; the memory store cannot
+//     fail) wrapped with its metrics. No layer works out again what
+//     another already knew.
 //
-// # Check
+// Bans live in a ban registry beside the store (guard.BanSet in each
+// process; on Redis shared by the fleet, package guard/redisbans), never
+// in the rate states, so that no key flood, eviction or full store lifts
+// one.
 //
-// A check takes cost units (default 1) from key under every limit of the
-// rule, all or nothing; with "peek":true it only reports whether it would.
-// The answer is 200 whether the key is allowed or not, with a
-// [CheckResponse]:
+// # Other endpoints
 //
-//	{"allowed":false,"rule":"login","limit":5,"policy":"5/min","remaining":0,
-//	 "reset_after":59.2,"retry_after":11.2}
+//	GET /healthz   the process serves
+//	GET /readyz    the store answers a peek within two seconds
+//	GET /metrics   Prometheus metrics (decisions by rule, guard verdicts,
+//	               bans, store failures, breakers, HTTP requests)
 //
-// limit, policy and remaining describe the limit that binds (for a denial,
-// the one with the longest wait; otherwise the one with the fewest
-// remaining). reset_after and retry_after are seconds as decimal numbers,
-// rounded up to the millisecond so that a client that waits retry_after is
-// not denied again for having waited too little; retry_after is 0 when
-// allowed.
+// and, on its own listener when the configuration sets an admin token,
+// the admin API and dashboard (package server/admin) at /admin/.
 //
-// The response also carries the fields of the IETF RateLimit header draft:
-// RateLimit-Policy lists every limit of the rule (`"login-1m";q=5;w=60`),
-// RateLimit gives the binding one's remaining units and seconds to reset
-// (`"login-1m";r=0;t=60`), and a denial adds Retry-After in whole seconds,
-// rounded up. A rule of one limit names its item after the rule; a rule of
-// several appends each limit's period.
+// # Logs
 //
-// # Descriptors
-//
-// A check may name a descriptor domain of the configuration (Envoy's
-// format, see package config) and give descriptors instead of a rule and
-// a key; they are decided together by the same engine as Envoy's gRPC
-// API (package rules): allowed only if no enforced descriptor is over its
-// limit, and a denied request takes nothing. The answer's top-level
-// fields describe the binding descriptor (the denying one with the
-// longest wait, else the one closest to its limit), "rule" being its
-// rule's ID ("edge.path_/login.remote_address"), and "statuses" has one
-// [DescriptorStatus] per descriptor. A descriptor that matches no rule is
-// allowed and counts nothing.
-//
-// # Batches
-//
-// {"checks":[...]} asks up to [DefaultMaxBatch] checks (of either form)
-// in one request; they are decided in order, each on its own, and
-// answered as {"results":[...]}, one [CheckResponse] per check. A check
-// the client got wrong (an unknown rule, a cost above the burst) is
-// answered {"error":"..."} in its place; a store failure fails the batch
-// with 503. Batch answers carry no RateLimit fields.
-//
-// # Shadow rules
-//
-// A rule marked shadow (named rules) or shadow_mode (descriptors) is a
-// dry run: it counts as usual but never denies, and the answer says
-// "shadowed":true when it would have.
-//
-// # Guard
-//
-// When the server is a [Service]'s, its guard section (allow and deny
-// lists, jails) judges the key of every check of a named rule before the
-// rule's limits, as Envoy's gRPC API and forward-auth do: an allow-listed
-// key (an address or network of the list, or a "key:" entry) is allowed
-// without counting, "guard":"allow-list" and no limit fields; a
-// deny-listed one is refused, "allowed":false, "guard":"deny-list",
-// without retry_after; for a rule whose denials a jail counts, a key
-// banned by any jail is refused with "guard":"banned" and the ban's
-// remaining time as retry_after, reset_after and Retry-After, and each
-// take the rule's limits deny is a failure in those jails. Descriptor
-// domains have no actor: the guard does not apply to them.
-//
-// # Reset
-//
-// A reset forgets key's state under every limit of the rule (after a
-// successful sign-in, the failures before it no longer count), or the
-// states of the rules the descriptors match, and answers 204 No Content.
-//
-// # Errors
-//
-// Errors are JSON objects {"error":"..."} ([ErrorResponse]) with status
-//
-//	400  malformed JSON, an unknown field, a missing or unknown rule or
-//	     domain, a missing key, no or empty descriptors, more than the
-//	     engine's descriptors (rules.DefaultMaxDescriptors) or the
-//	     batch's checks, a cost below 0 or above the rule's burst
-//	404  no such endpoint
-//	405  a method other than POST (GET for the probes)
-//	413  a body larger than the limit
-//	415  a body that is not application/json
-//	503  the store failed to decide (details go to the log, not the client)
-//
-// Over the limit is not an error: it is a 200 with "allowed":false.
+// A flood of requests cannot flood the logs: every line of the service
+// passes a throttle of a few lines a second per message and rule, and
+// the lines that pass after some were left out say how many.
 package server

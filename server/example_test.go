@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"strings"
@@ -8,10 +9,9 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
-// The HTTP API over the in-process store, asked without a network through
+// A Service on the in-process store, asked without a network through
 // httptest. The clock is fixed so that the output is the same every run.
 func Example() {
 	cfg, err := config.Parse("rules.yaml", []byte(`
@@ -23,17 +23,15 @@ rules:
 		fmt.Println(err)
 		return
 	}
-	store := memory.New(memory.Config{})
-	defer store.Close()
-	srv, err := server.New(server.Config{
-		Store: store,
-		Rules: cfg.Rules,
+	svc, err := server.NewService(context.Background(), cfg, server.Options{
 		Clock: func() time.Time { return time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC) },
 	})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer svc.Close()
+	srv := svc.Handler()
 	for range 3 {
 		r := httptest.NewRequest("POST", "/v1/check", strings.NewReader(`{"rule":"login","key":"203.0.113.7"}`))
 		r.Header.Set("Content-Type", "application/json")

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/server/httpapi"
 )
 
 // outcome is an API's answer to one check, in common terms.
@@ -29,9 +30,9 @@ var guardAPIs = []struct {
 }{
 	{"http", func(t *testing.T, s *Service, rule, key string) outcome {
 		t.Helper()
-		body, _ := json.Marshal(CheckRequest{Rule: rule, Key: key})
+		body, _ := json.Marshal(httpapi.CheckRequest{Rule: rule, Key: key})
 		w := do(t, s.Handler(), http.MethodPost, "/v1/check", string(body))
-		var cr CheckResponse
+		var cr httpapi.CheckResponse
 		if err := json.Unmarshal(w.Body.Bytes(), &cr); w.Code != http.StatusOK || err != nil {
 			t.Fatalf("POST /v1/check %s = %d %s, want 200", body, w.Code, w.Body)
 		}
@@ -138,9 +139,10 @@ func TestGuardOnEveryAPI(t *testing.T) {
 			if w := auth(t, s.Handler(), "?rule=api", ip); w.Code != http.StatusForbidden || w.Header().Get("Retry-After") == "" {
 				t.Errorf("forward-auth of the banned address = %d (Retry-After %q), want 403 with Retry-After", w.Code, w.Header().Get("Retry-After"))
 			}
-			// A rule that feeds no jail does not look bans up.
-			if o := ask("api", ip); !o.allowed || o.guard != "" {
-				t.Errorf("banned key under api (no jail) = %+v, want the limits to decide", o)
+			// A ban refuses the actor under every rule, as forward-auth
+			// and guard.Middleware do, not only under the jail's rules.
+			if o := ask("api", ip); o.allowed || o.guard != "banned" {
+				t.Errorf("banned key under api (no jail) = %+v, want banned", o)
 			}
 			clk.Advance(12 * time.Minute) // past the ban, jitter included
 			if o := ask("login", ip); !o.allowed || o.guard != "" {

@@ -5,14 +5,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/httpstatus"
 	"github.com/sluicehq/sluice/store/fallback"
 )
@@ -23,10 +22,10 @@ var (
 	resultLabels = [...]string{"allowed", "denied", "error"}
 )
 
-// otherRule labels the decisions of limiters that belong to no rule of
-// the configuration (jails, readiness probes): one label for them all,
-// so that no request can create a series.
-const otherRule = "-"
+// jailsRule labels the decisions of the jails' limiters (failures and
+// offences): one label for them all, so that no request can create a
+// series.
+const jailsRule = "-"
 
 // metrics holds the Prometheus collectors of a Service. Every label has a
 // bounded set of values (rules, ops, results, handlers, status codes):
@@ -40,6 +39,7 @@ type metrics struct {
 	reloads     *prometheus.CounterVec
 	lastReload  prometheus.Gauge
 	bans        *prometheus.CounterVec
+	guard       *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 }
@@ -79,6 +79,10 @@ func newMetrics() *metrics {
 		Name: "sluice_bans_total",
 		Help: "Bans made, by jail (by the jail's rules or by an admin).",
 	}, []string{"jail"})
+	m.guard = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_guard_total",
+		Help: "Requests the guard decided before the limits, by rule and action (allow-list, deny-list, banned).",
+	}, []string{"rule", "action"})
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_http_requests_total",
 		Help: "HTTP requests by handler and status code.",
@@ -89,9 +93,27 @@ func newMetrics() *metrics {
 		Buckets: latencyBuckets,
 	}, []string{"handler"})
 	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.breakerOpen, m.reloads, m.lastReload,
-		m.bans, m.requests, m.duration,
+		m.bans, m.guard, m.requests, m.duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watchBans exports the size of the ban set the service enforces from.
+func (m *metrics) watchBans(set *guard.BanSet) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_active", Help: "Bans held by the ban registry (in force, or lapsed and not yet dropped).",
+		}, func() float64 { return float64(set.Stats().Bans) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_capacity", Help: "Bans the ban registry holds at most.",
+		}, func() float64 { return float64(set.Stats().Max) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_bans_coarsened_total", Help: "Bans merged into a network ban because the registry was at capacity.",
+		}, func() float64 { return float64(set.Stats().Coarsened) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_bans_refused_total", Help: "Bans refused because the registry was at capacity and nothing could merge.",
+		}, func() float64 { return float64(set.Stats().Refused) }),
+	)
 }
 
 // breaker records the state of a breaker.
@@ -137,45 +159,22 @@ func (m *metrics) rule(name string) *ruleMetrics {
 	return r
 }
 
-// meterTable maps the prefixes of the rules' limiters to their metrics.
-type meterTable struct {
-	byPrefix map[string]*ruleMetrics
-	other    *ruleMetrics
-}
-
-// A meter is a sluice.Store that counts and times the decisions of the
-// store under it by rule, and keeps the latest denials for the dashboard.
+// A meter is the store of one rule (a named rule, a domain, or the jails):
+// it counts and times the decisions of the store under it, and keeps the
+// rule's latest denials for the dashboard. It is a sluice.Batcher, so
+// that the descriptors of a request reach the store in one batch.
 type meter struct {
 	next    sluice.Store
-	m       *metrics
-	table   atomic.Pointer[meterTable]
-	denials denialLog
+	rm      *ruleMetrics
+	denials *denialLog // nil: denials not kept
 }
 
-func newMeter(next sluice.Store, m *metrics) *meter {
-	mt := &meter{next: next, m: m}
-	mt.table.Store(&meterTable{byPrefix: map[string]*ruleMetrics{}, other: m.rule(otherRule)})
-	mt.denials.max = 100
-	return mt
-}
-
-// setRules names the rules and domains of c whose decisions are counted
-// under their own label, by the prefixes of their states.
-func (mt *meter) setRules(c *config.Config, namespace string) {
-	t := &meterTable{byPrefix: map[string]*ruleMetrics{}, other: mt.m.rule(otherRule)}
-	for _, name := range ruleNames(c) {
-		for _, p := range prefixes(c, namespace, name) {
-			t.byPrefix[p] = mt.m.rule(name)
-		}
-	}
-	mt.table.Store(t)
-}
+var _ sluice.Batcher = (*meter)(nil)
 
 func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
-	t := mt.table.Load()
 	start := time.Now()
 	d, err := mt.next.Decide(ctx, r)
-	mt.record(t, &r, d, err, start, time.Since(start))
+	mt.record(&r, d, err, start, time.Since(start))
 	return d, err
 }
 
@@ -183,58 +182,31 @@ func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision,
 // store can batch (one round trip on Redis), else one Decide each, and
 // counts each request as Decide does; each is timed as the whole batch.
 func (mt *meter) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
-	b, ok := mt.next.(batcher)
-	if !ok {
-		return decideEach(ctx, mt, rs)
-	}
-	t := mt.table.Load()
 	start := time.Now()
-	ds, errs := b.DecideBatch(ctx, rs)
+	ds, errs := sluice.DecideBatch(ctx, mt.next, rs)
 	took := time.Since(start)
 	for i := range rs {
-		mt.record(t, &rs[i], ds[i], errs[i], start, took)
+		mt.record(&rs[i], ds[i], errs[i], start, took)
 	}
 	return ds, errs
 }
 
 // record counts and times the decision d, err of r, asked at start.
-func (mt *meter) record(t *meterTable, r *sluice.Request, d sluice.Decision, err error, start time.Time, took time.Duration) {
-	rm, ok := t.byPrefix[r.Prefix]
-	if !ok {
-		rm = t.other
-	}
-	rm.latency.Observe(took.Seconds())
+func (mt *meter) record(r *sluice.Request, d sluice.Decision, err error, start time.Time, took time.Duration) {
+	mt.rm.latency.Observe(took.Seconds())
 	res := 0
 	switch {
 	case err != nil:
 		res = 2
 	case !d.Allowed:
 		res = 1
-		if r.Op == sluice.OpTake && ok {
-			mt.denials.add(Denial{Time: start, Rule: rm.name, Key: r.Key, RetryAfter: d.RetryAfter})
+		if r.Op == sluice.OpTake && mt.denials != nil {
+			mt.denials.add(Denial{Time: start, Rule: mt.rm.name, Key: r.Key, RetryAfter: d.RetryAfter})
 		}
 	}
 	if int(r.Op) < len(opLabels) {
-		rm.counts[r.Op][res].Inc()
+		mt.rm.counts[r.Op][res].Inc()
 	}
-}
-
-// batcher is the optional capability of a store to decide many requests
-// in one call (store/redis: one round trip), which the rules engine uses
-// for the descriptors of a request. Every layer of the service's store
-// has it, so that it reaches the primary store.
-type batcher interface {
-	DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error)
-}
-
-// decideEach is DecideBatch for a layer whose store cannot batch: one
-// Decide of s per request.
-func decideEach(ctx context.Context, s sluice.Store, rs []sluice.Request) ([]sluice.Decision, []error) {
-	ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
-	for i, r := range rs {
-		ds[i], errs[i] = s.Decide(ctx, r)
-	}
-	return ds, errs
 }
 
 // A Denial is a request a rule denied, as the dashboard lists it.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,15 +17,21 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/envoyrls"
+	"github.com/sluicehq/sluice/server/forwardauth"
+	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
 // Options configure a Service beyond its configuration file. The zero
 // value of each field means its default.
 type Options struct {
-	// Logger receives the service's logs. Default slog.Default().
+	// Logger receives the service's logs, at most a few lines a second
+	// per message and rule (see package internal/logthrottle), however
+	// many requests fail or are refused. Default slog.Default().
 	Logger *slog.Logger
 	// Namespace prefixes every key the service stores. Default "sluice".
 	Namespace string
@@ -35,12 +42,17 @@ type Options struct {
 	// Envoy's API, gRPC and /json (envoyrls.Config.ResponseHeaders).
 	// Default false.
 	EnvoyHeaders bool
+	// Store, when set, is the store to decide on instead of the one the
+	// configuration names (for embedding the service, and for tests);
+	// the Service does not close it. Default nil.
+	Store sluice.Store
 }
 
 // A Service is sluice serve without its listeners: the store a
-// configuration names under its failure policies, the API, forward-auth,
-// guard lists and jails, Prometheus metrics, the admin API, and reloads
-// that swap the rules while keeping the store and so the counters.
+// configuration names under its failure policies, the APIs (HTTP JSON,
+// forward-auth, Envoy's gRPC and /json), the guard, Prometheus metrics,
+// the admin API, and reloads that swap the rules while keeping the store
+// and so the counters.
 //
 // Create Services with NewService and Close them when done; the zero
 // value is not usable. A Service is safe for concurrent use: requests in
@@ -50,29 +62,29 @@ type Service struct {
 	log     *slog.Logger
 	m       *metrics
 	st      *stores
+	denials denialLog
 	state   atomic.Pointer[state]
 	reload  sync.Mutex // serializes reloads
-	reg     guard.Registry
 	rls     *envoyrls.Service
 	handler http.Handler
 }
 
 // state is what a configuration builds and a reload replaces whole.
 type state struct {
-	cfg   *config.Config
-	api   *Server
-	auth  *forwardAuth
-	jails map[string]*guard.Jail // by name, ManualJail included
-	allow *guard.List
-	deny  *guard.List
-	gate  *gate        // the lists and jails, as every API applies them
-	admin http.Handler // nil when the admin API is off
+	cfg      *config.Config
+	engine   *rules.Engine
+	api      *httpapi.Handler
+	auth     *forwardauth.Handler
+	jails    map[string]*guard.Jail // by name, ManualJail included
+	allow    *guard.List
+	deny     *guard.List
+	policies map[string]string // failure policy by named rule and domain
+	admin    http.Handler      // nil when the admin API is off
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
 // exists in every configuration, and its bans are enforced like those of
-// the configured jails: by forward-auth for every rule, and by the HTTP
-// and gRPC APIs for the rules a jail counts.
+// the configured jails.
 const ManualJail = "manual"
 
 // NewService opens the store c names and builds the service on it.
@@ -83,41 +95,41 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if o.Namespace == "" {
 		o.Namespace = "sluice"
 	}
-	s := &Service{opts: o, log: o.Logger, m: newMetrics()}
-	st, err := openStores(ctx, c, o.Namespace, s.m, s.log)
+	s := &Service{opts: o, log: slog.New(logthrottle.New(o.Logger.Handler(), logthrottle.Config{})), m: newMetrics()}
+	s.denials.max = 100
+	st, err := openStores(c, o, s.m, s.log)
 	if err != nil {
 		return nil, err
 	}
 	s.st = st
-	s.reg = st.registry
-	if s.reg == nil {
-		s.reg = &guard.MemoryRegistry{}
-	}
+	s.m.watchBans(st.registry.Bans())
 	next, err := s.build(c)
 	if err != nil {
 		return nil, errors.Join(err, st.close())
 	}
-	s.st.top.setRules(c, o.Namespace)
 	s.state.Store(next)
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
 		return nil, errors.Join(err, st.close())
 	}
+	s.handler = s.routes()
+	return s, nil
+}
 
+// routes returns the service's HTTP handler.
+func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.m.instrument("metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})))
-	mux.Handle("/v1/auth", s.m.instrument("auth", http.HandlerFunc(s.serveAuth)))
+	mux.Handle("/v1/auth", s.m.instrument("auth", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.state.Load().auth.ServeHTTP(w, r)
+	})))
 	mux.Handle("/readyz", s.m.instrument("readyz", http.HandlerFunc(s.readyz)))
+	mux.Handle("/healthz", s.m.instrument("healthz", http.HandlerFunc(s.healthz)))
 	mux.Handle("/json", s.m.instrument("json", envoyrls.JSONHandler(s.rls)))
-	mux.Handle("/healthz", s.m.instrument("healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", s.m.instrument("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.state.Load().api.ServeHTTP(w, r)
 	})))
-	api := s.m.instrument("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.state.Load().api.ServeHTTP(w, r)
-	}))
-	mux.Handle("/", api)
-	s.handler = mux
-	return s, nil
+	return mux
 }
 
 // RateLimitService returns Envoy's rate limit service over the service's
@@ -128,47 +140,39 @@ func (s *Service) RateLimitService() *envoyrls.Service { return s.rls }
 // Engine returns the rules engine of the configuration in force, which
 // decides for every API (Envoy's gRPC API asks it at each request, so a
 // reload takes effect at once).
-func (s *Service) Engine() *rules.Engine { return s.state.Load().api.Engine() }
+func (s *Service) Engine() *rules.Engine { return s.state.Load().engine }
 
-// build makes the state of configuration c over the service's store.
+// build makes the state of configuration c over the service's stores:
+// the guard, the jails, each rule wired to its store (its failure
+// policy's, counted and timed by its metrics), the engine and the APIs.
 func (s *Service) build(c *config.Config) (*state, error) {
-	n := &state{cfg: c, jails: map[string]*guard.Jail{}, allow: &guard.List{}, deny: &guard.List{}}
-	for _, e := range c.Guard.Allow {
-		if err := n.allow.Add(e); err != nil {
-			return nil, err
-		}
+	n := &state{cfg: c, allow: &guard.List{}, deny: &guard.List{}, policies: map[string]string{}}
+	if err := n.fillLists(c.Guard); err != nil {
+		return nil, err
 	}
-	for _, e := range c.Guard.Deny {
-		if err := n.deny.Add(e); err != nil {
-			return nil, err
-		}
-	}
-	jails := append([]config.Jail{{Name: ManualJail}}, c.Guard.Jails...)
-	for _, jc := range jails {
-		j, err := guard.NewJail(s.st.top, guard.JailConfig{
-			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
-			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.reg, Namespace: s.opts.Namespace,
-			Clock: s.opts.Clock, OnBan: s.onBan,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("jail %q: %w", jc.Name, err)
-		}
-		n.jails[jc.Name] = j
-	}
-	n.gate = &gate{allow: n.allow, deny: n.deny, jails: n.jails, feeds: map[string][]string{}, log: s.log}
-	for _, j := range c.Guard.Jails {
-		for _, r := range j.Rules {
-			n.gate.feeds[r] = append(n.gate.feeds[r], j.Name)
-		}
-	}
-	api, err := New(Config{Store: s.st.top, Rules: c.Rules, Domains: c.Domains, Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: n.gate})
+	g, err := s.buildGuard(n, c)
 	if err != nil {
 		return nil, err
 	}
-	n.api = api
-	if n.auth, err = newForwardAuth(c, api, n); err != nil {
+	stores := map[string]sluice.Store{}
+	for _, name := range scopes(c) {
+		n.policies[name] = c.Failure.PolicyOf(name)
+		stores[name] = &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials}
+	}
+	n.engine, err = rules.New(rules.Config{
+		Store:    s.st.policy(c.Failure.Policy),
+		StoreFor: func(ru *rules.Rule) sluice.Store { return stores[scopeOf(ru)] },
+		Rules:    c.Rules, Domains: c.Domains,
+		Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: g,
+		OnGuard: func(ru *rules.Rule, a guard.Action) { s.m.guard.WithLabelValues(scopeOf(ru), a.String()).Inc() },
+	})
+	if err != nil {
 		return nil, err
 	}
+	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log}); err != nil {
+		return nil, err
+	}
+	n.auth = forwardauth.New(c.ForwardAuth, n.engine, s.log)
 	if c.Admin.Enabled() {
 		if n.admin, err = admin.Handler(s, c.Admin.Token); err != nil {
 			return nil, err
@@ -177,13 +181,74 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	return n, nil
 }
 
+// fillLists adds the allow and deny entries of g to the state's lists.
+func (n *state) fillLists(g config.Guard) error {
+	for _, e := range g.Allow {
+		if err := n.allow.Add(e); err != nil {
+			return err
+		}
+	}
+	for _, e := range g.Deny {
+		if err := n.deny.Add(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildGuard builds the jails of c (and ManualJail) over the jails'
+// store, and the guard of the state's lists and jails.
+func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
+	store := &meter{next: s.st.policy(config.FailClosed), rm: s.m.rule(jailsRule)}
+	n.jails = map[string]*guard.Jail{}
+	var all []*guard.Jail
+	for _, jc := range append([]config.Jail{{Name: ManualJail}}, c.Guard.Jails...) {
+		j, err := guard.NewJail(store, guard.JailConfig{
+			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
+			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
+			Clock: s.opts.Clock, OnBan: s.onBan,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("jail %q: %w", jc.Name, err)
+		}
+		n.jails[jc.Name] = j
+		all = append(all, j)
+	}
+	strikes := map[string][]*guard.Jail{}
+	for _, jc := range c.Guard.Jails {
+		for _, r := range jc.Rules {
+			strikes[r] = append(strikes[r], n.jails[jc.Name])
+		}
+	}
+	return guard.NewGuard(guard.GuardConfig{Allow: n.allow, Deny: n.deny, Jails: all, Strikes: strikes,
+		IPv6Prefix: c.ForwardAuth.IPv6Prefix, Clock: s.opts.Clock}), nil
+}
+
+// scopes returns the names that failure policies and metrics tell apart:
+// the named rules and the domains.
+func scopes(c *config.Config) []string {
+	names := make([]string, 0, len(c.Rules)+len(c.Domains))
+	for _, r := range c.Rules {
+		names = append(names, r.Name)
+	}
+	for _, d := range c.Domains {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// scopeOf returns the scope of an engine's rule: its domain, or its own
+// name for a named rule.
+func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
+
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()
 	s.log.Info("banned", "jail", b.Jail, "key", b.Key, "until", b.Until.Format(time.RFC3339), "reason", b.Reason, "offences", b.Offences)
 }
 
-// Handler returns the service's HTTP handler: the API of [Server],
-// GET /v1/auth (forward-auth), GET /metrics, /healthz and /readyz.
+// Handler returns the service's HTTP handler: the HTTP JSON API (package
+// server/httpapi), GET /v1/auth (package server/forwardauth), POST /json
+// (package server/envoyrls), GET /metrics, /healthz and /readyz.
 func (s *Service) Handler() http.Handler { return s.handler }
 
 // Config returns the configuration in force.
@@ -192,8 +257,9 @@ func (s *Service) Config() *config.Config { return s.state.Load().cfg }
 // Reload replaces the configuration with c, keeping the store and so the
 // counters of every rule that is kept. A configuration that changes what
 // a reload cannot (the store, the failure timeout and instances, the
-// listeners) or that cannot be built is rejected: the error says why, the
-// old configuration keeps serving, and it is counted as a failed reload.
+// listeners, the ban registry's capacity) or that cannot be built is
+// rejected: the error says why, the old configuration keeps serving, and
+// it is counted as a failed reload.
 func (s *Service) Reload(c *config.Config) error {
 	s.reload.Lock()
 	defer s.reload.Unlock()
@@ -218,50 +284,49 @@ func (s *Service) swap(c *config.Config) error {
 		return errors.New("listen changed: restart to apply it")
 	case old.Admin.Listen != c.Admin.Listen || old.Admin.Enabled() != c.Admin.Enabled():
 		return errors.New("the admin listener changed: restart to apply it")
+	case old.Guard.MaxBans != c.Guard.MaxBans:
+		return errors.New("guard.max_bans changed: restart to apply it")
 	}
 	next, err := s.build(c)
 	if err != nil {
 		return err
 	}
-	if s.st.policies != nil {
-		s.st.policies.Store(newPolicyTable(c, s.opts.Namespace))
-	}
-	s.st.top.setRules(c, s.opts.Namespace)
 	s.state.Store(next)
 	return nil
 }
 
-// ruleNames returns the names that metrics and failure policies tell
-// apart: the named rules and the domains.
-func ruleNames(c *config.Config) []string {
-	names := make([]string, 0, len(c.Rules)+len(c.Domains))
-	for _, r := range c.Rules {
-		names = append(names, r.Name)
+// healthz answers 200 while the process serves.
+func (s *Service) healthz(w http.ResponseWriter, r *http.Request) {
+	if probe(w, r) {
+		jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	}
-	for _, d := range c.Domains {
-		names = append(names, d.Name)
-	}
-	return names
 }
 
 // readyz answers 200 when the store answers a peek within two seconds.
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use GET")
+	if !probe(w, r) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.st.ping(ctx); err != nil {
 		s.log.WarnContext(r.Context(), "store not ready", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "store not ready")
+		jsonhttp.Error(w, http.StatusServiceUnavailable, "store not ready")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	jsonhttp.Write(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// probe answers 405 and reports false for a method other than GET and
+// HEAD.
+func probe(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	jsonhttp.Error(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use GET")
+	return false
 }
 
 // Close closes the store. Requests still being served may fail.
 func (s *Service) Close() error { return s.st.close() }
-
-var _ sluice.Store = (*meter)(nil)

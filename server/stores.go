@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,159 +21,171 @@ import (
 	"github.com/sluicehq/sluice/store/redis"
 )
 
-// stores is the store of a Service, in layers: the primary (memory, Redis
-// or memcached), under it for shared stores a failure policy chosen per
-// rule, and over everything a meter that counts decisions by rule.
+// stores is what a Service decides on, opened once and kept across
+// reloads: the primary store (memory, Redis or memcached), for a shared
+// one the store of each failure policy over it, and the ban registry
+// beside it. A configuration wires each of its rules to the store of the
+// rule's policy (see Service.build).
 type stores struct {
 	// primary is the store as configured, without policy: readiness
 	// probes ask it directly.
 	primary sluice.Store
-	// top is what the rules' limiters use.
-	top *meter
-	// policies maps a limiter prefix to the failure policy of its rule,
-	// swapped whole on reload; nil for the memory store.
-	policies *atomic.Pointer[policyTable]
-	// registry lists the bans of every process sharing a Redis store
-	// (package guard/redisbans); nil for the other stores, whose bans
-	// each process lists for itself.
+	// policies holds, for a shared store, the store of each failure
+	// policy (config.FailOpen, FailLocal, FailClosed) over the primary;
+	// nil for the memory store, which cannot fail.
+	policies map[string]sluice.Store
+	// registry keeps the bans, apart from the rate states.
 	registry guard.Registry
 	closers  []io.Closer
 }
 
-// policyTable gives the failure policy of each rule, by the prefix of its
-// limiter's keys ("sluice:login:"), and the default for any other prefix.
-type policyTable struct {
-	byPrefix map[string]string
-	def      string
+// policy returns the store of failure policy p: the primary itself for
+// the memory store.
+func (st *stores) policy(p string) sluice.Store {
+	if st.policies == nil {
+		return st.primary
+	}
+	return st.policies[p]
 }
 
-func (t *policyTable) of(prefix string) string {
-	if p, ok := t.byPrefix[prefix]; ok {
-		return p
-	}
-	return t.def
-}
-
-// newPolicyTable returns the policies of c's rules and domains, for
-// states whose keys start with namespace.
-func newPolicyTable(c *config.Config, namespace string) *policyTable {
-	t := &policyTable{byPrefix: make(map[string]string, len(c.Failure.Rules)), def: c.Failure.Policy}
-	for name, p := range c.Failure.Rules {
-		for _, prefix := range prefixes(c, namespace, name) {
-			t.byPrefix[prefix] = p
-		}
-	}
-	return t
-}
-
-// prefixes returns the Request.Prefix of the states of a named rule (as
-// sluice.New builds it from the namespace and the action) or of a domain
-// (as package server/rules builds it: '@' and the name with ':' and '%'
-// percent-escaped). The metrics tests check that both agree with what
-// the engine sends.
-func prefixes(c *config.Config, namespace, name string) []string {
-	var out []string
-	if _, ok := c.Rule(name); ok {
-		out = append(out, namespace+":"+name+":")
-	}
-	for _, d := range c.Domains {
-		if d.Name == name {
-			var b strings.Builder
-			for i := 0; i < len(name); i++ {
-				if ch := name[i]; ch == ':' || ch == '%' {
-					fmt.Fprintf(&b, "%%%02X", ch)
-				} else {
-					b.WriteByte(ch)
-				}
-			}
-			out = append(out, namespace+":@"+b.String()+":")
-		}
-	}
-	return out
-}
-
-// openStores opens the store c names and puts it under the failure
-// policies of c.
-func openStores(ctx context.Context, c *config.Config, namespace string, m *metrics, log *slog.Logger) (*stores, error) {
-	st := &stores{}
-	var wrap func(addr string, s sluice.Store) sluice.Store
-	if c.Store.Shared() {
-		st.policies = new(atomic.Pointer[policyTable])
-		st.policies.Store(newPolicyTable(c, namespace))
-		wrap = func(addr string, s sluice.Store) sluice.Store {
-			r, err := newRouter(s, addr, namespace, c.Failure, st.policies, m, log)
-			if err != nil { // only for a nil store, which cannot happen
-				return s
-			}
-			st.closers = append(st.closers, r)
-			return r
-		}
+// openStores opens the store c names, its failure policies, and its ban
+// registry.
+func openStores(c *config.Config, o Options, m *metrics, log *slog.Logger) (*stores, error) {
+	if o.Store != nil {
+		return &stores{primary: o.Store, registry: guard.NewMemoryRegistry(c.Guard.MaxBans)}, nil
 	}
 	switch c.Store.Type {
 	case config.StoreMemory:
 		ms := memory.New(memory.Config{MaxBytes: c.Store.Memory.MaxBytes})
-		st.primary = ms
-		st.closers = append(st.closers, ms)
-		st.top = newMeter(ms, m)
+		return &stores{primary: ms, registry: guard.NewMemoryRegistry(c.Guard.MaxBans), closers: []io.Closer{ms}}, nil
 	case config.StoreRedis:
-		rc := c.Store.Redis
-		opt := rueidis.ClientOption{
-			InitAddress:  rc.Addrs,
-			Username:     rc.Username,
-			Password:     rc.Password,
-			SelectDB:     rc.DB,
-			DisableCache: true,
-			// Batch writes under load, as redis.New does.
-			MaxFlushDelay: redis.MaxFlushDelay,
-		}
-		if rc.Sentinel.Master != "" {
-			opt.InitAddress = rc.Sentinel.Addrs
-			opt.Sentinel = rueidis.SentinelOption{
-				MasterSet: rc.Sentinel.Master, Username: rc.Sentinel.Username, Password: rc.Sentinel.Password,
-				TopologyRefreshInterval: 5 * time.Second,
-			}
-		}
-		client, err := rueidis.NewClient(opt)
-		if err != nil {
-			return nil, fmt.Errorf("store: redis %v: %w: %w", opt.InitAddress, sluice.ErrStore, err)
-		}
-		rs, err := redis.New(redis.Config{Client: client, InFlight: rc.InFlight})
-		if err != nil {
-			client.Close()
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		st.closers = append(st.closers, closerFunc(func() error { client.Close(); return nil }))
-		// The ban list lives beside the state, so that every process
-		// lists, and may lift, the whole fleet's bans.
-		rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{
-			Addrs: opt.InitAddress, Username: rc.Username, Password: rc.Password, DB: rc.DB,
-			MasterName: rc.Sentinel.Master, SentinelUsername: rc.Sentinel.Username, SentinelPassword: rc.Sentinel.Password,
-		})
-		st.closers = append(st.closers, rdb)
-		if st.registry, err = redisbans.New(redisbans.Config{Client: rdb, Prefix: namespace + ":bans"}); err != nil {
-			return nil, errors.Join(err, st.close())
-		}
-		st.primary = rs
-		st.top = newMeter(wrap("redis", rs), m)
+		return openRedis(c, o.Namespace, m, log)
 	case config.StoreMemcached:
-		mc := c.Store.Memcached
-		// Each server gets its own policies and breaker: a dead server
-		// degrades only the actors placed on it.
-		ms, err := memcached.New(memcached.Config{Addrs: mc.Addrs, Weights: mc.Weights, WrapServer: wrap})
-		if err != nil {
-			return nil, fmt.Errorf("store: memcached: %w", err)
-		}
-		st.primary = ms
-		st.closers = append(st.closers, ms)
-		st.top = newMeter(ms, m)
-	default:
-		return nil, fmt.Errorf("store: %w: unknown store type %q", sluice.ErrInvalidRequest, c.Store.Type)
+		return openMemcached(c, m, log)
 	}
-	_ = ctx
+	return nil, fmt.Errorf("store: %w: unknown store type %q", sluice.ErrInvalidRequest, c.Store.Type)
+}
+
+// openRedis opens the Redis store, its policies, and the ban registry
+// beside the state, so that every process enforces, lists and may lift
+// the whole fleet's bans.
+func openRedis(c *config.Config, namespace string, m *metrics, log *slog.Logger) (*stores, error) {
+	rc := c.Store.Redis
+	opt := rueidis.ClientOption{
+		InitAddress:  rc.Addrs,
+		Username:     rc.Username,
+		Password:     rc.Password,
+		SelectDB:     rc.DB,
+		DisableCache: true,
+		// Batch writes under load, as redis.New does.
+		MaxFlushDelay: redis.MaxFlushDelay,
+	}
+	if rc.Sentinel.Master != "" {
+		opt.InitAddress = rc.Sentinel.Addrs
+		opt.Sentinel = rueidis.SentinelOption{
+			MasterSet: rc.Sentinel.Master, Username: rc.Sentinel.Username, Password: rc.Sentinel.Password,
+			TopologyRefreshInterval: 5 * time.Second,
+		}
+	}
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("store: redis %v: %w: %w", opt.InitAddress, sluice.ErrStore, err)
+	}
+	st := &stores{closers: []io.Closer{closerFunc(func() error { client.Close(); return nil })}}
+	rs, err := redis.New(redis.Config{Client: client, InFlight: rc.InFlight})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("store: %w", err), st.close())
+	}
+	st.primary = rs
+	rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{
+		Addrs: opt.InitAddress, Username: rc.Username, Password: rc.Password, DB: rc.DB,
+		MasterName: rc.Sentinel.Master, SentinelUsername: rc.Sentinel.Username, SentinelPassword: rc.Sentinel.Password,
+	})
+	st.closers = append(st.closers, rdb)
+	if st.registry, err = redisbans.New(redisbans.Config{Client: rdb, Prefix: namespace + ":bans"}); err != nil {
+		return nil, errors.Join(err, st.close())
+	}
+	if st.policies, err = policyStores(rs, "redis", c.Failure, m, log, st); err != nil {
+		return nil, errors.Join(err, st.close())
+	}
 	return st, nil
 }
 
-// close closes what openStores opened, policies first.
+// openMemcached opens the memcached store and, per failure policy, a
+// route through it whose every server has the policy and a breaker of
+// its own: a dead server degrades only the actors placed on it.
+func openMemcached(c *config.Config, m *metrics, log *slog.Logger) (*stores, error) {
+	mc := c.Store.Memcached
+	ms, err := memcached.New(memcached.Config{Addrs: mc.Addrs, Weights: mc.Weights})
+	if err != nil {
+		return nil, fmt.Errorf("store: memcached: %w", err)
+	}
+	st := &stores{primary: ms, registry: guard.NewMemoryRegistry(c.Guard.MaxBans), closers: []io.Closer{ms}, policies: map[string]sluice.Store{}}
+	for _, p := range []string{config.FailOpen, config.FailLocal, config.FailClosed} {
+		var werr error
+		rt, err := ms.Route(func(addr string, server sluice.Store) sluice.Store {
+			s, err := policyStore(p, server, addr, c.Failure, m, log, st)
+			werr = errors.Join(werr, err)
+			return s
+		})
+		if err = errors.Join(err, werr); err != nil {
+			return nil, errors.Join(fmt.Errorf("store: memcached: %w", err), st.close())
+		}
+		st.policies[p] = rt
+		st.closers = append(st.closers, rt)
+	}
+	return st, nil
+}
+
+// policyStores returns the store of each failure policy over s.
+func policyStores(s sluice.Store, addr string, f config.Failure, m *metrics, log *slog.Logger, st *stores) (map[string]sluice.Store, error) {
+	out := map[string]sluice.Store{}
+	for _, p := range []string{config.FailOpen, config.FailLocal, config.FailClosed} {
+		ps, err := policyStore(p, s, addr, f, m, log, st)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = ps
+	}
+	return out, nil
+}
+
+// policyStore returns the store of failure policy p over s, the store of
+// addr: open and local through a store/fallback Store each (closed when
+// st closes), closed as s itself under a timeout, whose errors the APIs
+// answer with 503.
+func policyStore(p string, s sluice.Store, addr string, f config.Failure, m *metrics, log *slog.Logger, st *stores) (sluice.Store, error) {
+	if p == config.FailClosed {
+		return &timeoutStore{s, f.Timeout, m}, nil
+	}
+	policy := fallback.Local
+	if p == config.FailOpen {
+		policy = fallback.Open
+	}
+	fs, err := fallback.New(fallback.Config{
+		Primary:   s,
+		Policy:    policy,
+		Timeout:   f.Timeout,
+		Instances: f.Instances,
+		OnError:   func(error) { m.storeErrors.Inc() },
+		OnBreaker: func(open bool) {
+			m.breaker(addr, p, open)
+			if open {
+				log.Warn("store failing: answering by failure policy", "store", addr, "policy", p)
+			} else {
+				log.Info("store answers again", "store", addr, "policy", p)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.watchFallback(addr, p, fs)
+	st.closers = append(st.closers, fs)
+	return fs, nil
+}
+
+// close closes what openStores opened, the latest first.
 func (st *stores) close() error {
 	var errs []error
 	for i := len(st.closers) - 1; i >= 0; i-- {
@@ -198,138 +208,14 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// A router applies to each request the failure policy of its rule over
-// one shared store (or one server of a fleet): open and local through a
-// store/fallback Store each, closed as the store itself under a timeout,
-// whose errors the API answers with 503.
-//
-// The states of jails (failures, offences, bans) bypass the policies:
-// store/fallback's deny cache would keep refusing a banned actor that
-// another process lifted, for as long as the ban was to last. A store
-// failure while checking a ban is logged and lets the request on to the
-// rule, which has its own policy.
-type router struct {
-	open, local *fallback.Store
-	closed      *timeoutStore
-	table       *atomic.Pointer[policyTable]
-	jails       string // the prefix of the jails' states
-}
-
-func newRouter(s sluice.Store, addr, namespace string, f config.Failure, table *atomic.Pointer[policyTable], m *metrics, log *slog.Logger) (*router, error) {
-	mk := func(p fallback.Policy) (*fallback.Store, error) {
-		return fallback.New(fallback.Config{
-			Primary:   s,
-			Policy:    p,
-			Timeout:   f.Timeout,
-			Instances: f.Instances,
-			OnError:   func(err error) { m.storeErrors.Inc() },
-			OnBreaker: func(open bool) {
-				m.breaker(addr, p.String(), open)
-				if open {
-					log.Warn("store failing: answering by failure policy", "store", addr, "policy", p.String())
-				} else {
-					log.Info("store answers again", "store", addr, "policy", p.String())
-				}
-			},
-		})
-	}
-	open, err := mk(fallback.Open)
-	if err != nil {
-		return nil, err
-	}
-	local, err := mk(fallback.Local)
-	if err != nil {
-		return nil, err
-	}
-	m.watchFallback(addr, fallback.Open.String(), open)
-	m.watchFallback(addr, fallback.Local.String(), local)
-	return &router{open: open, local: local, closed: &timeoutStore{s, f.Timeout, m}, table: table, jails: namespace + ":jail-"}, nil
-}
-
-// Decide decides r under the failure policy of its rule.
-func (r *router) Decide(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
-	return r.route(req.Prefix).Decide(ctx, req)
-}
-
-// policyStore is a store of a router: a policy over the shared store.
-type policyStore interface {
-	sluice.Store
-	batcher
-}
-
-// route returns the store of the failure policy of the rule whose states
-// start with prefix.
-func (r *router) route(prefix string) policyStore {
-	if strings.HasPrefix(prefix, r.jails) {
-		return r.closed
-	}
-	switch r.table.Load().of(prefix) {
-	case config.FailOpen:
-		return r.open
-	case config.FailClosed:
-		return r.closed
-	}
-	return r.local
-}
-
-// DecideBatch decides rs under the failure policy of each one's rule: in
-// one call of the policy's store when they share a policy (the
-// descriptors of one domain always do), else in one call per policy.
-func (r *router) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
-	if len(rs) == 0 {
-		return nil, nil
-	}
-	first := r.route(rs[0].Prefix)
-	same := true
-	for i := range rs[1:] {
-		if r.route(rs[i+1].Prefix) != first {
-			same = false
-			break
-		}
-	}
-	if same {
-		return first.DecideBatch(ctx, rs)
-	}
-	ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
-	groups := map[policyStore][]int{}
-	var order []policyStore
-	for i := range rs {
-		p := r.route(rs[i].Prefix)
-		if groups[p] == nil {
-			order = append(order, p)
-		}
-		groups[p] = append(groups[p], i)
-	}
-	for _, p := range order {
-		idx := groups[p]
-		sub := make([]sluice.Request, len(idx))
-		for k, i := range idx {
-			sub[k] = rs[i]
-		}
-		got, gerrs := p.DecideBatch(ctx, sub)
-		for k, i := range idx {
-			ds[i], errs[i] = got[k], gerrs[k]
-		}
-	}
-	return ds, errs
-}
-
-var (
-	_ policyStore = (*fallback.Store)(nil)
-	_ policyStore = (*timeoutStore)(nil)
-	_ batcher     = (*router)(nil)
-	_ batcher     = (*meter)(nil)
-)
-
-// Close stops the fallbacks' replays; it does not close the store.
-func (r *router) Close() error { return errors.Join(r.open.Close(), r.local.Close()) }
-
 // timeoutStore bounds each call of a store, for the fail-closed policy.
 type timeoutStore struct {
 	s sluice.Store
 	d time.Duration
 	m *metrics
 }
+
+var _ sluice.Batcher = (*timeoutStore)(nil)
 
 func (t *timeoutStore) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	cctx, cancel := context.WithTimeout(ctx, t.d)
@@ -341,13 +227,9 @@ func (t *timeoutStore) Decide(ctx context.Context, r sluice.Request) (sluice.Dec
 // DecideBatch decides rs in one call of the store when it can batch,
 // under one timeout, else one Decide each.
 func (t *timeoutStore) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
-	b, ok := t.s.(batcher)
-	if !ok {
-		return decideEach(ctx, t, rs)
-	}
 	cctx, cancel := context.WithTimeout(ctx, t.d)
 	defer cancel()
-	ds, errs := b.DecideBatch(cctx, rs)
+	ds, errs := sluice.DecideBatch(cctx, t.s, rs)
 	for i, err := range errs {
 		errs[i] = t.failure(ctx, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/httpapi"
 )
 
 const checkHelp = `usage: sluice check [-server URL] [-cost N] [-peek] [-json] RULE KEY
@@ -53,7 +53,7 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if *cost < 1 {
 		return usageError(fmt.Sprintf("check: -cost %d must be at least 1", *cost))
 	}
-	req := server.CheckRequest{Rule: pos[0], Key: pos[1], Cost: *cost, Peek: *peek}
+	req := httpapi.CheckRequest{Rule: pos[0], Key: pos[1], Cost: *cost, Peek: *peek}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -75,8 +75,8 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 // postCheck asks the server at base about req.
-func postCheck(ctx context.Context, base string, req server.CheckRequest) (server.CheckResponse, error) {
-	var out server.CheckResponse
+func postCheck(ctx context.Context, base string, req httpapi.CheckRequest) (httpapi.CheckResponse, error) {
+	var out httpapi.CheckResponse
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, err
@@ -97,7 +97,7 @@ func postCheck(ctx context.Context, base string, req server.CheckRequest) (serve
 		return out, fmt.Errorf("check: reading the answer of %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e server.ErrorResponse
+		var e httpapi.ErrorResponse
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
@@ -110,7 +110,7 @@ func postCheck(ctx context.Context, base string, req server.CheckRequest) (serve
 }
 
 // describe writes a decision for a human.
-func describe(req server.CheckRequest, r server.CheckResponse) string {
+func describe(req httpapi.CheckRequest, r httpapi.CheckResponse) string {
 	verdict := "allowed"
 	if !r.Allowed {
 		verdict = "denied"

@@ -34,9 +34,11 @@ func newGRPC(addr string, cfg Config) (*grpcClient, error) {
 	return c, nil
 }
 
-func (c *grpcClient) do(ctx context.Context, key string) (bool, error) {
-	req := &pb.RateLimitRequest{Domain: c.cfg.Domain, HitsAddend: uint32(c.cfg.Hits)}
-	for _, d := range c.cfg.Descriptors {
+// rlsRequest is Envoy's request of cfg for key, as gRPC and /json send
+// it.
+func rlsRequest(cfg Config, key string) *pb.RateLimitRequest {
+	req := &pb.RateLimitRequest{Domain: cfg.Domain, HitsAddend: uint32(cfg.Hits)}
+	for _, d := range cfg.Descriptors {
 		es, _ := parseDescriptor(d, key) // checked by withDefaults
 		desc := &rlv3.RateLimitDescriptor{}
 		for _, e := range es {
@@ -44,8 +46,12 @@ func (c *grpcClient) do(ctx context.Context, key string) (bool, error) {
 		}
 		req.Descriptors = append(req.Descriptors, desc)
 	}
+	return req
+}
+
+func (c *grpcClient) do(ctx context.Context, key string) (bool, error) {
 	cl := c.clients[c.next.Add(1)%uint64(len(c.clients))]
-	resp, err := cl.ShouldRateLimit(ctx, req)
+	resp, err := cl.ShouldRateLimit(ctx, rlsRequest(c.cfg, key))
 	if err != nil {
 		return false, err
 	}

@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sluicehq/sluice/server/httpapi"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // httpClient asks sluice's HTTP API, POST /v1/check, or, for a target
@@ -50,43 +53,29 @@ func newHTTP(u *url.URL, cfg Config) (*httpClient, error) {
 	return c, nil
 }
 
-type httpEntry struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-type httpDescriptor struct {
-	Entries []httpEntry `json:"entries"`
-}
-
-type httpCheck struct {
-	Rule        string           `json:"rule,omitempty"`
-	Key         string           `json:"key,omitempty"`
-	Domain      string           `json:"domain,omitempty"`
-	Descriptors []httpDescriptor `json:"descriptors,omitempty"`
-	Cost        int              `json:"cost,omitempty"`
-	HitsAddend  int              `json:"hitsAddend,omitempty"` // Envoy's name of Cost
-}
-
-func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
-	chk := httpCheck{Rule: c.cfg.Rule, Domain: c.cfg.Domain}
+// body returns the JSON request of key: Envoy's RateLimitRequest for
+// /json, else the HTTP API's check.
+func (c *httpClient) body(key string) ([]byte, error) {
 	if c.envoy {
-		chk.HitsAddend = c.cfg.Hits
-	} else {
-		chk.Cost = c.cfg.Hits
+		return protojson.Marshal(rlsRequest(c.cfg, key))
 	}
+	chk := httpapi.CheckRequest{Rule: c.cfg.Rule, Domain: c.cfg.Domain, Cost: c.cfg.Hits}
 	if c.cfg.Rule != "" {
 		chk.Key = key
 	}
 	for _, d := range c.cfg.Descriptors {
 		es, _ := parseDescriptor(d, key) // checked by withDefaults
-		var hd httpDescriptor
+		var hd httpapi.Descriptor
 		for _, e := range es {
-			hd.Entries = append(hd.Entries, httpEntry{e.key, e.value})
+			hd.Entries = append(hd.Entries, httpapi.Entry{Key: e.key, Value: e.value})
 		}
 		chk.Descriptors = append(chk.Descriptors, hd)
 	}
-	body, err := json.Marshal(chk)
+	return json.Marshal(chk)
+}
+
+func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
+	body, err := c.body(key)
 	if err != nil {
 		return false, err
 	}
@@ -113,9 +102,7 @@ func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
 	if c.envoy {
 		return true, nil
 	}
-	var out struct {
-		Allowed bool `json:"allowed"`
-	}
+	var out httpapi.CheckResponse
 	if err := json.Unmarshal(data, &out); err != nil {
 		return false, fmt.Errorf("load: answer %q: %w", data, err)
 	}

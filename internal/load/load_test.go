@@ -15,8 +15,9 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
+	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -40,11 +41,15 @@ func servers(t *testing.T) (httpTarget, grpcTarget string) {
 	st := memory.New(memory.Config{})
 	t.Cleanup(func() { st.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	api, err := server.New(server.Config{Store: st, Rules: c.Rules, Domains: c.Domains, Logger: quiet})
+	eng, err := rules.New(rules.Config{Store: st, Rules: c.Rules, Domains: c.Domains, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rls, err := envoyrls.New(envoyrls.Config{Engine: api.Engine, Logger: quiet})
+	api, err := httpapi.New(httpapi.Config{Engine: eng, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rls, err := envoyrls.New(envoyrls.Config{Engine: func() *rules.Engine { return eng }, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

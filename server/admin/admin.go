@@ -51,7 +51,7 @@ var ErrNotFound = errors.New("not found")
 // A Backend is what the admin API manages: the running service.
 type Backend interface {
 	// Rules lists the rules in force.
-	Rules() []Rule
+	Rules() []RuleView
 	// Peek reports what a take of one unit by key under rule would get,
 	// taking nothing.
 	Peek(ctx context.Context, rule, key string) (Decision, error)
@@ -69,8 +69,9 @@ type Backend interface {
 	Denials() []Denial
 }
 
-// A Rule is a rule as the admin API lists it.
-type Rule struct {
+// A RuleView is a rule as the admin API lists it: its limits, failure
+// policy and jails.
+type RuleView struct {
 	Name    string   `json:"name"`
 	Limits  []string `json:"limits"`
 	Failure string   `json:"failure"`

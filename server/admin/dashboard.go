@@ -19,7 +19,7 @@ var dashboardTmpl = template.Must(template.New("dashboard").Funcs(template.FuncM
 
 // dashboardData is what the dashboard shows.
 type dashboardData struct {
-	Rules   []Rule
+	Rules   []RuleView
 	Bans    []Ban
 	BansErr string
 	Denials []Denial

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/ratelimitheader"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -215,21 +217,21 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 		if ru == nil {
 			continue
 		}
-		if ru.Unlimited || st.Guard == rules.Exempt {
+		if ru.Unlimited || st.Guard == guard.Exempt {
 			ds.LimitRemaining = math.MaxUint32
 			continue
 		}
 		d := st.Decision
 		ds.CurrentLimit = currentLimit(ru, d.Limit)
 		ds.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-		ds.DurationUntilReset = durationpb.New(d.ResetAfter.Truncate(time.Second) + ceilSecond(d.ResetAfter))
-		if bind < 0 || verdict(st).Binds(verdict(res.Statuses[bind])) {
+		ds.DurationUntilReset = durationpb.New(time.Duration(ratelimitheader.CeilSeconds(d.ResetAfter)) * time.Second)
+		if bind < 0 || st.Verdict().Binds(res.Statuses[bind].Verdict()) {
 			bind = i
 		}
 	}
-	if s.headers && bind >= 0 && res.Statuses[bind].Guard != rules.Refuse {
+	if s.headers && bind >= 0 && res.Statuses[bind].Guard != guard.Refuse {
 		st := res.Statuses[bind]
-		rl, ra := st.Rule.Fields(verdict(st))
+		rl, ra := st.Rule.Fields(st.Verdict())
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: "RateLimit-Policy", Value: st.Rule.Policy()},
 			{Key: "RateLimit", Value: rl},
@@ -239,25 +241,6 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 		}
 	}
 	return resp
-}
-
-// verdict is a status's decision as the client sees it: a shadow rule's
-// denial is an admission.
-func verdict(st rules.Status) sluice.Decision {
-	d := st.Decision
-	if st.Allowed && !d.Allowed {
-		d.Allowed, d.RetryAfter = true, 0
-	}
-	return d
-}
-
-// ceilSecond is one second when d has a fraction of a second, so that
-// durations round up: a client that waits less would be denied again.
-func ceilSecond(d time.Duration) time.Duration {
-	if d%time.Second != 0 {
-		return time.Second
-	}
-	return 0
 }
 
 // units are Envoy's units, longest first, for currentLimit.

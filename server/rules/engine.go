@@ -5,17 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 )
 
 // DefaultMaxDescriptors is the default bound on the descriptors of one
 // request: Envoy sends a handful, a batch of checks a few dozen.
 const DefaultMaxDescriptors = 256
+
+// maxNamespace bounds Config.Namespace, as sluice.Config.Namespace is.
+const maxNamespace = 128
 
 // ErrUnknownDomain means a request names no domain or rule of the
 // configuration. It wraps sluice.ErrInvalidRequest. Envoy's service
@@ -31,12 +36,15 @@ var ErrTooManyDescriptors = fmt.Errorf("%w: too many descriptors", sluice.ErrInv
 type Config struct {
 	// Store keeps the state of every rule. Required.
 	Store sluice.Store
-	// StoreFor returns the store of the rule with the given ID, for
-	// rules with a failure policy of their own. Default nil (and a nil
+	// StoreFor returns the store of a rule, already wrapped as the rule
+	// wants it (sluice serve wraps each named rule's and each domain's
+	// store with its failure policy and its metrics), once, when New
+	// builds the rule. Rules of one domain must get one store, so that
+	// their descriptors are decided in one batch. Default nil (and a nil
 	// answer): Store.
 	StoreFor func(rule *Rule) sluice.Store
 	// Rules are the named rules, as config.Parse returns them.
-	Rules []config.Rule
+	Rules []config.NamedRule
 	// Domains are the descriptor trees, as config.Parse returns them.
 	// At least one rule or domain; names unique among both.
 	Domains []config.Domain
@@ -52,9 +60,14 @@ type Config struct {
 	// Logger receives failed refunds. Default slog.Default().
 	Logger *slog.Logger
 	// Guard, when set, judges the actor of each descriptor of a named
-	// rule before its limits, and is told of the takes they deny (see
-	// Guard). Default nil: the limits alone decide.
-	Guard Guard
+	// rule before its limits, and counts the takes they deny as
+	// failures in the jails of the rule (see the package documentation).
+	// Default nil: the limits alone decide.
+	Guard *guard.Guard
+	// OnGuard, when set, is told of each verdict of the Guard other than
+	// Pass, with the rule it was about: for metrics. It must be fast.
+	// Default nil.
+	OnGuard func(rule *Rule, action guard.Action)
 }
 
 // An Engine decides requests against the rules of a configuration: for
@@ -68,16 +81,15 @@ type Config struct {
 // new one, and the states (kept in the store, keyed by domain, entries and
 // limit) carry over to it.
 type Engine struct {
-	domains map[string]*domain
-	rules   map[string]*Rule
-	ids     []string
-	store   sluice.Store
-	batch   batcher // the store's, when it can batch
-	own     bool    // some rules have a store of their own
-	clock   func() time.Time
-	max     int
-	log     *slog.Logger
-	guard   Guard
+	domains  map[string]*domain
+	rules    map[string]*Rule
+	ids      []string
+	storeFor func(*Rule) sluice.Store
+	clock    func() time.Time
+	max      int
+	log      *slog.Logger
+	guard    *guard.Guard
+	onGuard  func(*Rule, guard.Action)
 }
 
 // New builds an Engine for c, validating every rule now.
@@ -92,14 +104,25 @@ func New(c Config) (*Engine, error) {
 	if ns == "" {
 		ns = "sluice"
 	}
+	if len(ns) > maxNamespace {
+		return nil, fmt.Errorf("rules: %w: namespace of %d bytes, at most %d", sluice.ErrInvalidRequest, len(ns), maxNamespace)
+	}
 	e := &Engine{
 		domains: make(map[string]*domain, len(c.Rules)+len(c.Domains)),
 		rules:   make(map[string]*Rule),
-		store:   c.Store,
 		clock:   c.Clock,
 		max:     c.MaxDescriptors,
 		log:     c.Logger,
 		guard:   c.Guard,
+		onGuard: c.OnGuard,
+	}
+	e.storeFor = func(ru *Rule) sluice.Store {
+		if c.StoreFor != nil {
+			if s := c.StoreFor(ru); s != nil {
+				return s
+			}
+		}
+		return c.Store
 	}
 	if e.max <= 0 {
 		e.max = DefaultMaxDescriptors
@@ -146,14 +169,8 @@ func New(c Config) (*Engine, error) {
 		e.ids = append(e.ids, id)
 	}
 	sort.Strings(e.ids)
-	e.batch, _ = c.Store.(batcher)
 	for _, ru := range e.rules {
-		ru.store = c.Store
-		if c.StoreFor != nil {
-			if s := c.StoreFor(ru); s != nil {
-				ru.store, e.own = s, true
-			}
-		}
+		ru.store = e.storeFor(ru)
 	}
 	return e, nil
 }
@@ -171,8 +188,11 @@ func (e *Engine) Rules() []*Rule {
 // descriptor node's full key), or nil.
 func (e *Engine) Rule(id string) *Rule { return e.rules[id] }
 
-// HasDomain reports whether name is a domain or a named rule.
-func (e *Engine) HasDomain(name string) bool { return e.domains[name] != nil }
+// IsNamed reports whether name is a named rule (not a domain).
+func (e *Engine) IsNamed(name string) bool {
+	d := e.domains[name]
+	return d != nil && d.named != nil
+}
 
 // Names returns the names of the domains and named rules, sorted.
 func (e *Engine) Names() []string {
@@ -198,10 +218,11 @@ type Request struct {
 	// Op is sluice.OpTake (the default), OpPeek (take nothing) or
 	// OpReset (forget the states of the descriptors' rules).
 	Op sluice.Op
-	// SkipGuard keeps the engine's Guard out of this request: the caller
-	// applied it on what it knows of the actor (forward-auth judges the
-	// client's address, not the key). Default false.
-	SkipGuard bool
+	// Client is the address of the client the request is about, when
+	// the API knows it (forward-auth): the Guard judges it beside the
+	// key of each descriptor of a named rule. Default none: the key,
+	// when it is an address, is the client's.
+	Client netip.Addr
 }
 
 // A Result is the answer to a Request.
@@ -236,17 +257,22 @@ type Status struct {
 	// descriptor is then denied without asking the store.
 	Err error
 	// Guard is what the engine's Guard did with the descriptor's actor:
-	// Pass (the zero value) when the limits decided. Otherwise nothing
-	// was asked of the store: Exempt is allowed with Remaining -1,
-	// Refuse denied without a RetryAfter, Ban denied until the ban ends.
-	// Shadow mode does not apply to the guard.
-	Guard Action
+	// guard.Pass (the zero value) when the limits decided. Otherwise
+	// nothing was asked of the store: guard.Exempt is allowed with
+	// Remaining -1, guard.Refuse denied without a RetryAfter,
+	// guard.Banned denied until the ban ends. Shadow mode does not apply
+	// to the guard.
+	Guard guard.Action
 }
 
-// batcher is the optional capability of a store to decide many requests
-// in one round trip (store/redis).
-type batcher interface {
-	DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error)
+// Verdict returns the status's decision as the client sees it: a shadow
+// rule's denial is an admission.
+func (st Status) Verdict() sluice.Decision {
+	d := st.Decision
+	if st.Allowed && !d.Allowed {
+		d.Allowed, d.RetryAfter = true, 0
+	}
+	return d
 }
 
 // Check decides r. It returns an error wrapping sluice.ErrInvalidRequest
@@ -259,47 +285,93 @@ type batcher interface {
 // them taken meanwhile), so one limit's denial does not spend another's
 // allowance.
 func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
+	d, err := e.domain(r)
+	if err != nil {
+		return Result{}, err
+	}
+	q := query{r: &r, d: d, now: e.now()}
+	q.res = Result{Allowed: true, Statuses: make([]Status, len(r.Descriptors))}
+	if err := e.plan(&q); err != nil {
+		return Result{}, err
+	}
+	ds, err := e.decide(ctx, q.reqs, q.rules)
+	if err != nil {
+		return Result{}, err
+	}
+	q.apply(ds)
+	if r.Op == sluice.OpReset {
+		return q.res, nil
+	}
+	combine(&q.res, q.now)
+	if !q.res.Allowed && r.Op == sluice.OpTake {
+		e.refund(ctx, &q)
+		e.strike(ctx, &q)
+	}
+	return q.res, nil
+}
+
+// domain checks what Check requires of r as a whole, and returns its
+// domain.
+func (e *Engine) domain(r Request) (*domain, error) {
 	d := e.domains[r.Domain]
 	switch {
 	case d == nil:
-		return Result{}, fmt.Errorf("%w %q", ErrUnknownDomain, r.Domain)
+		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, r.Domain)
 	case len(r.Descriptors) == 0:
-		return Result{}, fmt.Errorf("rules: %w: no descriptors", sluice.ErrInvalidRequest)
+		return nil, fmt.Errorf("rules: %w: no descriptors", sluice.ErrInvalidRequest)
 	case len(r.Descriptors) > e.max:
-		return Result{}, fmt.Errorf("%w: %d, at most %d", ErrTooManyDescriptors, len(r.Descriptors), e.max)
+		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyDescriptors, len(r.Descriptors), e.max)
 	case r.Cost < 0:
-		return Result{}, fmt.Errorf("rules: %w: cost %d must not be negative", sluice.ErrInvalidRequest, r.Cost)
+		return nil, fmt.Errorf("rules: %w: cost %d must be at least 1 (0 means 1)", sluice.ErrInvalidRequest, r.Cost)
 	case r.Op != sluice.OpTake && r.Op != sluice.OpPeek && r.Op != sluice.OpReset:
-		return Result{}, fmt.Errorf("rules: %w: op %v (want take, peek or reset)", sluice.ErrInvalidRequest, r.Op)
+		return nil, fmt.Errorf("rules: %w: op %v (want take, peek or reset)", sluice.ErrInvalidRequest, r.Op)
 	}
-	cost := max(r.Cost, 1)
-	res := Result{Allowed: true, Statuses: make([]Status, len(r.Descriptors))}
-	var now time.Time
-	if e.clock != nil {
-		now = e.clock()
-	}
-
-	// Match every descriptor first: replaces applies across them.
-	var buf [256]byte
-	reqs := make([]sluice.Request, 0, len(r.Descriptors))
-	idx := make([]int, 0, len(r.Descriptors)) // the status of each request
-	var replaced map[string]bool
 	for i, desc := range r.Descriptors {
-		if len(desc.Entries) == 0 {
-			return Result{}, fmt.Errorf("rules: %w: descriptor %d has no entries", sluice.ErrInvalidRequest, i)
+		switch {
+		case len(desc.Entries) == 0:
+			return nil, fmt.Errorf("rules: %w: descriptor %d has no entries", sluice.ErrInvalidRequest, i)
+		case desc.Cost < 0:
+			return nil, fmt.Errorf("rules: %w: descriptor %d: cost %d must be at least 1 (0 means 1)", sluice.ErrInvalidRequest, i, desc.Cost)
 		}
-		if desc.Cost < 0 {
-			return Result{}, fmt.Errorf("rules: %w: descriptor %d: cost %d must not be negative", sluice.ErrInvalidRequest, i, desc.Cost)
-		}
-		ru, key := d.match(desc.Entries, buf[:0])
+	}
+	return d, nil
+}
+
+func (e *Engine) now() time.Time {
+	if e.clock != nil {
+		return e.clock()
+	}
+	return time.Time{}
+}
+
+// A query is a request on its way through Check: its domain, its
+// statuses, and the store requests its descriptors make, reqs[k] for
+// the descriptor idx[k] under rules[k].
+type query struct {
+	r     *Request
+	d     *domain
+	now   time.Time
+	res   Result
+	reqs  []sluice.Request
+	idx   []int
+	rules []*Rule
+}
+
+// plan matches every descriptor of q to its rule, applies the guard and
+// Envoy's replaces, and lists the store requests to make.
+func (e *Engine) plan(q *query) error {
+	var buf [256]byte
+	var replaced map[string]bool
+	for i, desc := range q.r.Descriptors {
+		st := &q.res.Statuses[i]
+		st.Decision.Allowed, st.Allowed = true, true
+		ru, key := q.d.match(desc.Entries, buf[:0])
 		if desc.Override != nil {
 			var err error
-			if ru, key, err = e.override(d, desc); err != nil {
-				return Result{}, fmt.Errorf("rules: descriptor %d: %w", i, err)
+			if ru, key, err = e.override(q.d, desc); err != nil {
+				return fmt.Errorf("rules: descriptor %d: %w", i, err)
 			}
 		}
-		st := &res.Statuses[i]
-		st.Decision.Allowed, st.Allowed = true, true
 		if ru == nil {
 			continue
 		}
@@ -310,58 +382,95 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 			}
 			replaced[name] = true
 		}
-		if ru.Unlimited || ru.Deny {
+		if ru.Unlimited || ru.Deny || e.judge(q, i, st) {
 			continue
 		}
-		if d.named != nil && e.guard != nil && !r.SkipGuard && r.Op != sluice.OpReset && len(desc.Entries) == 1 {
-			if v := e.guard.Judge(ctx, ru, desc.Entries[0].Value); v.Action != Pass {
-				*st = guardStatus(ru, v, now)
-				continue
-			}
+		if req, ok := e.request(q, i, ru, key, st); ok {
+			q.reqs, q.idx, q.rules = append(q.reqs, req), append(q.idx, i), append(q.rules, ru)
 		}
-		req := sluice.Request{Prefix: ru.prefix, Key: stateKey(key), Limits: ru.Limits, Op: r.Op, Cost: cost, Now: now}
-		if desc.Cost > 0 {
-			req.Cost = desc.Cost
-		}
-		if desc.NoHits && r.Op != sluice.OpReset {
-			req.Op, req.Cost = sluice.OpPeek, 1
-		}
-		if req.Op != sluice.OpReset && req.Cost > ru.maxCost {
-			st.Err = fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, req.Cost, ru.ID, ru.maxCost)
-			st.Decision = sluice.Decision{Limit: ru.Limits[0], Time: now}
-			st.Allowed = false
-			continue
-		}
-		reqs = append(reqs, req)
-		idx = append(idx, i)
 	}
-	if replaced != nil {
-		kept := 0
-		for k, i := range idx {
-			if ru := res.Statuses[i].Rule; ru.Name != "" && replaced[ru.Name] {
-				continue
-			}
-			reqs[kept], idx[kept] = reqs[k], idx[k]
+	q.replace(replaced)
+	return nil
+}
+
+// judge asks the guard about the actor of descriptor i of a named rule,
+// and reports whether its verdict decided the status st.
+func (e *Engine) judge(q *query, i int, st *Status) bool {
+	if q.d.named == nil || e.guard == nil || q.r.Op == sluice.OpReset || len(q.r.Descriptors[i].Entries) != 1 {
+		return false
+	}
+	v := e.guard.Check(q.actor(i))
+	if v.Action == guard.Pass {
+		return false
+	}
+	if e.onGuard != nil {
+		e.onGuard(st.Rule, v.Action)
+	}
+	*st = guardStatus(st.Rule, v, q.now)
+	return true
+}
+
+// actor is who descriptor i of a named rule is about: its value is the
+// key, and the request's client (or the key, when it is an address) the
+// address.
+func (q *query) actor(i int) guard.Actor {
+	a := guard.Actor{Addr: q.r.Client, Key: q.r.Descriptors[i].Entries[0].Value}
+	if !a.Addr.IsValid() {
+		a.Addr, _ = netip.ParseAddr(a.Key)
+	}
+	return a
+}
+
+// request builds the store request of descriptor i under rule ru, whose
+// state key is key, or reports false when its cost is more than the rule
+// allows (the status says so).
+func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
+	desc := q.r.Descriptors[i]
+	req := sluice.Request{Prefix: ru.prefix, Key: stateKey(key), Limits: ru.Limits, Op: q.r.Op, Cost: max(q.r.Cost, 1), Now: q.now}
+	if desc.Cost > 0 {
+		req.Cost = desc.Cost
+	}
+	if desc.NoHits && q.r.Op != sluice.OpReset {
+		req.Op, req.Cost = sluice.OpPeek, 1
+	}
+	if req.Op != sluice.OpReset && req.Cost > ru.maxCost {
+		st.Err = fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, req.Cost, ru.ID, ru.maxCost)
+		st.Decision = sluice.Decision{Limit: ru.Limits[0], Time: q.now}
+		st.Allowed = false
+		return req, false
+	}
+	return req, true
+}
+
+// replace drops the store requests of the rules another descriptor's
+// rule replaces (by name), and marks their statuses replaced.
+func (q *query) replace(replaced map[string]bool) {
+	if replaced == nil {
+		return
+	}
+	gone := func(ru *Rule) bool { return ru != nil && ru.Name != "" && replaced[ru.Name] }
+	kept := 0
+	for k := range q.reqs {
+		if !gone(q.rules[k]) {
+			q.reqs[kept], q.idx[kept], q.rules[kept] = q.reqs[k], q.idx[k], q.rules[k]
 			kept++
 		}
-		reqs, idx = reqs[:kept], idx[:kept]
-		for i := range res.Statuses {
-			st := &res.Statuses[i]
-			if st.Rule != nil && st.Rule.Name != "" && replaced[st.Rule.Name] {
-				*st = Status{Replaced: st.Rule, Decision: sluice.Decision{Allowed: true}, Allowed: true}
-			}
+	}
+	q.reqs, q.idx, q.rules = q.reqs[:kept], q.idx[:kept], q.rules[:kept]
+	for i := range q.res.Statuses {
+		if st := &q.res.Statuses[i]; gone(st.Rule) {
+			*st = Status{Replaced: st.Rule, Decision: sluice.Decision{Allowed: true}, Allowed: true}
 		}
 	}
+}
 
-	ds, err := e.decide(ctx, reqs, idx, res.Statuses)
-	if err != nil {
-		return Result{}, err
-	}
-	for k, i := range idx {
+// apply sets the statuses of the store's decisions ds. A descriptor of
+// zero hits was asked a peek of 1, which tells what is left: one more
+// than it would leave, or nothing; zero hits are never over the limit.
+func (q *query) apply(ds []sluice.Decision) {
+	for k, i := range q.idx {
 		d := ds[k]
-		if r.Descriptors[i].NoHits && r.Op != sluice.OpReset {
-			// A peek of 1 tells what is left: one more than it would
-			// leave, or nothing; zero hits are never over the limit.
+		if q.r.Descriptors[i].NoHits && q.r.Op != sluice.OpReset {
 			if d.Allowed {
 				d.Remaining++
 			} else {
@@ -369,25 +478,14 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 			}
 			d.Allowed, d.RetryAfter = true, 0
 		}
-		res.Statuses[i].Decision = d
-		res.Statuses[i].Allowed = d.Allowed
+		q.res.Statuses[i].Decision = d
+		q.res.Statuses[i].Allowed = d.Allowed
 	}
-	if r.Op == sluice.OpReset {
-		return res, nil
-	}
-	e.combine(&res, now)
-	if !res.Allowed && r.Op == sluice.OpTake {
-		e.refund(ctx, res, reqs, idx)
-		if d.named != nil && e.guard != nil && !r.SkipGuard {
-			e.strike(ctx, r, res)
-		}
-	}
-	return res, nil
 }
 
 // combine applies the static rules (Unlimited, Deny), shadow mode and
 // quota mode, and sets the overall answer.
-func (e *Engine) combine(res *Result, now time.Time) {
+func combine(res *Result, now time.Time) {
 	quotas, quotaDenied := 0, 0
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
@@ -395,7 +493,7 @@ func (e *Engine) combine(res *Result, now time.Time) {
 		if ru == nil {
 			continue
 		}
-		if st.Guard != Pass {
+		if st.Guard != guard.Pass {
 			res.Allowed = res.Allowed && st.Allowed
 			continue
 		}
@@ -436,60 +534,63 @@ func denyDecision(l sluice.Limit, now time.Time) sluice.Decision {
 	return sluice.Decision{Limit: l, ResetAfter: left, RetryAfter: left, Time: now}
 }
 
-// decide asks the store of each request's rule (statuses[idx[k]].Rule
-// for reqs[k]) about reqs, in one round trip when they share a store
-// that can batch.
-func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, statuses []Status) ([]sluice.Decision, error) {
-	ds := make([]sluice.Decision, len(reqs))
+// decide asks the store of each request's rule (rules[k] for reqs[k]):
+// in one call when they share a store that can batch (the descriptors of
+// one domain share their store), else one call each.
+func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, rules []*Rule) ([]sluice.Decision, error) {
 	if len(reqs) == 0 {
-		return ds, nil
+		return nil, nil
 	}
-	if e.batch != nil && len(reqs) > 1 && !e.own {
-		got, errs := e.batch.DecideBatch(ctx, reqs)
-		for i, err := range errs {
+	same := !slices.ContainsFunc(rules, func(ru *Rule) bool { return ru.store != rules[0].store })
+	if same {
+		ds, errs := sluice.DecideBatch(ctx, rules[0].store, reqs)
+		for k, err := range errs {
 			if err != nil {
-				return nil, e.storeError(reqs[i], err)
+				return nil, storeError(rules[k], err)
 			}
 		}
-		return got, nil
+		return ds, nil
 	}
+	ds := make([]sluice.Decision, len(reqs))
 	for k, req := range reqs {
-		d, err := statuses[idx[k]].Rule.store.Decide(ctx, req)
+		d, err := rules[k].store.Decide(ctx, req)
 		if err != nil {
-			return nil, e.storeError(req, err)
+			return nil, storeError(rules[k], err)
 		}
 		ds[k] = d
 	}
 	return ds, nil
 }
 
-func (e *Engine) storeError(req sluice.Request, err error) error {
+// storeError is the error of ru's store: a failure of the store,
+// whatever it returned.
+func storeError(ru *Rule, err error) error {
 	if errors.Is(err, sluice.ErrStore) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("rules: %s: %w", strings.TrimSuffix(req.Prefix, ":"), err)
+		return fmt.Errorf("rules: %s: %w", ru.ID, err)
 	}
-	// Anything else from a store is its failure too.
-	return fmt.Errorf("rules: %s: %w: %w", strings.TrimSuffix(req.Prefix, ":"), sluice.ErrStore, err)
+	return fmt.Errorf("rules: %s: %w: %w", ru.ID, sluice.ErrStore, err)
 }
 
-// refund gives back the takes of a request denied as a whole, and sets
+// refund gives back the takes of a query denied as a whole, and sets
 // their statuses' decisions to what is left after it.
-func (e *Engine) refund(ctx context.Context, res Result, reqs []sluice.Request, idx []int) {
+func (e *Engine) refund(ctx context.Context, q *query) {
 	var back []sluice.Request
 	var at []int
-	for k, i := range idx {
-		st := res.Statuses[i]
-		if reqs[k].Op != sluice.OpTake || !st.Decision.Allowed {
+	var rules []*Rule
+	for k, i := range q.idx {
+		st := q.res.Statuses[i]
+		if q.reqs[k].Op != sluice.OpTake || !st.Decision.Allowed {
 			continue
 		}
-		r := reqs[k]
+		r := q.reqs[k]
 		r.Op, r.At = sluice.OpRefund, st.Decision.Time
-		back, at = append(back, r), append(at, i)
+		back, at, rules = append(back, r), append(at, i), append(rules, q.rules[k])
 	}
 	if len(back) == 0 {
 		return
 	}
-	if _, err := e.decide(context.WithoutCancel(ctx), back, at, res.Statuses); err != nil {
-		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "err", err)
+	if _, err := e.decide(context.WithoutCancel(ctx), back, rules); err != nil {
+		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "rule", rules[0].ID, "err", err)
 		return
 	}
 	// The statuses say what is left now, after the refunds: what the
@@ -497,7 +598,7 @@ func (e *Engine) refund(ctx context.Context, res Result, reqs []sluice.Request, 
 	// (a peek after it on the memory store, nothing on Redis).
 	// ResetAfter stays that of the take, which errs late, never early.
 	for k, i := range at {
-		d := &res.Statuses[i].Decision
+		d := &q.res.Statuses[i].Decision
 		d.Remaining = min(max(d.Remaining, 0)+back[k].Cost, d.Limit.MaxBurst())
 	}
 }
@@ -517,6 +618,6 @@ func (e *Engine) override(d *domain, desc Descriptor) (*Rule, []byte, error) {
 	// One ID for every override of the domain: IDs label metrics, and
 	// the entries are the client's, unbounded.
 	ru := newRule(d.name+".override", "", d.name, prefix, config.RateLimit{Limits: []sluice.Limit{l}}, false, false)
-	ru.store = e.store
+	ru.store = e.storeFor(ru)
 	return ru, entriesKey(desc.Entries, nil), nil
 }

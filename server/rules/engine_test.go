@@ -534,3 +534,28 @@ func TestUnlimitedRemaining(t *testing.T) {
 		t.Errorf("Check = %+v, %v", res, err)
 	}
 }
+
+// TestNewRejects checks that an engine that could not decide is never
+// built: every error is the configuration's, said at once.
+func TestNewRejects(t *testing.T) {
+	c, err := config.Parse("n.yaml", []byte("rules:\n  - name: login\n    limits: [\"5/min\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { st.Close() })
+	for _, tt := range []struct {
+		name string
+		c    Config
+	}{
+		{"nil store", Config{Rules: c.Rules}},
+		{"no rules", Config{Store: st}},
+		{"duplicate rule", Config{Store: st, Rules: append(c.Rules, c.Rules[0])}},
+		{"invalid limit", Config{Store: st, Rules: []config.NamedRule{{Name: "x", Limits: []sluice.Limit{{Rate: 0, Period: time.Second}}}}}},
+		{"long namespace", Config{Store: st, Rules: c.Rules, Namespace: strings.Repeat("n", 200)}},
+	} {
+		if _, err := New(tt.c); !errors.Is(err, sluice.ErrInvalidRequest) && !errors.Is(err, sluice.ErrInvalidLimit) {
+			t.Errorf("New(%s) error = %v, want an invalid request or limit", tt.name, err)
+		}
+	}
+}

@@ -2,39 +2,19 @@ package rules
 
 import (
 	"context"
-	"fmt"
-	"sync"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 )
 
-// fakeGuard judges actors by a fixed table and records the denials it is
-// told of.
-type fakeGuard struct {
-	verdicts map[string]Verdict
-	mu       sync.Mutex
-	judged   []string
-	denied   []string
-}
-
-func (g *fakeGuard) Judge(_ context.Context, ru *Rule, actor string) Verdict {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.judged = append(g.judged, ru.ID+"/"+actor)
-	return g.verdicts[actor]
-}
-
-func (g *fakeGuard) Denied(_ context.Context, ru *Rule, actor string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.denied = append(g.denied, ru.ID+"/"+actor)
-}
-
 // TestGuard checks how the engine applies a Guard: to the keys of named
-// rules only, before their limits, with statuses that no shadow mode
-// softens, and with each take the limits deny reported as a strike.
+// rules (and the client's address) only, before their limits, with
+// statuses that no shadow mode softens, and with each take the limits
+// deny counted as a failure in the rule's jails.
 func TestGuard(t *testing.T) {
 	const yml = `rules:
   - name: login
@@ -47,58 +27,72 @@ func TestGuard(t *testing.T) {
       - key: key
         limits: ["1/min"]
 `
+	c, err := config.Parse(t.Name()+".yaml", []byte(yml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clk, st := engineFor(t, c)
+	var allow, deny guard.List
+	_ = allow.Add("key:friend")
+	_ = deny.Add("key:foe")
+	_ = deny.Add("198.51.100.0/24")
+	jail, err := guard.NewJail(st, guard.JailConfig{Name: "j", MaxFailures: 1, BanTime: 5 * time.Minute, Jitter: -1, Clock: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ban := 5 * time.Minute
-	g := &fakeGuard{verdicts: map[string]Verdict{
-		"friend": {Action: Exempt},
-		"foe":    {Action: Refuse},
-		"thief":  {Action: Ban, Left: ban},
-	}}
-	e, _, _ := newEngine(t, yml)
-	e.guard = g
-	check := func(r Request) Result {
-		t.Helper()
-		res, err := e.Check(context.Background(), r)
-		if err != nil {
-			t.Fatalf("Check(%+v) = %v", r, err)
-		}
-		return res
+	if _, err := jail.Ban(context.Background(), "thief", ban, "test"); err != nil {
+		t.Fatal(err)
+	}
+	g := guard.NewGuard(guard.GuardConfig{Allow: &allow, Deny: &deny, Jails: []*guard.Jail{jail},
+		Strikes: map[string][]*guard.Jail{"login": {jail}}, Clock: clk.now})
+	e, err := New(Config{Store: st, Rules: c.Rules, Domains: c.Domains, Clock: clk.now, Guard: g})
+	if err != nil {
+		t.Fatal(err)
 	}
 	tests := []struct {
 		rule, actor string
+		client      string
 		op          sluice.Op
-		skip        bool
 		allowed     bool
-		guard       Action
+		guard       guard.Action
 		retry       time.Duration
 	}{
-		{"login", "friend", sluice.OpTake, false, true, Exempt, 0},
-		{"login", "friend", sluice.OpTake, false, true, Exempt, 0}, // nothing was counted
-		{"login", "foe", sluice.OpTake, false, false, Refuse, 0},
-		{"login", "thief", sluice.OpPeek, false, false, Ban, ban},
-		{"dry", "thief", sluice.OpTake, false, false, Ban, ban}, // shadow mode is the limits'
-		{"login", "thief", sluice.OpTake, true, true, Pass, 0},  // SkipGuard: the limits decide
-		{"login", "bob", sluice.OpTake, false, true, Pass, 0},
-		{"login", "bob", sluice.OpTake, false, false, Pass, time.Minute}, // a strike
-		{"login", "bob", sluice.OpPeek, false, false, Pass, time.Minute}, // a peek is none
-		{"dry", "bob", sluice.OpTake, false, true, Pass, 0},
-		{"dry", "bob", sluice.OpTake, false, true, Pass, time.Minute}, // shadowed: no strike
-		{"edge", "foe", sluice.OpTake, false, true, Pass, 0},          // descriptors have no actor
+		{"login", "friend", "", sluice.OpTake, true, guard.Exempt, 0},
+		{"login", "friend", "", sluice.OpTake, true, guard.Exempt, 0}, // nothing was counted
+		{"login", "foe", "", sluice.OpTake, false, guard.Refuse, 0},
+		{"login", "thief", "", sluice.OpPeek, false, guard.Banned, ban},
+		{"dry", "thief", "", sluice.OpTake, false, guard.Banned, ban},           // shadow mode is the limits'
+		{"login", "bob", "198.51.100.7", sluice.OpTake, false, guard.Refuse, 0}, // the client's address
+		{"login", "bob", "", sluice.OpTake, true, guard.Pass, 0},
+		{"login", "bob", "", sluice.OpPeek, false, guard.Pass, time.Minute}, // a peek is no strike
+		{"dry", "bob", "", sluice.OpTake, true, guard.Pass, 0},
+		{"dry", "bob", "", sluice.OpTake, true, guard.Pass, time.Minute},    // shadowed: no strike
+		{"edge", "foe", "", sluice.OpTake, true, guard.Pass, 0},             // descriptors have no actor
+		{"login", "bob", "", sluice.OpTake, false, guard.Pass, time.Minute}, // a strike: banned
+		{"login", "bob", "", sluice.OpTake, false, guard.Banned, ban},
 	}
 	for i, tt := range tests {
-		res := check(Request{Domain: tt.rule, Descriptors: []Descriptor{Key(tt.actor)}, Op: tt.op, SkipGuard: tt.skip})
+		r := Request{Domain: tt.rule, Descriptors: []Descriptor{Key(tt.actor)}, Op: tt.op}
+		if tt.client != "" {
+			r.Client = netip.MustParseAddr(tt.client)
+		}
+		res, err := e.Check(context.Background(), r)
+		if err != nil {
+			t.Fatalf("%d: Check(%+v) = %v", i, r, err)
+		}
 		st := res.Statuses[0]
 		if res.Allowed != tt.allowed || st.Guard != tt.guard || st.Decision.RetryAfter != tt.retry {
 			t.Errorf("%d: Check(%s, %s, %v) = allowed %v, guard %v, RetryAfter %v; want %v, %v, %v",
 				i, tt.rule, tt.actor, tt.op, res.Allowed, st.Guard, st.Decision.RetryAfter, tt.allowed, tt.guard, tt.retry)
 		}
 	}
-	if got, want := fmt.Sprint(g.denied), "[login/bob]"; got != want {
-		t.Errorf("strikes = %s, want %s", got, want)
+	bans, _ := jail.Bans(context.Background())
+	if len(bans) != 2 || bans[0].Key != "bob" {
+		t.Errorf("bans = %+v, want bob's (one strike) and thief's", bans)
 	}
-	// A reset is never judged.
-	n := len(g.judged)
-	check(Request{Domain: "login", Descriptors: []Descriptor{Key("thief")}, Op: sluice.OpReset})
-	if len(g.judged) != n {
-		t.Errorf("a reset was judged: %v", g.judged[n:])
+	// A reset is never judged: the banned key's state is forgotten.
+	if res, err := e.Check(context.Background(), Request{Domain: "login", Descriptors: []Descriptor{Key("thief")}, Op: sluice.OpReset}); err != nil || res.Statuses[0].Guard != guard.Pass {
+		t.Errorf("reset of a banned key = %+v, %v; want the limits' reset", res, err)
 	}
 }

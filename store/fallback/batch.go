@@ -23,7 +23,7 @@ import (
 // cache and a breaker that opens act from the next batch on: a batch of
 // requests that all fail counts each failure.
 func (s *Store) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
-	b, ok := s.c.Primary.(batcher)
+	b, ok := s.c.Primary.(sluice.Batcher)
 	if !ok {
 		ds, errs := make([]sluice.Decision, len(rs)), make([]error, len(rs))
 		for i, r := range rs {

@@ -160,7 +160,10 @@ type Store struct {
 	replayed, replayedResets, replayedRefunds, replayFailed atomic.Int64
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store   = (*Store)(nil)
+	_ sluice.Batcher = (*Store)(nil)
+)
 
 // New returns a Store on c.Primary.
 func New(c Config) (*Store, error) {

@@ -159,12 +159,6 @@ func resetBy(r *sluice.Request) func(sluice.Limit) bool {
 	}
 }
 
-// batcher is the optional capability of a primary to decide many
-// requests in one round trip, as store/redis has.
-type batcher interface {
-	DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error)
-}
-
 // replayBatch is how many operations one replay round trip carries.
 const replayBatch = 256
 
@@ -205,16 +199,9 @@ func (s *Store) replay(ops []sluice.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout*replayBatch/16)
 	defer cancel()
-	if b, ok := s.c.Primary.(batcher); ok {
-		_, errs := b.DecideBatch(ctx, ops)
-		for i, err := range errs {
-			s.count(ops[i].Op, err)
-		}
-		return
-	}
-	for _, r := range ops {
-		_, err := s.c.Primary.Decide(ctx, r)
-		s.count(r.Op, err)
+	_, errs := sluice.DecideBatch(ctx, s.c.Primary, ops)
+	for i, err := range errs {
+		s.count(ops[i].Op, err)
 	}
 }
 

@@ -174,6 +174,54 @@ func (s *Store) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, 
 	return s.servers[s.ring.server(keyName(r.Prefix+r.Key))].Decide(ctx, r)
 }
 
+// Route returns a store that decides as s does, over s's connections and
+// with its coordination of each actor's requests, but asks each server
+// through wrap(addr, server): a failure policy of package store/fallback,
+// say. A service that applies different policies to different rules
+// routes each policy's requests through a Router of its own, over one
+// set of connections. A nil wrapper is an error wrapping
+// sluice.ErrInvalidRequest. Closing the Router closes the wrappers that
+// are io.Closers; s stays open.
+func (s *Store) Route(wrap func(addr string, server sluice.Store) sluice.Store) (*Router, error) {
+	rt := &Router{ring: s.ring}
+	for _, c := range s.clients {
+		srv := wrap(c.Addr(), &server{s, c})
+		if srv == nil {
+			return nil, fmt.Errorf("%w: memcached: Route's wrapper returned nil for %s", sluice.ErrInvalidRequest, c.Addr())
+		}
+		rt.servers = append(rt.servers, srv)
+	}
+	return rt, nil
+}
+
+// A Router is a Store's view through other server wrappers: see Route.
+// It is safe for concurrent use.
+type Router struct {
+	ring    *ring
+	servers []sluice.Store
+}
+
+var _ sluice.Store = (*Router)(nil)
+
+// Decide asks the wrapped store of the server that holds the actor.
+func (rt *Router) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	if len(rt.servers) == 1 {
+		return rt.servers[0].Decide(ctx, r)
+	}
+	return rt.servers[rt.ring.server(keyName(r.Prefix+r.Key))].Decide(ctx, r)
+}
+
+// Close closes the wrappers that are io.Closers.
+func (rt *Router) Close() error {
+	var errs []error
+	for _, srv := range rt.servers {
+		if cl, ok := srv.(io.Closer); ok {
+			errs = append(errs, cl.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // A server is the part of a Store that decides on one memcached server,
 // for the actors the ring places there.
 type server struct {

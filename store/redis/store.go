@@ -128,7 +128,10 @@ type Store struct {
 	co       *coalescer // nil when Config.InFlight is negative
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store   = (*Store)(nil)
+	_ sluice.Batcher = (*Store)(nil)
+)
 
 // New returns a Store on the client c names, dialing Addrs when it names
 // none. Dialing fails when no server answers.

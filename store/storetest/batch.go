@@ -10,13 +10,9 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// A BatchStore is a Store that also decides many requests in one call,
-// as store/redis does: each request is decided on its own, atomically, in
-// the order of the slice, and ds[i], errs[i] answer rs[i].
-type BatchStore interface {
-	sluice.Store
-	DecideBatch(ctx context.Context, rs []sluice.Request) (ds []sluice.Decision, errs []error)
-}
+// A BatchStore is a store that decides many requests in one call: a
+// sluice.Batcher.
+type BatchStore = sluice.Batcher
 
 // RunBatch runs the conformance suite against the batches of the stores
 // newStore returns: every request of Run decided inside a batch, between

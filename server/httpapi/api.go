@@ -1,10 +1,11 @@
-package server
+package httpapi
 
 import (
 	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 // CheckRequest is the body of POST /v1/check: a named rule and a key, or
@@ -42,15 +43,8 @@ type Entry struct {
 	Value string `json:"value"`
 }
 
-// BatchRequest is the body of POST /v1/check that asks several checks at
-// once: {"checks":[{...},{...}]}. Each is decided on its own, in order.
-type BatchRequest struct {
-	// Checks are the checks; 1 to the server's MaxBatch.
-	Checks []CheckRequest `json:"checks"`
-}
-
-// BatchResponse is the answer to a BatchRequest: one result per check,
-// in order. A check the client got wrong (an unknown rule, a cost above
+// BatchResponse is the answer to a batch of checks, {"checks":[...]}:
+// one result per check, in order. A check the client got wrong (an unknown rule, a cost above
 // the burst) has only its Error set; the others are answered as usual.
 type BatchResponse struct {
 	Results []CheckResponse `json:"results"`
@@ -135,28 +129,26 @@ type DescriptorStatus struct {
 	Guard string `json:"guard,omitempty"`
 }
 
-// ErrorResponse is the body of every error answer.
-type ErrorResponse struct {
-	// Error says what was wrong, for a human.
-	Error string `json:"error"`
-}
+// ErrorResponse is the body of every error answer: {"error":"..."}.
+type ErrorResponse = jsonhttp.ErrorBody
 
-// newCheckResponse renders d for rule.
-func newCheckResponse(rule string, d sluice.Decision) CheckResponse {
+// NewCheckResponse renders decision d of rule as the API answers it.
+func NewCheckResponse(rule string, d sluice.Decision) CheckResponse {
 	return CheckResponse{
 		Allowed:    d.Allowed,
 		Rule:       rule,
 		Limit:      d.Limit.Rate,
 		Policy:     d.Limit.String(),
 		Remaining:  max(d.Remaining, 0),
-		ResetAfter: seconds(d.ResetAfter),
-		RetryAfter: seconds(d.RetryAfter),
+		ResetAfter: Seconds(d.ResetAfter),
+		RetryAfter: Seconds(d.RetryAfter),
 	}
 }
 
-// seconds returns d in seconds, rounded up to the millisecond: a client
-// that waits less than the true wait would be denied again.
-func seconds(d time.Duration) float64 {
+// Seconds returns d in seconds, as the API writes waits: rounded up to
+// the millisecond, since a client that waits less than the true wait
+// would be denied again.
+func Seconds(d time.Duration) float64 {
 	if d <= 0 {
 		return 0
 	}

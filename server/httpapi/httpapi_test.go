@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -50,7 +51,7 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func testRules(t testing.TB) []config.Rule {
+func testRules(t testing.TB) []config.NamedRule {
 	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
@@ -59,18 +60,29 @@ func testRules(t testing.TB) []config.Rule {
 	return c.Rules
 }
 
-// newTestServer returns a server over a fresh memory store, on a clock
+// newTestServer returns the API over a fresh memory store, on a clock
 // starting at t0.
-func newTestServer(t testing.TB) (*Server, *clock) {
+func newTestServer(t testing.TB) (*Handler, *clock) {
 	t.Helper()
 	st := memory.New(memory.Config{})
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: t0}
-	s, err := New(Config{Store: st, Rules: testRules(t), Clock: clk.Now})
+	return newHandler(t, rules.Config{Store: st, Rules: testRules(t), Clock: clk.Now}, Config{}), clk
+}
+
+// newHandler returns the API of an engine of ec, configured by c.
+func newHandler(t testing.TB, ec rules.Config, c Config) *Handler {
+	t.Helper()
+	e, err := rules.New(ec)
+	if err != nil {
+		t.Fatalf("rules.New() error = %v", err)
+	}
+	c.Engine = e
+	h, err := New(c)
 	if err != nil {
 		t.Fatalf("New() error = %v", err)
 	}
-	return s, clk
+	return h
 }
 
 // do sends a request to h and returns the recorded answer.
@@ -246,7 +258,6 @@ func TestErrors(t *testing.T) {
 		{"reset unknown rule", "POST", "/v1/reset", "", `{"rule":"x","key":"k"}`, 400, `unknown rule "x"`},
 		{"reset no key", "POST", "/v1/reset", "", `{"rule":"login"}`, 400, "key is required"},
 		{"reset GET", "GET", "/v1/reset", "", ``, 405, "use POST"},
-		{"POST healthz", "POST", "/healthz", "", `{}`, 405, "use GET"},
 		{"unknown path", "GET", "/v2/check", "", ``, 404, "no endpoint /v2/check"},
 	}
 	for _, tt := range tests {
@@ -277,31 +288,22 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// fakeStore is a Store and Pinger whose behaviour each test sets.
+// fakeStore is a Store whose behaviour each test sets.
 type fakeStore struct {
 	DecideFunc func(ctx context.Context, r sluice.Request) (sluice.Decision, error)
-	PingFunc   func(ctx context.Context) error
 }
 
 func (f *fakeStore) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
 	return f.DecideFunc(ctx, r)
 }
 
-func (f *fakeStore) Ping(ctx context.Context) error { return f.PingFunc(ctx) }
-
-var _ Pinger = (*fakeStore)(nil)
-
 func TestStoreFailure(t *testing.T) {
 	storeErr := fmt.Errorf("%w: dial tcp 10.0.0.1:6379: connection refused", sluice.ErrStore)
 	st := &fakeStore{
 		DecideFunc: func(context.Context, sluice.Request) (sluice.Decision, error) { return sluice.Decision{}, storeErr },
-		PingFunc:   func(context.Context) error { return storeErr },
 	}
 	var logs bytes.Buffer
-	s, err := New(Config{Store: st, Rules: testRules(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newHandler(t, rules.Config{Store: st, Rules: testRules(t)}, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for _, path := range []string{"/v1/check", "/v1/reset"} {
 		logs.Reset()
 		w := do(t, s, http.MethodPost, path, `{"rule":"login","key":"k"}`)
@@ -316,12 +318,6 @@ func TestStoreFailure(t *testing.T) {
 			t.Errorf("POST %s: log = %q, want the store error and the rule", path, logs.String())
 		}
 	}
-	if w := do(t, s, http.MethodGet, "/readyz", ""); w.Code != http.StatusServiceUnavailable {
-		t.Errorf("GET /readyz with a failing store = %d, want 503", w.Code)
-	}
-	if w := do(t, s, http.MethodGet, "/healthz", ""); w.Code != http.StatusOK {
-		t.Errorf("GET /healthz with a failing store = %d, want 200 (the process is alive)", w.Code)
-	}
 }
 
 // TestCancelledRequest checks that a client that went away is not logged
@@ -332,10 +328,7 @@ func TestCancelledRequest(t *testing.T) {
 		return sluice.Decision{}, fmt.Errorf("%w: %w", sluice.ErrStore, ctx.Err())
 	}}
 	var logs bytes.Buffer
-	s, err := New(Config{Store: st, Rules: testRules(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newHandler(t, rules.Config{Store: st, Rules: testRules(t)}, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/check", strings.NewReader(`{"rule":"login","key":"k"}`))
@@ -347,49 +340,8 @@ func TestCancelledRequest(t *testing.T) {
 	}
 }
 
-func TestProbes(t *testing.T) {
-	s, _ := newTestServer(t) // the memory store has no Ping: always ready
-	for _, path := range []string{"/healthz", "/readyz"} {
-		for _, method := range []string{http.MethodGet, http.MethodHead} {
-			if w := do(t, s, method, path, ""); w.Code != http.StatusOK {
-				t.Errorf("%s %s = %d %s, want 200", method, path, w.Code, w.Body)
-			}
-		}
-	}
-	pinged := false
-	st := &fakeStore{PingFunc: func(ctx context.Context) error {
-		pinged = true
-		if _, ok := ctx.Deadline(); !ok {
-			return errors.New("no deadline")
-		}
-		return nil
-	}}
-	s2, err := New(Config{Store: st, Rules: testRules(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := do(t, s2, http.MethodGet, "/readyz", ""); w.Code != http.StatusOK || !pinged {
-		t.Errorf("GET /readyz with a healthy Pinger = %d (pinged %v), want 200 after a ping with a deadline", w.Code, pinged)
-	}
-}
-
 func TestNew(t *testing.T) {
-	st := memory.New(memory.Config{})
-	t.Cleanup(func() { st.Close() })
-	rules := testRules(t)
-	tests := []struct {
-		name string
-		c    Config
-	}{
-		{"nil store", Config{Rules: rules}},
-		{"no rules", Config{Store: st}},
-		{"duplicate rule", Config{Store: st, Rules: append(rules, rules[0])}},
-		{"invalid limit", Config{Store: st, Rules: []config.Rule{{Name: "x", Limits: []sluice.Limit{{Rate: 0, Period: time.Second}}}}}},
-		{"long namespace", Config{Store: st, Rules: rules, Namespace: strings.Repeat("n", 200)}},
-	}
-	for _, tt := range tests {
-		if _, err := New(tt.c); err == nil {
-			t.Errorf("New(%s) error = nil, want an error", tt.name)
-		}
+	if _, err := New(Config{}); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("New(no engine) error = %v, want ErrInvalidRequest", err)
 	}
 }

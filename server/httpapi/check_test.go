@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -31,8 +32,8 @@ const domainConfig = `rules:
         rate_limit: {unlimited: true}
 `
 
-// newDomainServer returns a server for domainConfig on a memory store.
-func newDomainServer(t *testing.T, maxBatch int) *Server {
+// newDomainServer returns the API for domainConfig on a memory store.
+func newDomainServer(t *testing.T, maxBatch int) *Handler {
 	t.Helper()
 	c, err := config.Parse("d.yaml", []byte(domainConfig))
 	if err != nil {
@@ -41,11 +42,7 @@ func newDomainServer(t *testing.T, maxBatch int) *Server {
 	st := memory.New(memory.Config{})
 	t.Cleanup(func() { st.Close() })
 	clk := &clock{now: t0}
-	s, err := New(Config{Store: st, Rules: c.Rules, Domains: c.Domains, Clock: clk.Now, MaxBatch: maxBatch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return newHandler(t, rules.Config{Store: st, Rules: c.Rules, Domains: c.Domains, Clock: clk.Now}, Config{MaxBatch: maxBatch})
 }
 
 // decodeInto decodes a 200 answer strictly.

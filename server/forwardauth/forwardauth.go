@@ -1,0 +1,210 @@
+// Package forwardauth is sluice serve's forward-auth endpoint, GET
+// /v1/auth: nginx's auth_request, Traefik's ForwardAuth and Caddy's
+// forward_auth ask it about the request they are about to pass on,
+// described by their headers, and pass it on when it answers 200.
+//
+// The client's address comes from the connection, or, behind trusted
+// proxies, from the X-Forwarded-For hops they appended (see
+// httplimit.ClientIP); a client that cannot be told (a malformed
+// forwarding header) shares one key, "unknown", so a forged header buys
+// no fresh allowance. IPv6 clients are keyed by their network (a /64 by
+// default, forward_auth.ipv6_prefix), so that one client cannot rotate
+// through the addresses of its network for a fresh allowance each.
+//
+// The request is decided by the rules engine, as every API of the
+// service: the guard judges the client's address and the key (allow
+// list, deny list, bans), then the rule's limits; each take they deny
+// counts in the jails of the rule.
+//
+// # Answers
+//
+//	200  allowed (X-Sluice-Exempt: allow-list when the allow list said so,
+//	     X-Sluice-Shadowed: true when a shadow rule would have denied)
+//	429  over the limit (or 403 with deny_status 403, for nginx), with
+//	     Retry-After and the RateLimit fields
+//	403  refused by the deny list, or banned (with Retry-After)
+//	400  an unknown rule or deny_status
+//	503  the store failed under a rule that fails closed
+package forwardauth
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/internal/ratelimitheader"
+	"github.com/sluicehq/sluice/server/rules"
+)
+
+// UnknownClient is the key part of requests whose client address cannot
+// be derived: they share one key.
+const UnknownClient = "unknown"
+
+// A Handler is GET /v1/auth for one configuration. Create Handlers with
+// New; a Handler is safe for concurrent use.
+type Handler struct {
+	c      config.ForwardAuth
+	ip     *httplimit.ClientIP
+	engine *rules.Engine
+	log    *slog.Logger
+}
+
+// New returns the forward-auth endpoint of c over engine, logging store
+// failures to log.
+func New(c config.ForwardAuth, engine *rules.Engine, log *slog.Logger) *Handler {
+	return &Handler{
+		c:      c,
+		ip:     &httplimit.ClientIP{TrustedProxies: c.TrustedProxies, IPv6Prefix: c.IPv6Prefix},
+		engine: engine,
+		log:    log,
+	}
+}
+
+// The headers proxies describe the original request with.
+var (
+	uriHeaders    = []string{"X-Original-URI", "X-Forwarded-Uri", "X-Original-Url"}
+	methodHeaders = []string{"X-Original-Method", "X-Forwarded-Method"}
+	hostHeaders   = []string{"X-Forwarded-Host", "X-Original-Host"}
+)
+
+// ServeHTTP answers a proxy (see the package documentation). Any method
+// is accepted: proxies send GET, or the original request's method with
+// no body.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rule, denyStatus, ok := h.params(w, r)
+	if !ok {
+		return
+	}
+	ip, known := h.ip.Addr(r)
+	ipKey := UnknownClient
+	if known {
+		ipKey, _ = h.ip.Key(r)
+	}
+	req := rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(h.key(r, ipKey))}, Client: ip}
+	res, err := h.engine.Check(r.Context(), req)
+	if err != nil {
+		h.failed(w, r, rule, err)
+		return
+	}
+	h.answer(w, res, denyStatus)
+}
+
+// params reads the rule and the deny status of r, or answers 400.
+func (h *Handler) params(w http.ResponseWriter, r *http.Request) (rule string, denyStatus int, ok bool) {
+	q := r.URL.Query()
+	rule = h.c.Rule
+	if v := q.Get("rule"); v != "" {
+		rule = v
+	}
+	if !h.engine.IsNamed(rule) {
+		jsonhttp.Error(w, http.StatusBadRequest, "unknown rule "+strconv.Quote(rule)+" (forward-auth applies the named rules of the configuration)")
+		return "", 0, false
+	}
+	denyStatus = h.c.DenyStatus
+	switch v := q.Get("deny_status"); v {
+	case "":
+	case "403", "429":
+		denyStatus, _ = strconv.Atoi(v)
+	default:
+		jsonhttp.Error(w, http.StatusBadRequest, "deny_status must be 403 or 429")
+		return "", 0, false
+	}
+	return rule, denyStatus, true
+}
+
+// answer writes the engine's result for a proxy.
+func (h *Handler) answer(w http.ResponseWriter, res rules.Result, denyStatus int) {
+	st := res.Statuses[0]
+	switch st.Guard {
+	case guard.Exempt:
+		w.Header().Set("X-Sluice-Exempt", "allow-list")
+		w.WriteHeader(http.StatusOK)
+		return
+	case guard.Refuse:
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	case guard.Banned:
+		w.Header().Set("Retry-After", strconv.FormatInt(max(ratelimitheader.CeilSeconds(st.Decision.RetryAfter), 1), 10))
+		http.Error(w, "banned", http.StatusForbidden)
+		return
+	}
+	st.Rule.SetHeaders(w.Header(), st.Decision)
+	switch {
+	case res.Allowed && st.Shadowed:
+		w.Header().Set("X-Sluice-Shadowed", "true")
+		fallthrough
+	case res.Allowed:
+		w.WriteHeader(http.StatusOK)
+	default:
+		http.Error(w, "rate limited", denyStatus)
+	}
+}
+
+// failed answers a check that failed: the store failed under a
+// fail-closed rule (503), or the request was impossible (400).
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, rule string, err error) {
+	switch {
+	case errors.Is(err, sluice.ErrInvalidRequest), errors.Is(err, sluice.ErrCostExceedsBurst):
+		jsonhttp.Error(w, http.StatusBadRequest, err.Error())
+	case r.Context().Err() != nil:
+		jsonhttp.Error(w, http.StatusServiceUnavailable, "request cancelled")
+	default:
+		h.log.ErrorContext(r.Context(), "forward-auth: store failed", "rule", rule, "err", err)
+		jsonhttp.Error(w, http.StatusServiceUnavailable, "the store failed to decide; try again")
+	}
+}
+
+// key builds the key of a request from the configured parts, joined by
+// '|'.
+func (h *Handler) key(r *http.Request, ip string) string {
+	if len(h.c.Key) == 1 && h.c.Key[0] == "ip" {
+		return ip
+	}
+	var b strings.Builder
+	for i, part := range h.c.Key {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		b.WriteString(h.part(r, part, ip))
+	}
+	return b.String()
+}
+
+// part returns one part of a request's key.
+func (h *Handler) part(r *http.Request, part, ip string) string {
+	switch part {
+	case "ip":
+		return ip
+	case "method":
+		return first(r, methodHeaders, r.Method)
+	case "uri":
+		return first(r, uriHeaders, "")
+	case "path":
+		u := first(r, uriHeaders, "")
+		if i := strings.IndexAny(u, "?#"); i >= 0 {
+			u = u[:i]
+		}
+		return u
+	case "host":
+		return first(r, hostHeaders, r.Host)
+	}
+	name, _ := strings.CutPrefix(part, "header:")
+	return r.Header.Get(name)
+}
+
+// first returns the value of the first of headers that r has, or def.
+func first(r *http.Request, headers []string, def string) string {
+	for _, h := range headers {
+		if v := r.Header.Get(h); v != "" {
+			return v
+		}
+	}
+	return def
+}

@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/server/rules"
+)
+
+// DefaultMaxBodyBytes is the default bound on a request body: far more
+// than any valid request needs, little enough that no client can make the
+// server buffer much.
+const DefaultMaxBodyBytes = 64 << 10
+
+// DefaultMaxBatch is the default bound on the checks of one batch.
+const DefaultMaxBatch = 100
+
+// Config configures a Handler. The zero value of each field but Engine
+// means its default.
+type Config struct {
+	// Engine decides every check and reset: its rules, store, guard and
+	// clock are the API's. Required.
+	Engine *rules.Engine
+	// Logger receives store failures. Default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a request body; larger ones get 413. Default
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxBatch bounds the checks of one batch. Default DefaultMaxBatch.
+	MaxBatch int
+}
+
+// A Handler is the HTTP JSON API of sluice serve, over one rules engine.
+// Create Handlers with New; the zero value is not usable. A Handler is
+// safe for concurrent use.
+type Handler struct {
+	engine  *rules.Engine
+	names   string // the rule and domain names, sorted, for error messages
+	log     *slog.Logger
+	maxBody int64
+	batch   int
+	mux     *http.ServeMux
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns the Handler of c.
+func New(c Config) (*Handler, error) {
+	if c.Engine == nil {
+		return nil, fmt.Errorf("httpapi: %w: no engine", sluice.ErrInvalidRequest)
+	}
+	h := &Handler{
+		engine:  c.Engine,
+		names:   strings.Join(c.Engine.Names(), ", "),
+		log:     c.Logger,
+		maxBody: c.MaxBodyBytes,
+		batch:   c.MaxBatch,
+		mux:     http.NewServeMux(),
+	}
+	if h.batch <= 0 {
+		h.batch = DefaultMaxBatch
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	h.mux.HandleFunc("/v1/check", h.post(h.check))
+	h.mux.HandleFunc("/v1/reset", h.post(h.reset))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		jsonhttp.Error(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check or /v1/reset)")
+	})
+	return h, nil
+}
+
+// ServeHTTP serves the API described in the package documentation.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// An apiError is an error answer: a status and a message for the client.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// post adapts an API handler: POST with a JSON body only, errors written
+// as JSON.
+func (h *Handler) post(serve func(w http.ResponseWriter, r *http.Request) *apiError) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			jsonhttp.Error(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use POST")
+			return
+		}
+		if !jsonhttp.RequireJSON(w, r) {
+			return
+		}
+		if err := serve(w, r); err != nil {
+			jsonhttp.Error(w, err.status, err.msg)
+		}
+	}
+}
+
+// decode reads the request's body into v.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	if status, err := jsonhttp.Decode(w, r, h.maxBody, v); err != nil {
+		return &apiError{status, err.Error()}
+	}
+	return nil
+}
