@@ -106,7 +106,7 @@ func (l *Limiter) AllowN(ctx context.Context, actor string, n int) (Decision, er
 }
 
 // Peek reports whether actor may perform the action once now, without
-// counting it: the seeds' "check". Its Remaining is what a take would
+// counting it (a check without a take). Its Remaining is what a take would
 // leave.
 func (l *Limiter) Peek(ctx context.Context, actor string) (Decision, error) {
 	return l.do(ctx, OpPeek, actor, 1, time.Time{})

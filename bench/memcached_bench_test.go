@@ -18,7 +18,7 @@ import (
 )
 
 // The memcached comparison: sluice's memcached store against the design
-// users have today, the seeds' algorithm (Willison's ratelimitcache,
+// users have today, the classic algorithm (Willison's ratelimitcache,
 // php-ratelimiter) on gomemcache, the most used Go client: per-window
 // counters created with add, bumped with incr, and, for the sliding
 // window, the last G counters read back with one get_multi.
@@ -93,9 +93,9 @@ func (s *sluiceMC) take(ctx context.Context, key string) (bool, error) {
 func (s *sluiceMC) roundTrips() int64 { return s.store.Stats().RoundTrips }
 func (s *sluiceMC) close()            { s.store.Close() }
 
-// seeds is the seeds' algorithm on gomemcache: add the current window's
+// seeds is the classic algorithm on gomemcache: add the current window's
 // counter (ignoring "exists"), incr it, and for a sliding window read the
-// last buckets counters with one get_multi and sum them. Like the seeds,
+// last buckets counters with one get_multi and sum them. Like the classic limiters,
 // it counts denied requests too.
 type seeds struct {
 	mc      *memcache.Client
@@ -204,7 +204,7 @@ func (s *incrOnly) take(ctx context.Context, key string) (bool, error) {
 func (s *incrOnly) roundTrips() int64 { return s.trips.Load() }
 func (s *incrOnly) close()            { s.mc.Close() }
 
-// BenchmarkMemcached compares sluice's memcached store with the seeds'
+// BenchmarkMemcached compares sluice's memcached store with the classic
 // algorithm on gomemcache: one hot key (mostly denied) and 100k random
 // keys (all admitted), one goroutine (latency: ns/op is the time of one
 // decision) and 64 goroutines (throughput: decisions/s). Each reports

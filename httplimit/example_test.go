@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
-// A login form limited the seeds' way: 10 failed attempts per 3 minutes
+// A login form limited as the classic memcached limiters do: 10 failed attempts per 3 minutes
 // per address and username, 100 per address, counting only failures and
 // forgetting them after a success. The application sits behind a proxy on
 // 10.0.0.0/8 that appends X-Forwarded-For.

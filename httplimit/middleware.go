@@ -77,8 +77,8 @@ type Rule struct {
 	// Key derives the actor from the request. Default the client's
 	// address, as Config.ClientIP finds it.
 	Key Keyer
-	// Match selects the requests the rule counts (the seeds'
-	// should_ratelimit). Default nil: every request.
+	// Match selects the requests the rule counts (Django
+	// ratelimit's should_ratelimit). Default nil: every request.
 	Match func(*http.Request) bool
 	// Mode is what the rule does with a request it denies. Default
 	// Enforce.
@@ -90,7 +90,7 @@ type Rule struct {
 	// status and given back otherwise. Default nil: every request counts.
 	Count func(status int) bool
 	// Reset, when set, forgets the actor's state under this rule when it
-	// accepts the response status (the seeds' clear_counters after a
+	// accepts the response status (clear the counters after a
 	// successful login). Default nil: never.
 	Reset func(status int) bool
 }

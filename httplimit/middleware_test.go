@@ -277,7 +277,7 @@ func TestCountFailuresResetOnSuccess(t *testing.T) {
 	try(401)
 }
 
-// TestRulesDecidedTogether is the seeds' nested decorators: 2 per IP and
+// TestRulesDecidedTogether is the classic nested decorators: 2 per IP and
 // username and 3 per IP. A request denied by one consumes nothing under
 // the other.
 func TestRulesDecidedTogether(t *testing.T) {

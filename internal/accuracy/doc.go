@@ -36,7 +36,7 @@
 //
 // [Traces] builds, for a limit of Rate per Period and one actor:
 //
-//   - boundary-burst: the seeds' trace, for 100/min one take at 0 s, 100
+//   - boundary-burst: the classic fixed-window trace, for 100/min one take at 0 s, 100
 //     at 59.9 s and 100 at 60.1 s, placed 50 ms before a fixed-window
 //     boundary (an attacker reads it off the reset time), so the bursts
 //     straddle the next one;

@@ -60,7 +60,7 @@ func Traces(l sluice.Limit, key string, seed uint64) []Trace {
 	}
 }
 
-// BoundaryBurst is the seeds' trace: one request opens the trace, then Rate
+// BoundaryBurst is the classic fixed-window trace: one request opens the trace, then Rate
 // requests a tenth of a second (Period/600) before a window boundary and
 // Rate a tenth of a second after it: for 100/min, 1 at t=0, 100 at 59.9 s
 // and 100 at 60.1 s. The trace is placed as an attacker who reads the

@@ -22,7 +22,7 @@
 // or every quota descriptor is.
 //
 // The engine's guard (sluice serve's allow and deny lists and jails, see
-// [rules.Guard]) judges the key of a named rule's descriptor: an
+// guard.Guard) judges the key of a named rule's descriptor: an
 // allow-listed key is OK with limit_remaining 4294967295 and counts
 // nothing; a deny-listed one is OVER_LIMIT without duration_until_reset;
 // a banned one is OVER_LIMIT with the ban's remaining time as

@@ -40,16 +40,19 @@
 //
 // # Guard
 //
-// An Engine built with a [Guard] (sluice serve's allow and deny lists
-// and jails) asks it about the actor of each descriptor of a named rule
-// (the value of its one entry) before the rule's limits: it may exempt
-// the actor (allowed, nothing counted), refuse it, or refuse it as
-// banned until a time; [Status.Guard] says which, and shadow mode does
-// not soften it. Each take the limits of a named rule deny is told to
-// the Guard, which counts it in the jails of the rule. Descriptor
-// domains have no actor: the Guard is not asked about them. A caller
-// that applied the guard itself (forward-auth, on the client's address)
-// sets [Request.SkipGuard].
+// An Engine built with a guard.Guard (sluice serve's allow and deny
+// lists and jails) asks it about the actor of each descriptor of a named
+// rule before the rule's limits: the value of its one entry is the key,
+// and [Request.Client] (or the key, when it is an address) the address.
+// The Guard applies its one order (allow list, deny list, bans; see
+// guard.Guard): it may exempt the actor (allowed, nothing counted),
+// refuse it, or refuse it as banned until a time; [Status.Guard] says
+// which, and shadow mode does not soften it. Each take the limits of a
+// named rule deny is a strike in the jails that count the rule, under
+// the actor's key (an IPv6 address under its network). Descriptor
+// domains have no actor: the Guard is not asked about them. Every API
+// of sluice serve asks the Engine, so the guard is applied once, in one
+// place, and alike on every one.
 //
 // # State keys
 //
