@@ -73,38 +73,49 @@ func tuneGC(s config.Store) {
 	}
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// serveFlags are the flags of sluice serve.
+type serveFlags struct {
+	cfgPath, listen, adminListen, grpcListen string
+	grpcHeaders, watch                       bool
+	grace                                    time.Duration
+}
+
+func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
+	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "configuration `file` or directory; default the built-in sample rules")
-	listen := fs.String("listen", "", "`address` to listen on, host:port; port 0 picks a free one (default the config's listen, else "+config.DefaultListen+")")
-	adminListen := fs.String("admin-listen", "", "`address` of the admin API, when the config sets a token (default the config's admin.listen, else "+config.DefaultAdminListen+")")
-	grpcListen := fs.String("grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default none)")
-	grpcHeaders := fs.Bool("grpc-headers", false, "add the RateLimit header fields to the answers of Envoy's API (gRPC, for Envoy to pass on, and /json)")
-	watch := fs.Bool("watch", true, "reload the configuration when its file changes")
-	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
+	fs.StringVar(&f.cfgPath, "config", "", "configuration `file` or directory; default the built-in sample rules")
+	fs.StringVar(&f.listen, "listen", "", "`address` to listen on, host:port; port 0 picks a free one (default the config's listen, else "+config.DefaultListen+")")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "`address` of the admin API, when the config sets a token (default the config's admin.listen, else "+config.DefaultAdminListen+")")
+	fs.StringVar(&f.grpcListen, "grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default none)")
+	fs.BoolVar(&f.grpcHeaders, "grpc-headers", false, "add the RateLimit header fields to the answers of Envoy's API (gRPC, for Envoy to pass on, and /json)")
+	fs.BoolVar(&f.watch, "watch", true, "reload the configuration when its file changes")
+	fs.DurationVar(&f.grace, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
 	pos, err := parseFlags(fs, serveHelp, args, stdout)
+	if err == nil && len(pos) > 0 {
+		err = usageError(fmt.Sprintf("serve: unexpected argument %q (the configuration goes after -config)", pos[0]))
+	}
+	return f, err
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServe(args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageError(fmt.Sprintf("serve: unexpected argument %q (the configuration goes after -config)", pos[0]))
-	}
-
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg, source, err := loadConfig(*cfgPath)
+	cfg, source, err := loadConfig(f.cfgPath)
 	if err != nil {
 		return err
 	}
 	tuneGC(cfg.Store)
-	addr := cmp.Or(*listen, cfg.Listen)
 	// Catch SIGHUP before anyone can know the address: until then its
 	// default action would end the process.
 	hup := make(chan os.Signal, 1)
-	if *cfgPath != "" {
+	if f.cfgPath != "" {
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 	}
-	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log, EnvoyHeaders: *grpcHeaders})
+	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log, EnvoyHeaders: f.grpcHeaders})
 	if err != nil {
 		return err
 	}
@@ -113,125 +124,151 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("closing the store", "err", err)
 		}
 	}()
+	ls := &listeners{log: log, stdout: stdout, served: make(chan error, 3)}
+	if err := ls.start(ctx, f, cfg, svc); err != nil {
+		return errors.Join(err, ls.shutdown(ctx, f.grace))
+	}
+	log.Info("serving", "addrs", ls.addrs, "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
+	stopReloads := reloads(ctx, f, svc, hup, log)
+	defer stopReloads()
+	return ls.serve(ctx, f.grace, stopReloads)
+}
 
-	var servers []*http.Server
-	var gs *grpc.Server
-	served := make(chan error, 3)
-	start := func(name, addr string, h http.Handler) error {
-		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		hs := &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       10 * time.Second,
-			WriteTimeout:      10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
-		servers = append(servers, hs)
-		go func() { served <- hs.Serve(ln) }()
-		fmt.Fprintf(stdout, "sluice: %s on http://%s\n", name, ln.Addr())
-		log.Info("listening", "what", name, "addr", ln.Addr().String())
-		return nil
-	}
-	shutdown := func() error {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
-		defer cancel()
-		var errs []error
-		if gs != nil {
-			stopped := make(chan struct{})
-			go func() { gs.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-sctx.Done():
-				gs.Stop()
-			}
-		}
-		for _, hs := range servers {
-			errs = append(errs, hs.Shutdown(sctx))
-		}
-		return errors.Join(errs...)
-	}
-	if err := start("listening", addr, svc.Handler()); err != nil {
+// listeners are the servers of sluice serve: HTTP (the service's, and
+// the admin API's) and gRPC.
+type listeners struct {
+	log    *slog.Logger
+	stdout io.Writer
+	https  []*http.Server
+	grpc   *grpc.Server
+	addrs  []string
+	served chan error // each server's Serve's return
+}
+
+// start listens on every address f and cfg name, and serves there.
+func (ls *listeners) start(ctx context.Context, f serveFlags, cfg *config.Config, svc *server.Service) error {
+	if err := ls.startHTTP(ctx, "listening", cmp.Or(f.listen, cfg.Listen), svc.Handler()); err != nil {
 		return err
 	}
-	if *grpcListen != "" {
-		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", *grpcListen)
+	if f.grpcListen != "" {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", f.grpcListen)
 		if err != nil {
-			return errors.Join(fmt.Errorf("grpc: %w", err), shutdown())
+			return fmt.Errorf("grpc: %w", err)
 		}
-		gs = envoyrls.NewServer(svc.RateLimitService())
-		go func() { served <- gs.Serve(ln) }()
-		fmt.Fprintf(stdout, "sluice: grpc on %s\n", ln.Addr())
-		log.Info("listening", "what", "grpc", "addr", ln.Addr().String())
+		ls.grpc = envoyrls.NewServer(svc.RateLimitService())
+		go func() { ls.served <- ls.grpc.Serve(ln) }()
+		ls.announce("grpc", ln.Addr().String())
 	}
 	if ah := svc.AdminHandler(); ah != nil {
-		if err := start("admin", cmp.Or(*adminListen, cfg.Admin.Listen), ah); err != nil {
-			return errors.Join(err, shutdown())
-		}
+		return ls.startHTTP(ctx, "admin", cmp.Or(f.adminListen, cfg.Admin.Listen), ah)
 	}
-	log.Info("serving", "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
+	return nil
+}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	rctx, stopReloads := context.WithCancel(ctx)
-	defer stopReloads()
-	if *cfgPath != "" {
-		var mu sync.Mutex // one reload at a time, from either source
-		reload := func() {
-			mu.Lock()
-			defer mu.Unlock()
-			_ = svc.ReloadFile(*cfgPath) // logged and counted
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-rctx.Done():
-					return
-				case <-hup:
-					log.Info("SIGHUP: reloading the configuration", "config", *cfgPath)
-					reload()
-				}
-			}
-		}()
-		if *watch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := server.WatchConfig(rctx, *cfgPath, reload); err != nil {
-					log.Warn("not watching the configuration file; SIGHUP still reloads it", "err", err)
-				}
-			}()
-		}
+// startHTTP serves h at addr.
+func (ls *listeners) startHTTP(ctx context.Context, name, addr string, h http.Handler) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	hs := server.NewHTTPServer(h, ls.log)
+	ls.https = append(ls.https, hs)
+	go func() { ls.served <- hs.Serve(ln) }()
+	ls.announce(name, "http://"+ln.Addr().String())
+	return nil
+}
 
+// announce prints where a server listens, for the people and scripts
+// that started sluice serve.
+func (ls *listeners) announce(name, addr string) {
+	ls.addrs = append(ls.addrs, name+"="+addr)
+	fmt.Fprintf(ls.stdout, "sluice: %s on %s\n", name, addr)
+}
+
+// serve waits for a server to fail or ctx to end, then shuts every
+// server down (after stopping reloads), letting requests in flight
+// finish within grace.
+func (ls *listeners) serve(ctx context.Context, grace time.Duration, stopReloads func()) error {
 	select {
-	case err := <-served:
+	case err := <-ls.served:
 		stopReloads()
-		return errors.Join(fmt.Errorf("serve: %w", err), shutdown())
+		return errors.Join(fmt.Errorf("serve: %w", err), ls.shutdown(ctx, grace))
 	case <-ctx.Done():
 	}
 	stopReloads()
-	log.Info("shutting down", "timeout", *grace)
-	if err := shutdown(); err != nil {
+	ls.log.Info("shutting down", "timeout", grace)
+	if err := ls.shutdown(ctx, grace); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	for range servers {
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	n := len(ls.https)
+	if ls.grpc != nil {
+		n++
+	}
+	for range n {
+		if err := <-ls.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
 		}
 	}
-	if gs != nil {
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve: %w", err)
-		}
-	}
-	log.Info("stopped")
+	ls.log.Info("stopped")
 	return nil
+}
+
+// shutdown stops every server, letting requests in flight finish within
+// grace.
+func (ls *listeners) shutdown(ctx context.Context, grace time.Duration) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	var errs []error
+	if ls.grpc != nil {
+		stopped := make(chan struct{})
+		go func() { ls.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-sctx.Done():
+			ls.grpc.Stop()
+		}
+	}
+	for _, hs := range ls.https {
+		errs = append(errs, hs.Shutdown(sctx))
+	}
+	return errors.Join(errs...)
+}
+
+// reloads reloads the configuration file of f on SIGHUP and, with
+// f.watch, on every change of the file, one reload at a time, until the
+// function it returns is called (which waits for them to stop).
+func reloads(ctx context.Context, f serveFlags, svc *server.Service, hup <-chan os.Signal, log *slog.Logger) (stop func()) {
+	if f.cfgPath == "" {
+		return func() {}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex // one reload at a time, from either source
+	reload := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = svc.ReloadFile(f.cfgPath) // logged and counted
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the configuration", "config", f.cfgPath)
+				reload()
+			}
+		}
+	})
+	if f.watch {
+		wg.Go(func() {
+			if err := server.WatchConfig(rctx, f.cfgPath, reload); err != nil {
+				log.Warn("not watching the configuration file; SIGHUP still reloads it", "err", err)
+			}
+		})
+	}
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }
 }
 
 // loadConfig reads the configuration at path, or the built-in sample

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -70,13 +71,42 @@ func New(c Config) (*Service, error) {
 	return s, nil
 }
 
+// Bounds of a server from NewServer, so that slow, silent and greedy
+// clients cost it a bounded amount.
+const (
+	// HandshakeTimeout bounds how long a new connection may take to
+	// complete its handshake (HTTP/2 preface and settings): a client that
+	// connects and says nothing is dropped.
+	HandshakeTimeout = 5 * time.Second
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	MaxConcurrentStreams = 256
+	// MaxHeaderListBytes bounds the headers of a call.
+	MaxHeaderListBytes = 64 << 10
+	// IdleTimeout closes a connection with no call for this long.
+	IdleTimeout = 5 * time.Minute
+	// MinPingInterval is the shortest interval at which a client may
+	// send keepalive pings; one that pings more often is sent away
+	// (GOAWAY, too_many_pings), as are pings on a connection without
+	// calls.
+	MinPingInterval = 10 * time.Second
+)
+
 // NewServer returns a gRPC server with s and the standard health service
-// (reporting SERVING) registered, bounding messages to
-// DefaultMaxMessageBytes and serving calls on a pool of StreamWorkers
-// goroutines. Extra options are applied after these.
+// (reporting SERVING) registered, hardened against slow and greedy
+// clients: messages of at most DefaultMaxMessageBytes, the bounds above
+// (a handshake timeout, concurrent streams and header size per
+// connection, idle connections closed, keepalive pings enforced), and
+// calls served on a pool of StreamWorkers goroutines. Extra options are
+// applied after these.
 func NewServer(s *Service, opts ...grpc.ServerOption) *grpc.Server {
 	g := grpc.NewServer(append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(DefaultMaxMessageBytes),
+		grpc.MaxSendMsgSize(DefaultMaxMessageBytes),
+		grpc.ConnectionTimeout(HandshakeTimeout),
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.MaxHeaderListSize(MaxHeaderListBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinPingInterval}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: IdleTimeout, Time: time.Minute, Timeout: 20 * time.Second}),
 		grpc.NumStreamWorkers(StreamWorkers),
 	}, opts...)...)
 	pb.RegisterRateLimitServiceServer(g, s)

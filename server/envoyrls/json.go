@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 // JSONHandler returns envoyproxy/ratelimit's HTTP endpoint, /json, for s,
@@ -23,11 +25,22 @@ import (
 // that is not a request is 400, one over DefaultMaxMessageBytes 413, a
 // method other than POST 405, and a store failure 503 (envoyproxy/ratelimit
 // answers 400 for every error, which hides an outage from the client).
+//
+// The request must say Content-Type: application/json, or it is 415:
+// a request spends limits, and a cross-site form (which can only send
+// text/plain, urlencoded or multipart bodies, and no other type without
+// the preflight a server never answers) must not be able to spend them
+// from a visitor's browser. envoyproxy/ratelimit accepts any type; its
+// clients that send none must add the header.
 func JSONHandler(s *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+			return
+		}
+		if !jsonhttp.IsJSON(r) {
+			http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, DefaultMaxMessageBytes))

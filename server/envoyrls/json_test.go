@@ -13,11 +13,37 @@ import (
 	"github.com/sluicehq/sluice/server/envoyrls"
 )
 
-// postJSON posts body to h's /json and returns the recorded answer.
+// postJSON posts body to h's /json as application/json and returns the
+// recorded answer.
 func postJSON(h http.Handler, method, body string) *httptest.ResponseRecorder {
+	return postAs(h, method, "application/json", body)
+}
+
+// postAs posts body to h's /json as ctype.
+func postAs(h http.Handler, method, ctype, body string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(method, "/json", strings.NewReader(body)))
+	r := httptest.NewRequest(method, "/json", strings.NewReader(body))
+	if ctype != "" {
+		r.Header.Set("Content-Type", ctype)
+	}
+	h.ServeHTTP(w, r)
 	return w
+}
+
+// TestJSONCrossSite checks that a body a cross-site form can send (or
+// one without a type) spends nothing: only application/json is decided.
+func TestJSONCrossSite(t *testing.T) {
+	h := envoyrls.JSONHandler(newService(t, false, 0))
+	const req = `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "203.0.113.9"}]}], "hitsAddend": 10}`
+	for _, ctype := range []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		if w := postAs(h, http.MethodPost, ctype, req); w.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("POST /json as %q = %d, want 415", ctype, w.Code)
+		}
+	}
+	// The limit of 10 is whole: the refused requests took nothing.
+	if w := postAs(h, http.MethodPost, "application/json; charset=utf-8", req); w.Code != http.StatusOK {
+		t.Errorf("POST /json as JSON after the refused ones = %d %s, want 200", w.Code, w.Body)
+	}
 }
 
 // TestJSON checks envoyproxy/ratelimit's /json endpoint: the request and

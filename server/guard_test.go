@@ -1,9 +1,15 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +17,9 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/server/httpapi"
 )
@@ -163,6 +172,139 @@ func TestGuardBannedByForwardAuth(t *testing.T) {
 	for _, api := range guardAPIs {
 		if o := api.ask(t, s, "login", ip); o.allowed || o.guard != "banned" || o.wait < 10*time.Minute {
 			t.Errorf("%s: check of an address banned through forward-auth = %+v, want banned", api.name, o)
+		}
+	}
+}
+
+// sameConfig has an address and a key on both lists, and a limit of one
+// a minute, so that three asks tell the allow list (three admissions)
+// from the limits (one).
+const sameConfig = `rules:
+  - name: api
+    limits: ["1/min"]
+forward_auth:
+  rule: api
+  key: ["header:X-Api-Key"]
+guard:
+  allow: [192.0.2.77, "key:both-key"]
+  deny: [192.0.2.77, "key:both-key", 192.0.2.0/24]
+  jails:
+    - {name: abuse, rules: [api], max_failures: 5}
+`
+
+// surfaces ask about an actor (an address and a key, either may be
+// empty) through every surface that applies the guard, and name what
+// each answer says: "allowed", "limited" (the limits denied), "refused"
+// (the deny list) or "banned".
+func surfaces(t *testing.T, s *Service) map[string]func(addr, key string) string {
+	t.Helper()
+	st := s.state.Load()
+	var jails []*guard.Jail
+	for _, j := range st.jails {
+		jails = append(jails, j)
+	}
+	lim, err := sluice.New(s.st.primary, sluice.Config{Limits: []sluice.Limit{sluice.PerMinute(1)}, Action: "middleware"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim, Key: httplimit.KeyFunc(func(r *http.Request) (string, bool) {
+		return r.RemoteAddr + "|" + r.Header.Get("X-Api-Key"), true
+	})}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := guard.Middleware(guard.MiddlewareConfig{Allow: st.allow, Deny: st.deny, Jails: jails,
+		Key: httplimit.Header("X-Api-Key"), Logger: slog.New(slog.DiscardHandler)})(limits.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	grpcc := serveGRPC(t, s)
+	actor := func(addr, key string) string { return cmp.Or(key, addr) }
+	fromAPI := func(o outcome) string {
+		switch {
+		case o.allowed:
+			return "allowed"
+		case o.guard == "deny-list":
+			return "refused"
+		case o.guard == "banned":
+			return "banned"
+		}
+		return "limited"
+	}
+	return map[string]func(addr, key string) string{
+		"guard.Middleware": func(addr, key string) string {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.RemoteAddr = net.JoinHostPort(cmp.Or(addr, neutral), "1")
+			r.Header.Set("X-Api-Key", key)
+			w := httptest.NewRecorder()
+			mw.ServeHTTP(w, r)
+			return httpVerdict(w)
+		},
+		"forward-auth": func(addr, key string) string {
+			return httpVerdict(auth(t, s.Handler(), "", cmp.Or(addr, neutral), "X-Api-Key", key))
+		},
+		"/v1/check": func(addr, key string) string { return fromAPI(guardAPIs[0].ask(t, s, "api", actor(addr, key))) },
+		"gRPC": func(addr, key string) string {
+			return fromAPI(rlsOutcome(rlstest.ShouldRateLimit(t, grpcc, rlsRequest("api", actor(addr, key)))))
+		},
+		"/json": func(addr, key string) string { return fromAPI(guardAPIs[2].ask(t, s, "api", actor(addr, key))) },
+	}
+}
+
+// neutral is the address of an actor known by its key only, on no list.
+const neutral = "198.18.1.1"
+
+// httpVerdict names an HTTP surface's answer: 200 allowed, 429 limited,
+// 403 refused, or banned with a Retry-After.
+func httpVerdict(w *httptest.ResponseRecorder) string {
+	switch {
+	case w.Code == http.StatusOK:
+		return "allowed"
+	case w.Code == http.StatusForbidden && w.Header().Get("Retry-After") != "":
+		return "banned"
+	case w.Code == http.StatusForbidden:
+		return "refused"
+	}
+	return "limited"
+}
+
+// TestGuardSameEverywhere decides an address and a key that are on both
+// lists, an address in a banned network, a jailed address and a jailed
+// key through guard.Middleware, /v1/check, /json, gRPC and forward-auth:
+// every surface decides each alike, in the guard's one order (the allow
+// list first, then the deny list, then bans).
+func TestGuardSameEverywhere(t *testing.T) {
+	s, _ := newService(t, sameConfig)
+	ctx := t.Context()
+	for _, b := range []struct{ jail, key string }{{ManualJail, "203.0.113.0/24"}, {"abuse", "198.18.0.5"}, {"abuse", "mallory-key"}} {
+		if _, err := s.Ban(ctx, b.jail, b.key, time.Hour, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, addr, key string
+		want            string // three asks
+	}{
+		{"address on both lists", "192.0.2.77", "", "allowed allowed allowed"},
+		{"key on both lists", "", "both-key", "allowed allowed allowed"},
+		{"denied network", "192.0.2.9", "", "refused refused refused"},
+		{"banned network", "203.0.113.9", "", "banned banned banned"},
+		{"banned network, IPv4-mapped", "::ffff:203.0.113.10", "", "banned banned banned"},
+		{"jailed address", "198.18.0.5", "", "banned banned banned"},
+		{"jailed key", "", "mallory-key", "banned banned banned"},
+		{"neither", "198.18.0.6", "", "allowed limited limited"},
+	}
+	for name, ask := range surfaces(t, s) {
+		for i, tt := range tests {
+			var got []string
+			for range 3 {
+				// Each surface asks its own actor: one limit per surface.
+				addr, key := tt.addr, tt.key
+				if tt.name == "neither" {
+					addr = fmt.Sprintf("198.18.%d.6", len(name)*10+i)
+				}
+				got = append(got, ask(addr, key))
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Errorf("%s: %s = %s, want %s", name, tt.name, g, tt.want)
+			}
 		}
 	}
 }
