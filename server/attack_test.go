@@ -1,0 +1,306 @@
+package server
+
+// The attacks a service must hold against, each asserting the bound it
+// keeps: no lifted ban, no extra allowance, bounded bans and logs.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/storefault"
+	"github.com/sluicehq/sluice/server/rules"
+)
+
+// newServiceWith is newService with options of its own.
+func newServiceWith(t testing.TB, text string, o Options) *Service {
+	t.Helper()
+	c, err := config.Parse("test.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := NewService(context.Background(), c, o)
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestAttackKeyFloodKeepsBans floods a memory store of 1 MiB with 60,000
+// distinct keys, far more than it holds, after an admin ban and a jail
+// ban: both bans hold, on every API, and the store stays within its cap.
+func TestAttackKeyFloodKeepsBans(t *testing.T) {
+	s, _ := newService(t, serviceConfig+"store: {type: memory, memory: {max_bytes: 1048576}}\n")
+	ctx := t.Context()
+	if _, err := s.Ban(ctx, ManualJail, "203.0.113.66", time.Hour, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	const jailed = "203.0.113.67"
+	for range 4 { // login allows 2 a minute; the jail bans after 2 denials
+		auth(t, s.Handler(), "?rule=login", jailed)
+	}
+	e := s.Engine()
+	for i := range 60_000 {
+		if _, err := e.Check(ctx, rules.Request{Domain: "api", Descriptors: []rules.Descriptor{rules.Key(fmt.Sprint("flood-", i))}}); err != nil {
+			t.Fatalf("check %d of the flood: %v", i, err)
+		}
+	}
+	for _, ip := range []string{"203.0.113.66", jailed} {
+		if w := auth(t, s.Handler(), "?rule=api", ip); w.Code != http.StatusForbidden || w.Header().Get("Retry-After") == "" {
+			t.Errorf("forward-auth of %s after the flood = %d, want 403 banned", ip, w.Code)
+		}
+		for _, api := range guardAPIs {
+			if o := api.ask(t, s, "api", ip); o.allowed || o.guard != "banned" {
+				t.Errorf("%s: %s after the flood = %+v, want banned", api.name, ip, o)
+			}
+		}
+	}
+	if b := s.st.primary.(interface{ Bytes() int64 }).Bytes(); b > 1<<20 {
+		t.Errorf("the store counts %d bytes, more than its cap of 1 MiB", b)
+	}
+}
+
+// TestAttackBanFlood makes a jail ban 3,000 addresses of 20 networks
+// through forward-auth, against a registry of 500 bans: it stays within
+// its capacity, and every banned address is still refused.
+func TestAttackBanFlood(t *testing.T) {
+	s, _ := newService(t, strings.Replace(serviceConfig, "guard:\n", "guard:\n  max_bans: 500\n", 1))
+	h := s.Handler()
+	var banned []string
+	for i := range 3000 {
+		ip := fmt.Sprintf("100.64.%d.%d", i%20, i/20)
+		for range 4 {
+			auth(t, h, "?rule=login", ip)
+		}
+		banned = append(banned, ip)
+		if st := s.st.registry.Bans().Stats(); st.Bans > 500 {
+			t.Fatalf("after %d offenders the registry holds %d bans, more than its 500", i+1, st.Bans)
+		}
+	}
+	for _, ip := range banned {
+		if w := auth(t, h, "?rule=api", ip); w.Code != http.StatusForbidden {
+			t.Fatalf("banned %s = %d, want 403: a ban was lost", ip, w.Code)
+		}
+	}
+	st := s.st.registry.Bans().Stats()
+	t.Logf("3000 offenders: %d bans held, %d coarsened, %d refused", st.Bans, st.Coarsened, st.Refused)
+	if st.Refused != 0 {
+		t.Errorf("%d address bans refused, want every one merged into a network", st.Refused)
+	}
+}
+
+// TestAttackIPv6Rotation sends each request of an IPv6 client from
+// another address of its /64, through forward-auth: they share one
+// allowance, and the jail bans the /64, not one address of it.
+func TestAttackIPv6Rotation(t *testing.T) {
+	s, _ := newService(t, serviceConfig)
+	h := s.Handler()
+	allowed := 0
+	for i := range 40 {
+		if auth(t, h, "?rule=api", fmt.Sprintf("2001:db8:1:2::%x", i+1)).Code == http.StatusOK {
+			allowed++
+		}
+	}
+	if allowed != 3 { // api allows 3 a minute
+		t.Errorf("40 requests from one /64 on 40 addresses: %d allowed, want 3", allowed)
+	}
+	for i := range 4 { // login: 2 a minute, banned after 2 denials
+		auth(t, h, "?rule=login", fmt.Sprintf("2001:db8:5:6::%x", i+1))
+	}
+	if w := auth(t, h, "?rule=api", "2001:db8:5:6:ffff::1"); w.Code != http.StatusForbidden {
+		t.Errorf("a new address of the jailed /64 = %d, want 403", w.Code)
+	}
+	bans, _ := s.Bans(t.Context())
+	if len(bans) != 1 || bans[0].Key != "2001:db8:5:6::/64" {
+		t.Errorf("bans = %+v, want one of 2001:db8:5:6::/64", bans)
+	}
+	if w := auth(t, h, "?rule=api", "2001:db8:5:7::1"); w.Code != http.StatusOK {
+		t.Errorf("another /64 = %d, want 200", w.Code)
+	}
+}
+
+// TestAttackForgedClientAddress forges the client's address in every
+// header a client could think of, on every API: a forged address never
+// exempts (192.0.2.10 is allow-listed), never escapes a ban, and never
+// buys a fresh allowance.
+func TestAttackForgedClientAddress(t *testing.T) {
+	s, _ := newService(t, serviceConfig)
+	h := s.Handler()
+	forge := func(r *http.Request, i int) {
+		r.Header.Set("X-Forwarded-For", fmt.Sprintf("192.0.2.10, 10.9.%d.1", i))
+		r.Header.Set("Forwarded", fmt.Sprintf("for=10.8.%d.1", i))
+		r.Header.Set("X-Real-IP", fmt.Sprintf("10.7.%d.1", i))
+	}
+	// Forward-auth from a client that is no trusted proxy: its own
+	// address keys it, whatever it claims.
+	allowed := 0
+	for i := range 10 {
+		r := httptest.NewRequest(http.MethodGet, "/v1/auth", nil)
+		r.RemoteAddr = "203.0.113.5:4000"
+		forge(r, i)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Header().Get("X-Sluice-Exempt") != "" {
+			t.Fatalf("forged request %d exempt by the allow list", i)
+		}
+		if w.Code == http.StatusOK {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("forward-auth, untrusted peer with forged headers: %d of 10 allowed, want 3", allowed)
+	}
+	// Behind the trusted proxy, forged hops left of the one it appended
+	// count for nothing.
+	allowed = 0
+	for i := range 10 {
+		if auth(t, h, "", fmt.Sprintf("192.0.2.10, 10.9.%d.1, 203.0.113.6", i), "X-Real-IP", "192.0.2.10").Code == http.StatusOK {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("forward-auth, forged hops behind the proxy: %d of 10 allowed, want 3", allowed)
+	}
+	// The other APIs key by the body: headers change nothing.
+	for _, api := range guardAPIs {
+		for i := range 5 {
+			if o := api.ask(t, s, "api", "forged-"+api.name); o.guard == "allow-list" || o.allowed != (i < 3) {
+				t.Errorf("%s: check %d = %+v, want the limits to decide", api.name, i, o)
+			}
+		}
+	}
+	// guard.Middleware without trusted proxies: the connection decides,
+	// and the limits after it (one a minute) apply.
+	var allow guard.List
+	_ = allow.Add("192.0.2.10")
+	lim, err := sluice.New(s.st.primary, sluice.Config{Limits: []sluice.Limit{sluice.PerMinute(1)}, Action: "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, err := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim}}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := guard.Middleware(guard.MiddlewareConfig{Allow: &allow, Logger: slog.New(slog.DiscardHandler)})(limits.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	var codes []int
+	for i := range 3 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = "203.0.113.5:4000"
+		forge(r, i)
+		w := httptest.NewRecorder()
+		mw.ServeHTTP(w, r)
+		codes = append(codes, w.Code)
+	}
+	if fmt.Sprint(codes) != "[200 429 429]" {
+		t.Errorf("guard.Middleware, forged headers from an untrusted peer: %v, want [200 429 429] (not exempt)", codes)
+	}
+}
+
+// countingWriter counts the bytes written to it.
+type countingWriter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += len(p)
+	return len(p), nil
+}
+
+// TestAttackLogFlood floods the service with requests that each used to
+// write a log line — store failures, and offenders banned — and checks
+// that the log stays within a few kilobytes, however many there are.
+func TestAttackLogFlood(t *testing.T) {
+	const n = 20_000
+	var logs countingWriter
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	down := storefault.New(t)
+	down.SetFail(true)
+	s := newServiceWith(t, serviceConfig, Options{Store: down, Logger: log})
+	for i := range n {
+		if w := auth(t, s.Handler(), "", fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)); w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("request %d with the store down = %d, want 503", i, w.Code)
+		}
+	}
+	failed := logs.n
+	s2 := newServiceWith(t, serviceConfig, Options{Logger: log})
+	for i := range n / 4 { // each offender: 2 admitted, 2 denied, banned
+		ip := fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)
+		for range 4 {
+			auth(t, s2.Handler(), "?rule=login", ip)
+		}
+	}
+	banned := logs.n - failed
+	t.Logf("log: %d bytes for %d store failures, %d bytes for %d bans", failed, n, banned, n/4)
+	// Ten lines at once per message and rule, then one a second: the
+	// test takes a few seconds.
+	if failed > 8<<10 || banned > 8<<10 {
+		t.Errorf("log of %d bytes for %d failures and %d for %d bans, want at most 8 KiB each", failed, n, banned, n/4)
+	}
+	if got := s2.st.registry.Bans().Stats().Bans; got != n/4 {
+		t.Errorf("%d bans held, want %d: the log throttle must not change what is done", got, n/4)
+	}
+}
+
+// TestAttackSilentHTTP opens connections to a service listener that say
+// nothing, or send their headers a byte at a time (slowloris): the
+// server drops each within ReadHeaderTimeout.
+func TestAttackSilentHTTP(t *testing.T) {
+	s, _ := newService(t, serviceConfig)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := NewHTTPServer(s.Handler(), slog.New(slog.DiscardHandler))
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	for _, tc := range []struct {
+		name string
+		send func(c net.Conn)
+	}{
+		{"silent", func(net.Conn) {}},
+		{"slowloris", func(c net.Conn) {
+			_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
+			for {
+				if _, err := io.WriteString(c, "X"); err != nil {
+					return
+				}
+				time.Sleep(200 * time.Millisecond) // the attack is its slowness
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			go tc.send(c)
+			start := time.Now()
+			_ = c.SetReadDeadline(start.Add(ReadHeaderTimeout + 5*time.Second))
+			_, err = io.Copy(io.Discard, c)
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("connection still open after %v, want it closed within ReadHeaderTimeout (%v)", time.Since(start), ReadHeaderTimeout)
+			}
+		})
+	}
+}
