@@ -83,6 +83,11 @@ type LoginConfig struct {
 	Namespace string
 	// Clock returns the time of decisions. Default nil: the store's.
 	Clock func() time.Time
+	// IPv6Prefix is the length of the network an IPv6 address is counted
+	// and jailed under, so that one client cannot rotate through the
+	// addresses of its network for fresh allowances (known-good
+	// addresses stay exact). Default 0: 64; 128 counts each address.
+	IPv6Prefix int
 }
 
 // An Attack is what LoginConfig.OnAttack is told.
@@ -147,6 +152,9 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	}
 	if c.KnownGoodAddrs == 0 {
 		c.KnownGoodAddrs = DefaultKnownGoodAddrs
+	}
+	if c.IPv6Prefix <= 0 || c.IPv6Prefix > 128 {
+		c.IPv6Prefix = DefaultIPv6Prefix
 	}
 	l := &Login{c: c, newHash: sha256.New}
 	if c.Secret != nil {
@@ -230,6 +238,7 @@ type Attempt struct {
 	l    *Login
 	try  Try
 	user string // hashed
+	ip   string // the address's key: IPv6 as its network
 	res  []*sluice.Reservation
 }
 
@@ -242,91 +251,30 @@ type Attempt struct {
 // The Deny list is checked first (a denied attempt has RetryAfter zero:
 // it does not lapse; answer it as a wrong password), then the Allow list
 // (an allowed address skips the limits and the jail), then the jail.
+// Unlike guard.Guard, which lets the allow list win, Login refuses a
+// denied username even from an allowed address: a username on the deny
+// list is one no one may log in as (root), from anywhere.
 func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
 	try.IP = try.IP.Unmap().WithZone("")
-	ip := try.IP.String()
-	a := &Attempt{l: l, try: try, user: l.HashUser(try.Username)}
-	fail := func(err error) (*Attempt, error) {
-		a.release(ctx)
-		return nil, fmt.Errorf("guard: login: %w", err)
-	}
-	if d := l.c.Deny; d != nil && (d.Contains(try.IP) || d.ContainsKey(normalizeUser(try.Username)) || d.ContainsKey(a.user)) {
-		a.Listed, a.Reason = true, "denied by list"
+	a := &Attempt{l: l, try: try, user: l.HashUser(try.Username), ip: l.ipKey(try.IP)}
+	if l.screen(a) {
 		return a, nil
-	}
-	if l.c.Allow != nil && l.c.Allow.Contains(try.IP) {
-		a.Allowed, a.Listed, a.Reason = true, true, "address on the allow list"
-		return a, nil
-	}
-	if l.c.Jail != nil {
-		left, banned, err := l.c.Jail.Banned(ctx, ip)
-		if err != nil {
-			return fail(err)
-		}
-		if banned {
-			a.RetryAfter, a.Reason = left, "address banned by jail "+l.c.Jail.Name()
-			return a, nil
-		}
 	}
 	known, err := l.known.contains(ctx, a.user, try.IP)
 	if err != nil {
-		return fail(err)
+		return a.fail(ctx, err)
 	}
 	a.KnownGood = known
-	failures := 0
-	// reserve takes one unit under lim; it reports false when denied.
-	reserve := func(lim *sluice.Limiter, key, reason string) (sluice.Decision, bool, error) {
-		r, err := lim.Reserve(ctx, key, 1)
-		if err != nil {
-			return sluice.Decision{}, false, err
-		}
-		if !r.Allowed {
-			a.release(ctx)
-			a.RetryAfter, a.Reason = r.RetryAfter, reason
-			return r.Decision, false, nil
-		}
-		a.res = append(a.res, r)
-		return r.Decision, true, nil
-	}
-	d, ok, err := reserve(l.perIPUser, a.user+"|"+ip, "too many failures for this address and username")
-	if err != nil || !ok {
-		if err != nil {
-			return fail(err)
-		}
+	failures, ok, err := a.reservePerIP(ctx)
+	switch {
+	case err != nil:
+		return a.fail(ctx, err)
+	case !ok:
 		return a, nil
-	}
-	failures = d.Limit.Rate - d.Remaining - 1
-	if _, ok, err := reserve(l.perIP, ip, "too many failures from this address"); err != nil || !ok {
-		if err != nil {
-			return fail(err)
-		}
-		return a, nil
-	}
-	if !known {
-		d, ok, err := reserve(l.user, a.user, "account under attack")
-		switch {
-		case err != nil:
-			return fail(err)
-		case !ok && !try.CaptchaSolved:
-			a.Captcha = true
-			l.tell(ctx, "account", a.user, try.IP, l.c.PerUser)
-			return a, nil
-		case !ok:
-			// A solved CAPTCHA passes: the per-address limits still hold.
-			// Reserve released what it had: take those units again.
-			return l.retryPast(ctx, try, a)
-		}
-		failures = max(failures, d.Limit.Rate-d.Remaining-1)
-		d, ok, err = reserve(l.world, "", "site under attack")
-		switch {
-		case err != nil:
-			return fail(err)
-		case !ok && !try.CaptchaSolved:
-			a.Captcha = true
-			l.tell(ctx, "site", "", try.IP, l.c.Global)
-			return a, nil
-		case !ok:
-			return l.retryPast(ctx, try, a)
+	case !known:
+		var done bool
+		if failures, done, err = l.reserveShared(ctx, a, failures); done || err != nil {
+			return l.pastShared(ctx, a, err)
 		}
 	}
 	a.Allowed = true
@@ -336,29 +284,136 @@ func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
 	return a, nil
 }
 
+// ipKey is the key an address is counted and jailed under: an IPv6
+// address's network of IPv6Prefix bits, so that one client cannot
+// rotate through the addresses of its /64.
+func (l *Login) ipKey(ip netip.Addr) string {
+	if ip.Is6() && l.c.IPv6Prefix < 128 {
+		p, _ := ip.Prefix(l.c.IPv6Prefix)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// screen applies the lists and the jail to a, and reports whether they
+// decided it.
+func (l *Login) screen(a *Attempt) bool {
+	ip := a.try.IP
+	if d := l.c.Deny; d != nil && (d.Contains(ip) || d.ContainsKey(normalizeUser(a.try.Username)) || d.ContainsKey(a.user)) {
+		a.Listed, a.Reason = true, "denied by list"
+		return true
+	}
+	if l.c.Allow != nil && l.c.Allow.Contains(ip) {
+		a.Allowed, a.Listed, a.Reason = true, true, "address on the allow list"
+		return true
+	}
+	if l.c.Jail == nil {
+		return false
+	}
+	now := l.c.Jail.now()
+	b, banned := l.c.Jail.Registry().Bans().MatchAddr(l.c.Jail.Name(), ip, now)
+	if banned {
+		a.RetryAfter, a.Reason = b.Until.Sub(now), "address banned by jail "+l.c.Jail.Name()
+	}
+	return banned
+}
+
+// reservePerIP reserves a's failure under the limits per address and
+// username and per address, and returns the recent failures of the
+// address and username; false when a limit denied (a says why).
+func (a *Attempt) reservePerIP(ctx context.Context) (failures int, ok bool, err error) {
+	l := a.l
+	d, ok, err := a.reserve(ctx, l.perIPUser, a.user+"|"+a.ip, "too many failures for this address and username")
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	failures = d.Limit.Rate - d.Remaining - 1
+	_, ok, err = a.reserve(ctx, l.perIP, a.ip, "too many failures from this address")
+	return failures, ok, err
+}
+
+// reserveShared reserves a's failure under the limits per username and
+// for the site, which an address that is not known-good must pass, and
+// returns the most recent failures seen; done when a limit decided a
+// (see pastShared).
+func (l *Login) reserveShared(ctx context.Context, a *Attempt, failures int) (int, bool, error) {
+	for _, x := range []struct {
+		lim         *sluice.Limiter
+		key, reason string
+		scope, user string
+		limit       sluice.Limit
+		counts      bool // its failures are the account's, for the delay
+	}{
+		{l.user, a.user, "account under attack", "account", a.user, l.c.PerUser, true},
+		{l.world, "", "site under attack", "site", "", l.c.Global, false},
+	} {
+		d, ok, err := a.reserve(ctx, x.lim, x.key, x.reason)
+		if err != nil {
+			return failures, true, err
+		}
+		if !ok {
+			if !a.try.CaptchaSolved {
+				a.Captcha = true
+				l.tell(ctx, x.scope, x.user, a.try.IP, x.limit)
+			}
+			return failures, true, nil
+		}
+		if x.counts {
+			failures = max(failures, d.Limit.Rate-d.Remaining-1)
+		}
+	}
+	return failures, false, nil
+}
+
+// pastShared ends Begin when a limit shared by many addresses decided a:
+// a store failure, a CAPTCHA to demand, or, for a client that solved
+// one, the limits per address alone.
+func (l *Login) pastShared(ctx context.Context, a *Attempt, err error) (*Attempt, error) {
+	switch {
+	case err != nil:
+		return a.fail(ctx, err)
+	case a.try.CaptchaSolved:
+		// A solved CAPTCHA passes: the per-address limits still hold.
+		// Reserve released what it had: take those units again.
+		return l.retryPast(ctx, a.try, a)
+	}
+	return a, nil
+}
+
+// reserve takes one unit of key under lim for a; it reports false, and
+// releases what a reserved, when lim denies.
+func (a *Attempt) reserve(ctx context.Context, lim *sluice.Limiter, key, reason string) (sluice.Decision, bool, error) {
+	r, err := lim.Reserve(ctx, key, 1)
+	if err != nil {
+		return sluice.Decision{}, false, err
+	}
+	if !r.Allowed {
+		a.release(ctx)
+		a.RetryAfter, a.Reason = r.RetryAfter, reason
+		return r.Decision, false, nil
+	}
+	a.res = append(a.res, r)
+	return r.Decision, true, nil
+}
+
+// fail ends Begin on a store failure: what a reserved is released.
+func (a *Attempt) fail(ctx context.Context, err error) (*Attempt, error) {
+	a.release(ctx)
+	return nil, fmt.Errorf("guard: login: %w", err)
+}
+
 // retryPast is Begin for a client that solved a CAPTCHA while the account
 // or the site is under attack: it reserves under the limits per address
 // only.
 func (l *Login) retryPast(ctx context.Context, try Try, a *Attempt) (*Attempt, error) {
-	ip := try.IP.String()
-	b := &Attempt{l: l, try: try, user: a.user, KnownGood: a.KnownGood, Captcha: true}
-	for _, x := range []struct {
-		lim *sluice.Limiter
-		key string
-	}{{l.perIPUser, a.user + "|" + ip}, {l.perIP, ip}} {
-		r, err := x.lim.Reserve(ctx, x.key, 1)
+	b := &Attempt{l: l, try: try, user: a.user, ip: a.ip, KnownGood: a.KnownGood, Captcha: true, Reason: a.Reason}
+	if _, ok, err := b.reservePerIP(ctx); err != nil || !ok {
 		if err != nil {
-			b.release(ctx)
-			return nil, fmt.Errorf("guard: login: %w", err)
+			return b.fail(ctx, err)
 		}
-		if !r.Allowed {
-			b.release(ctx)
-			b.RetryAfter, b.Reason = r.RetryAfter, a.Reason
-			return b, nil
-		}
-		b.res = append(b.res, r)
+		return b, nil
 	}
-	b.Allowed = true
+	b.Allowed, b.Reason = true, ""
 	b.Delay = l.delay(l.c.CaptchaAfter)
 	return b, nil
 }
@@ -426,7 +481,7 @@ func (a *Attempt) Fail(ctx context.Context) (Ban, bool, error) {
 	}
 	a.res = nil
 	if j := a.l.c.Jail; j != nil && !a.Listed {
-		b, banned, err := j.Fail(context.WithoutCancel(ctx), a.try.IP.String(), "failed logins")
+		b, banned, err := j.Fail(context.WithoutCancel(ctx), a.ip, "failed logins")
 		if err != nil {
 			return Ban{}, false, fmt.Errorf("guard: login: %w", err)
 		}
@@ -444,10 +499,9 @@ func (a *Attempt) Succeed(ctx context.Context) error {
 	}
 	ctx = context.WithoutCancel(ctx)
 	a.release(ctx)
-	ip := a.try.IP.String()
 	l := a.l
 	return errors.Join(
-		l.perIPUser.Reset(ctx, a.user+"|"+ip),
+		l.perIPUser.Reset(ctx, a.user+"|"+a.ip),
 		l.known.add(ctx, a.user, a.try.IP),
 	)
 }

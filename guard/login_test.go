@@ -185,3 +185,28 @@ func TestAttemptWait(t *testing.T) {
 		t.Errorf("Wait without delay = %v", err)
 	}
 }
+
+// TestLoginIPv6Rotation: an attacker who tries each password from
+// another address of its /64 is counted, and jailed, as one address.
+func TestLoginIPv6Rotation(t *testing.T) {
+	c := newClock()
+	s := newStore(t)
+	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.now})
+	l := newLogin(t, s, c, guard.LoginConfig{Jail: j, PerIPUser: sluice.PerHour(100), PerIP: sluice.PerHour(5)})
+	allowed := 0
+	for i := range 20 {
+		a := attempt(t, l, guard.Try{IP: netip.MustParseAddr(fmt.Sprintf("2001:db8:7:7::%x", i+1)), Username: fmt.Sprint("user", i)}, false)
+		if a.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 3 { // the jail bans the /64 after 3 failures, before PerIP's 5
+		t.Errorf("20 attempts from one /64: %d allowed, want 3", allowed)
+	}
+	if _, banned, _ := j.Banned(context.Background(), "2001:db8:7:7:abcd::1"); !banned {
+		t.Error("another address of the /64 is not banned")
+	}
+	if a := attempt(t, l, guard.Try{IP: netip.MustParseAddr("2001:db8:7:8::1"), Username: "x"}, false); !a.Allowed {
+		t.Errorf("another /64: %+v, want allowed", a)
+	}
+}

@@ -228,40 +228,43 @@ type applied struct {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	ctx := r.Context()
-	if exempt(ctx) {
+	if exempt(r.Context()) {
 		next.ServeHTTP(w, r)
 		return
 	}
 	st := newReqState()
 	var buf [4]applied
-	as := buf[:0]
 	var out Outcome
-	deny := -1
+	as, deny, ok := m.decide(w, r, st, buf[:0], &out)
+	switch {
+	case !ok: // the store failed under FailClosed: answered
+	case deny >= 0:
+		m.denied(w, r, st, as, deny, &out)
+	default:
+		m.pass(w, r, next, st, as, &out)
+	}
+}
+
+// decide applies every rule that matches r, until one that enforces
+// denies it (deny, its index in as), and sets out's dry-run and shadow
+// marks. It reports false when a store failure under FailClosed refused
+// r, which it then answered.
+func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, st *reqState, as []applied, out *Outcome) (_ []applied, deny int, ok bool) {
+	ctx := r.Context()
 	for i := range m.rules {
 		ru := &m.rules[i]
 		if ru.Match != nil && !ru.Match(r) {
 			continue
 		}
-		key := st.key(ru, r) // "" is the shared key of requests without one
-		a := applied{rule: ru, key: key}
-		var err error
-		if m.reserves {
-			a.res, err = ru.Limiter.Reserve(ctx, key, 1)
-			if err == nil {
-				a.d = a.res.Decision
-			}
-		} else {
-			a.d, err = ru.Limiter.Allow(ctx, key)
-		}
+		a, err := m.take(ctx, ru, st.key(ru, r)) // "" is the shared key of requests without one
 		if err != nil {
 			m.storeFailed(ctx, ru, err)
 			if m.failure == FailClosed {
 				m.refund(ctx, as)
-				out = Outcome{Policy: ru.Name, StoreFailed: true}
+				*out = Outcome{Policy: ru.Name, StoreFailed: true}
 				st.set(w.Header(), hdrRetryAfter, "1")
-				m.answerDenied(w, r, st, &out)
-				return
+				m.answerDenied(w, r, st, out)
+				return as, -1, false
 			}
 			continue
 		}
@@ -270,45 +273,68 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			continue
 		}
 		if t, ok := ru.Key.(Tripper); ok {
-			t.Trip(r, key)
+			t.Trip(r, a.key)
 		}
-		m.logDenial(r, ru, key, a.d)
+		m.logDenial(r, ru, a.key, a.d)
 		switch ru.Mode {
 		case DryRun:
 			out.DryRun = true
-			continue
 		case Shadow:
 			out.Shadowed = true
-			continue
+		default:
+			return as, len(as) - 1, true
 		}
-		deny = len(as) - 1
-		break
 	}
-	if deny >= 0 {
-		denied := as[deny]
-		m.refund(ctx, as)
-		out.Denied = true
-		out.Policy = denied.rule.nameOf(denied.d.Limit)
-		out.Decision = denied.d
-		m.writeFields(w.Header(), st, as, deny)
-		if m.custom {
-			m.deny.ServeHTTP(w, withOutcome(r, &out))
-			return
-		}
-		var tail []byte
-		if i := denied.rule.indexOf(denied.d.Limit); i >= 0 {
-			tail = denied.rule.tails[i]
-		}
-		writeProblem(w, st, &out, tail)
+	return as, -1, true
+}
+
+// take takes one unit of key under ru: reserved, when some rule counts
+// by response status, else allowed outright.
+func (m *Middleware) take(ctx context.Context, ru *rule, key string) (applied, error) {
+	a := applied{rule: ru, key: key}
+	if !m.reserves {
+		var err error
+		a.d, err = ru.Limiter.Allow(ctx, key)
+		return a, err
+	}
+	res, err := ru.Limiter.Reserve(ctx, key, 1)
+	if err != nil {
+		return a, err
+	}
+	a.res, a.d = res, res.Decision
+	return a, nil
+}
+
+// denied answers a request that rule as[deny] denied, giving back what
+// the others took.
+func (m *Middleware) denied(w http.ResponseWriter, r *http.Request, st *reqState, as []applied, deny int, out *Outcome) {
+	d := as[deny]
+	m.refund(r.Context(), as)
+	out.Denied = true
+	out.Policy = d.rule.nameOf(d.d.Limit)
+	out.Decision = d.d
+	m.writeFields(w.Header(), st, as, deny)
+	if m.custom {
+		m.deny.ServeHTTP(w, withOutcome(r, out))
 		return
 	}
+	var tail []byte
+	if i := d.rule.indexOf(d.d.Limit); i >= 0 {
+		tail = d.rule.tails[i]
+	}
+	writeProblem(w, st, out, tail)
+}
+
+// pass serves an allowed request with next, then settles reservations by
+// the response's status.
+func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Handler, st *reqState, as []applied, out *Outcome) {
 	if bind := binding(as); bind >= 0 {
 		out.Policy = as[bind].rule.nameOf(as[bind].d.Limit)
 		out.Decision = as[bind].d
 	}
 	m.writeFields(w.Header(), st, as, -1)
 	if m.attach || out.Shadowed || out.DryRun {
-		r = withOutcome(r, &out)
+		r = withOutcome(r, out)
 	}
 	if !m.reserves {
 		next.ServeHTTP(w, r)
@@ -316,7 +342,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	st.sw = httpstatus.Writer{ResponseWriter: w}
 	next.ServeHTTP(&st.sw, r)
-	m.settle(context.WithoutCancel(ctx), as, st.sw.Code())
+	m.settle(context.WithoutCancel(r.Context()), as, st.sw.Code())
 }
 
 // answerDenied answers a request the middleware refuses: with the
