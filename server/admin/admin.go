@@ -33,15 +33,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
 // ErrNotFound is what a Backend returns for a jail or list that does not
@@ -277,21 +276,8 @@ func (h *handler) edit(w http.ResponseWriter, r *http.Request) {
 // decode reads one JSON object of at most maxBody bytes into v, refusing
 // unknown fields; on failure it writes the error and returns false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			err = errors.New("trailing data after the JSON object")
-		}
-	}
-	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			writeError(w, http.StatusRequestEntityTooLarge, "body larger than 16 KiB")
-			return false
-		}
-		writeError(w, http.StatusBadRequest, "malformed request: "+err.Error())
+	if status, err := jsonhttp.Decode(w, r, maxBody, v); err != nil {
+		writeError(w, status, err.Error())
 		return false
 	}
 	return true
@@ -310,12 +296,6 @@ func writeFailure(w http.ResponseWriter, err error) {
 	}
 }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
-}
+func writeError(w http.ResponseWriter, status int, msg string) { jsonhttp.Error(w, status, msg) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonhttp.Write(w, status, v) }
