@@ -225,6 +225,11 @@ type ForwardAuth struct {
 	// one host owns a /64, and keying by address would give it 2^64
 	// fresh allowances.
 	IPv6Prefix int
+	// IPv6Adaptive keys IPv6 clients by a prefix that widens under
+	// attack instead (httplimit.AdaptivePrefix): by address, then, once
+	// 4 addresses of one /64 were denied within an hour, by the /64, and
+	// likewise to /56 and /48. Default false.
+	IPv6Adaptive bool
 }
 
 // Key parts of ForwardAuth.Key.
@@ -293,6 +298,7 @@ type (
 		TrustedProxies []string `yaml:"trusted_proxies"`
 		DenyStatus     int      `yaml:"deny_status"`
 		IPv6Prefix     int      `yaml:"ipv6_prefix"`
+		IPv6Adaptive   bool     `yaml:"ipv6_adaptive"`
 	}
 )
 
@@ -473,7 +479,7 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule) (Guard, error) {
 
 // forwardAuth validates the forward_auth section against the rules.
 func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardAuth, error) {
-	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus, IPv6Prefix: f.IPv6Prefix}
+	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus, IPv6Prefix: f.IPv6Prefix, IPv6Adaptive: f.IPv6Adaptive}
 	if fa.Rule == "" {
 		if len(rules) > 0 { // an Envoy file has domains and no named rules
 			fa.Rule = rules[0].Name
@@ -512,6 +518,8 @@ func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardA
 		fa.IPv6Prefix = 64
 	case fa.IPv6Prefix < 1 || fa.IPv6Prefix > 128:
 		return fa, v.errorf(at("forward_auth", "ipv6_prefix"), "ipv6_prefix %d must be 1 to 128", fa.IPv6Prefix)
+	case fa.IPv6Adaptive && f.IPv6Prefix != 0:
+		return fa, v.errorf(at("forward_auth", "ipv6_adaptive"), "set ipv6_prefix or ipv6_adaptive, not both")
 	}
 	return fa, nil
 }

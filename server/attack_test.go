@@ -304,3 +304,25 @@ func TestAttackSilentHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackIPv6Adaptive rotates through 20 addresses of one /64, each
+// until it is denied, with forward-auth's adaptive IPv6 keys: after 4
+// addresses were denied the /64 becomes the key, so the whole attack
+// gets at most 4 addresses' allowances and the /64's.
+func TestAttackIPv6Adaptive(t *testing.T) {
+	s, _ := newService(t, strings.Replace(serviceConfig, "  rule: api\n", "  rule: api\n  ipv6_adaptive: true\n", 1))
+	allowed := 0
+	for i := range 20 {
+		for range 4 {
+			if auth(t, s.Handler(), "?rule=api", fmt.Sprintf("2001:db8:9:9::%x", i+1)).Code == http.StatusOK {
+				allowed++
+			}
+		}
+	}
+	if allowed > 4*3+3 { // api allows 3 a minute per key
+		t.Errorf("20 addresses of one /64, adaptive keys: %d allowed, want at most %d", allowed, 4*3+3)
+	}
+	if w := auth(t, s.Handler(), "?rule=api", "2001:db8:9:9:ffff::1"); w.Code == http.StatusOK {
+		t.Error("a fresh address of the widened /64 was allowed")
+	}
+}

@@ -172,7 +172,9 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log}); err != nil {
 		return nil, err
 	}
-	n.auth = forwardauth.New(c.ForwardAuth, n.engine, s.log)
+	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, s.st.policy(config.FailClosed), s.log); err != nil {
+		return nil, err
+	}
 	if c.Admin.Enabled() {
 		if n.admin, err = admin.Handler(s, c.Admin.Token); err != nil {
 			return nil, err

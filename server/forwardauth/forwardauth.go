@@ -9,7 +9,10 @@
 // forwarding header) shares one key, "unknown", so a forged header buys
 // no fresh allowance. IPv6 clients are keyed by their network (a /64 by
 // default, forward_auth.ipv6_prefix), so that one client cannot rotate
-// through the addresses of its network for a fresh allowance each.
+// through the addresses of its network for a fresh allowance each; or,
+// with forward_auth.ipv6_adaptive, by a network that widens from the
+// address to its /64, /56 and /48 as their addresses are denied
+// (httplimit.AdaptivePrefix).
 //
 // The request is decided by the rules engine, as every API of the
 // service: the guard judges the client's address and the key (allow
@@ -31,6 +34,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -50,21 +54,30 @@ const UnknownClient = "unknown"
 // A Handler is GET /v1/auth for one configuration. Create Handlers with
 // New; a Handler is safe for concurrent use.
 type Handler struct {
-	c      config.ForwardAuth
-	ip     *httplimit.ClientIP
-	engine *rules.Engine
-	log    *slog.Logger
+	c        config.ForwardAuth
+	ip       *httplimit.ClientIP
+	adaptive *httplimit.AdaptivePrefix // with IPv6Adaptive: the ip key
+	engine   *rules.Engine
+	log      *slog.Logger
 }
 
 // New returns the forward-auth endpoint of c over engine, logging store
-// failures to log.
-func New(c config.ForwardAuth, engine *rules.Engine, log *slog.Logger) *Handler {
-	return &Handler{
+// failures to log. With c.IPv6Adaptive, the widening of IPv6 prefixes is
+// kept in store, so that every process sharing it agrees.
+func New(c config.ForwardAuth, engine *rules.Engine, store sluice.Store, log *slog.Logger) (*Handler, error) {
+	h := &Handler{
 		c:      c,
 		ip:     &httplimit.ClientIP{TrustedProxies: c.TrustedProxies, IPv6Prefix: c.IPv6Prefix},
 		engine: engine,
 		log:    log,
 	}
+	if c.IPv6Adaptive {
+		var err error
+		if h.adaptive, err = httplimit.NewAdaptivePrefix(store, httplimit.AdaptiveConfig{ClientIP: h.ip}); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
 // The headers proxies describe the original request with.
@@ -82,18 +95,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ip, known := h.ip.Addr(r)
-	ipKey := UnknownClient
-	if known {
-		ipKey, _ = h.ip.Key(r)
-	}
+	ip, ipKey := h.client(r)
 	req := rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(h.key(r, ipKey))}, Client: ip}
 	res, err := h.engine.Check(r.Context(), req)
 	if err != nil {
 		h.failed(w, r, rule, err)
 		return
 	}
+	if h.adaptive != nil && !res.Allowed && res.Statuses[0].Guard == guard.Pass && ip.IsValid() {
+		h.adaptive.Trip(r, ipKey)
+	}
 	h.answer(w, res, denyStatus)
+}
+
+// client returns r's client address (invalid when unknown) and its key.
+func (h *Handler) client(r *http.Request) (netip.Addr, string) {
+	ip, known := h.ip.Addr(r)
+	if !known {
+		return ip, UnknownClient
+	}
+	var key string
+	if h.adaptive != nil {
+		key, _ = h.adaptive.Key(r)
+	} else {
+		key, _ = h.ip.Key(r)
+	}
+	return ip, key
 }
 
 // params reads the rule and the deny status of r, or answers 400.
