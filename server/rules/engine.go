@@ -289,12 +289,12 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	q := query{r: &r, d: d, now: e.now()}
+	q := query{r: r, d: d, now: e.now()}
 	q.res = Result{Allowed: true, Statuses: make([]Status, len(r.Descriptors))}
 	if err := e.plan(&q); err != nil {
 		return Result{}, err
 	}
-	ds, err := e.decide(ctx, q.reqs, q.rules)
+	ds, err := e.decide(ctx, q.reqs, q.idx, q.res.Statuses)
 	if err != nil {
 		return Result{}, err
 	}
@@ -346,15 +346,14 @@ func (e *Engine) now() time.Time {
 
 // A query is a request on its way through Check: its domain, its
 // statuses, and the store requests its descriptors make, reqs[k] for
-// the descriptor idx[k] under rules[k].
+// the descriptor idx[k] (under the rule of its status).
 type query struct {
-	r     *Request
-	d     *domain
-	now   time.Time
-	res   Result
-	reqs  []sluice.Request
-	idx   []int
-	rules []*Rule
+	r    Request
+	d    *domain
+	now  time.Time
+	res  Result
+	reqs []sluice.Request
+	idx  []int
 }
 
 // plan matches every descriptor of q to its rule, applies the guard and
@@ -362,6 +361,7 @@ type query struct {
 func (e *Engine) plan(q *query) error {
 	var buf [256]byte
 	var replaced map[string]bool
+	q.reqs, q.idx = make([]sluice.Request, 0, len(q.r.Descriptors)), make([]int, 0, len(q.r.Descriptors))
 	for i, desc := range q.r.Descriptors {
 		st := &q.res.Statuses[i]
 		st.Decision.Allowed, st.Allowed = true, true
@@ -386,7 +386,7 @@ func (e *Engine) plan(q *query) error {
 			continue
 		}
 		if req, ok := e.request(q, i, ru, key, st); ok {
-			q.reqs, q.idx, q.rules = append(q.reqs, req), append(q.idx, i), append(q.rules, ru)
+			q.reqs, q.idx = append(q.reqs, req), append(q.idx, i)
 		}
 	}
 	q.replace(replaced)
@@ -450,13 +450,13 @@ func (q *query) replace(replaced map[string]bool) {
 	}
 	gone := func(ru *Rule) bool { return ru != nil && ru.Name != "" && replaced[ru.Name] }
 	kept := 0
-	for k := range q.reqs {
-		if !gone(q.rules[k]) {
-			q.reqs[kept], q.idx[kept], q.rules[kept] = q.reqs[k], q.idx[k], q.rules[k]
+	for k, i := range q.idx {
+		if !gone(q.res.Statuses[i].Rule) {
+			q.reqs[kept], q.idx[kept] = q.reqs[k], i
 			kept++
 		}
 	}
-	q.reqs, q.idx, q.rules = q.reqs[:kept], q.idx[:kept], q.rules[:kept]
+	q.reqs, q.idx = q.reqs[:kept], q.idx[:kept]
 	for i := range q.res.Statuses {
 		if st := &q.res.Statuses[i]; gone(st.Rule) {
 			*st = Status{Replaced: st.Rule, Decision: sluice.Decision{Allowed: true}, Allowed: true}
@@ -534,28 +534,30 @@ func denyDecision(l sluice.Limit, now time.Time) sluice.Decision {
 	return sluice.Decision{Limit: l, ResetAfter: left, RetryAfter: left, Time: now}
 }
 
-// decide asks the store of each request's rule (rules[k] for reqs[k]):
-// in one call when they share a store that can batch (the descriptors of
-// one domain share their store), else one call each.
-func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, rules []*Rule) ([]sluice.Decision, error) {
+// decide asks the store of the rule of each request (that of
+// statuses[idx[k]] for reqs[k]): in one call when they share a store
+// that can batch (the descriptors of one domain share their store), else
+// one call each.
+func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, statuses []Status) ([]sluice.Decision, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	same := !slices.ContainsFunc(rules, func(ru *Rule) bool { return ru.store != rules[0].store })
-	if same {
-		ds, errs := sluice.DecideBatch(ctx, rules[0].store, reqs)
+	rule := func(k int) *Rule { return statuses[idx[k]].Rule }
+	store := rule(0).store
+	if len(reqs) > 1 && !slices.ContainsFunc(idx, func(i int) bool { return statuses[i].Rule.store != store }) {
+		ds, errs := sluice.DecideBatch(ctx, store, reqs)
 		for k, err := range errs {
 			if err != nil {
-				return nil, storeError(rules[k], err)
+				return nil, storeError(rule(k), err)
 			}
 		}
 		return ds, nil
 	}
 	ds := make([]sluice.Decision, len(reqs))
 	for k, req := range reqs {
-		d, err := rules[k].store.Decide(ctx, req)
+		d, err := rule(k).store.Decide(ctx, req)
 		if err != nil {
-			return nil, storeError(rules[k], err)
+			return nil, storeError(rule(k), err)
 		}
 		ds[k] = d
 	}
@@ -576,7 +578,6 @@ func storeError(ru *Rule, err error) error {
 func (e *Engine) refund(ctx context.Context, q *query) {
 	var back []sluice.Request
 	var at []int
-	var rules []*Rule
 	for k, i := range q.idx {
 		st := q.res.Statuses[i]
 		if q.reqs[k].Op != sluice.OpTake || !st.Decision.Allowed {
@@ -584,13 +585,13 @@ func (e *Engine) refund(ctx context.Context, q *query) {
 		}
 		r := q.reqs[k]
 		r.Op, r.At = sluice.OpRefund, st.Decision.Time
-		back, at, rules = append(back, r), append(at, i), append(rules, q.rules[k])
+		back, at = append(back, r), append(at, i)
 	}
 	if len(back) == 0 {
 		return
 	}
-	if _, err := e.decide(context.WithoutCancel(ctx), back, rules); err != nil {
-		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "rule", rules[0].ID, "err", err)
+	if _, err := e.decide(context.WithoutCancel(ctx), back, at, q.res.Statuses); err != nil {
+		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "rule", q.res.Statuses[at[0]].Rule.ID, "err", err)
 		return
 	}
 	// The statuses say what is left now, after the refunds: what the
