@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
@@ -35,9 +34,9 @@ type stores struct {
 	// policies maps a limiter prefix to the failure policy of its rule,
 	// swapped whole on reload; nil for the memory store.
 	policies *atomic.Pointer[policyTable]
-	// registry lists the bans of every process sharing a Redis store
+	// registry keeps the bans of every process sharing a Redis store
 	// (package guard/redisbans); nil for the other stores, whose bans
-	// each process lists for itself.
+	// each process keeps for itself.
 	registry guard.Registry
 	closers  []io.Closer
 }
@@ -145,16 +144,14 @@ func openStores(ctx context.Context, c *config.Config, namespace string, m *metr
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		st.closers = append(st.closers, closerFunc(func() error { client.Close(); return nil }))
-		// The ban list lives beside the state, so that every process
-		// lists, and may lift, the whole fleet's bans.
-		rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{
-			Addrs: opt.InitAddress, Username: rc.Username, Password: rc.Password, DB: rc.DB,
-			MasterName: rc.Sentinel.Master, SentinelUsername: rc.Sentinel.Username, SentinelPassword: rc.Sentinel.Password,
-		})
-		st.closers = append(st.closers, rdb)
-		if st.registry, err = redisbans.New(redisbans.Config{Client: rdb, Prefix: namespace + ":bans"}); err != nil {
+		// The bans live beside the state, on the same client, so that
+		// every process enforces, lists and may lift the fleet's bans.
+		bans, err := redisbans.New(ctx, redisbans.Config{Client: client, Prefix: namespace + ":bans"})
+		if err != nil {
 			return nil, errors.Join(err, st.close())
 		}
+		st.registry = bans
+		st.closers = append(st.closers, bans) // closed before the client
 		st.primary = rs
 		st.top = newMeter(wrap("redis", rs), m)
 	case config.StoreMemcached:
