@@ -350,3 +350,59 @@ func TestCluster(t *testing.T) {
 		t.Errorf("List = %v, %v; want none", list, err)
 	}
 }
+
+// TestSentinel fails the master over while two processes hold bans on
+// Sentinel clients: they keep every ban, and after the failover a ban
+// and a lift reach the other process through the new master.
+func TestSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a failover takes seconds")
+	}
+	ctx := context.Background()
+	rs := testserver.StartRedisSentinel(t)
+	var p []*redisbans.Registry
+	for range 2 {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{rs.Sentinel.Addr},
+			Sentinel: rueidis.SentinelOption{MasterSet: rs.MasterName}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		p = append(p, newRegistry(t, c, redisbans.Config{Prefix: "sentinel", CheckEvery: 100 * time.Millisecond}))
+	}
+	now := time.Now()
+	if _, err := p[0].Put(ctx, ban("j", "before", now, time.Hour, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Failover(); err != nil {
+		t.Fatal(err)
+	}
+	promoted := func() bool {
+		role, err := rs.Replica.Do("ROLE")
+		return err == nil && strings.HasPrefix(role, "master")
+	}
+	if d, ok := eventually(20*time.Second, func() bool {
+		addr, err := rs.MasterAddr()
+		return err == nil && addr == rs.Replica.Addr && promoted()
+	}); !ok {
+		t.Fatalf("the replica was not promoted %v after the failover began", d)
+	}
+	if d, ok := eventually(20*time.Second, func() bool {
+		_, err := p[0].Put(ctx, ban("j", "after", now, time.Hour, 1))
+		n, _ := rs.Replica.Do("HEXISTS", "{sentinel}:bans", "1:jafter")
+		return err == nil && n == "1"
+	}); !ok {
+		t.Fatalf("no Put on the new master %v after the failover", d)
+	}
+	for _, k := range []string{"before", "after"} {
+		if d, ok := eventually(bound, func() bool { return matched(p[0], "j", k) && matched(p[1], "j", k) }); !ok {
+			t.Errorf("%s: not enforced by both processes %v after the failover", k, d)
+		}
+	}
+	if err := p[1].Delete(ctx, "j", "before"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := eventually(bound, func() bool { return !matched(p[0], "j", "before") }); !ok {
+		t.Error("a lift after the failover did not reach the other process")
+	}
+}

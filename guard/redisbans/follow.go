@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -53,14 +54,15 @@ func (r *Registry) follow(ctx context.Context) {
 }
 
 // step waits up to followBlock for entries after the last one applied,
-// and applies them. The deadline stops the client's retries, so that a
-// lost connection is seen (and the replica reloads), and cancelling
-// unblocks the read at once, so that Close is prompt.
+// and applies them. The read is built so that the client does not retry
+// it: a broken connection must be seen, for the replica to reload (Redis
+// may have restarted empty). The deadline bounds a hung connection, and
+// cancelling unblocks the read at once, so that Close is prompt.
 func (r *Registry) step(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, followBlock+followGrace)
 	defer cancel()
-	cmd := r.c.B().Xread().Count(followCount).Block(followBlock.Milliseconds()).
-		Streams().Key(r.keys[keyLog]).Id(r.last).Build().UnblockOnCancel()
+	cmd := r.c.B().Arbitrary("XREAD", "COUNT", strconv.Itoa(followCount), "BLOCK", strconv.FormatInt(followBlock.Milliseconds(), 10), "STREAMS").
+		Keys(r.keys[keyLog]).Args(r.last).Blocking().UnblockOnCancel()
 	streams, err := r.c.Do(ctx, cmd).AsXReadSlices()
 	if rueidis.IsRedisNil(err) {
 		return nil // nothing new

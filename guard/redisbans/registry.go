@@ -2,9 +2,12 @@ package redisbans
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,11 +28,47 @@ var (
 	//go:embed head.lua
 	headLua string
 
-	putScript   = rueidis.NewLuaScript(putLua)
-	liftScript  = rueidis.NewLuaScript(liftLua)
-	pruneScript = rueidis.NewLuaScript(pruneLua)
-	headScript  = rueidis.NewLuaScript(headLua)
+	putScript   = newScript(putLua)
+	liftScript  = newScript(liftLua)
+	pruneScript = newScript(pruneLua)
+	headScript  = newScript(headLua)
 )
+
+// A script is a Lua script of the registry, run with EVALSHA, and with
+// EVAL where Redis lacks it (a restart, a SCRIPT FLUSH).
+type script struct {
+	lua *rueidis.Lua
+	sha string
+}
+
+func newScript(src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{lua: rueidis.NewLuaScript(src), sha: hex.EncodeToString(sum[:])}
+}
+
+// exec runs s once.
+func (s script) exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return s.lua.Exec(ctx, c, keys, args)
+}
+
+// execMulti runs calls of s pipelined, one round trip per server, in
+// order. Unlike rueidis' Lua.ExecMulti, it sends no SCRIPT LOAD, whose
+// retries race with the recycling of commands when a connection breaks
+// (seen by the race detector as Redis restarted); a call that finds the
+// script missing is run again, alone, with EVAL.
+func (s script) execMulti(ctx context.Context, c rueidis.Client, calls []rueidis.LuaExec) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, len(calls))
+	for i, call := range calls {
+		cmds[i] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(call.Keys))).Key(call.Keys...).Arg(call.Args...).Build()
+	}
+	res := c.DoMulti(ctx, cmds...)
+	for i := range res {
+		if err, ok := rueidis.IsRedisErr(res[i].Error()); ok && err.IsNoScript() {
+			res[i] = s.exec(ctx, c, calls[i].Keys, calls[i].Args)
+		}
+	}
+	return res
+}
 
 // Defaults of Config.
 const (
@@ -315,7 +354,7 @@ func (r *Registry) Delete(ctx context.Context, jail, key string) error {
 // something else) is skipped.
 func (r *Registry) List(ctx context.Context, now time.Time) ([]guard.Ban, error) {
 	for {
-		n, err := pruneScript.Exec(ctx, r.c, r.keys[:keyVersion], []string{fmt.Sprint(floorMilli(now)), fmt.Sprint(pruneBatch)}).AsInt64()
+		n, err := pruneScript.exec(ctx, r.c, r.keys[:keyVersion], []string{fmt.Sprint(floorMilli(now)), fmt.Sprint(pruneBatch)}).AsInt64()
 		if err != nil {
 			return nil, fmt.Errorf("%w: redisbans: prune: %w", sluice.ErrStore, err)
 		}
@@ -342,7 +381,10 @@ func (r *Registry) scan(ctx context.Context, key string, fn func(f, v string)) e
 	seen := map[string]bool{} // HSCAN may return a field twice
 	var cursor uint64
 	for {
-		e, err := r.c.Do(ctx, r.c.B().Hscan().Key(key).Cursor(cursor).Count(r.pageSize).Build()).AsScanEntry()
+		// Not retried by the client (a read it would retry), so that a
+		// load over a broken connection fails rather than mixes servers.
+		cmd := r.c.B().Arbitrary("HSCAN").Keys(key).Args(strconv.FormatUint(cursor, 10), "COUNT", strconv.FormatInt(r.pageSize, 10)).Build()
+		e, err := r.c.Do(ctx, cmd).AsScanEntry()
 		if err != nil {
 			return err
 		}

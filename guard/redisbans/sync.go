@@ -72,7 +72,7 @@ func (r *Registry) confirm(o *op) {
 
 // execs returns the script and its calls that write o: a lift, or a put
 // and its first mergeChunk deletes, then the other deletes by chunks.
-func (r *Registry) execs(o *op) (*rueidis.Lua, []rueidis.LuaExec) {
+func (r *Registry) execs(o *op) (script, []rueidis.LuaExec) {
 	if o.lift {
 		until := "0"
 		if !o.ban.Until.IsZero() {
@@ -96,11 +96,11 @@ func (r *Registry) execs(o *op) (*rueidis.Lua, []rueidis.LuaExec) {
 // write writes o to Redis, and reports, for a lift, whether Redis held
 // the ban in force.
 func (r *Registry) write(ctx context.Context, o *op) (bool, error) {
-	script, calls := r.execs(o)
+	s, calls := r.execs(o)
 	var n int64
 	for _, c := range calls {
 		var err error
-		if n, err = script.Exec(ctx, r.c, c.Keys, c.Args).AsInt64(); err != nil {
+		if n, err = s.exec(ctx, r.c, c.Keys, c.Args).AsInt64(); err != nil {
 			return false, err
 		}
 	}
@@ -129,13 +129,13 @@ func (r *Registry) flush(ctx context.Context) error {
 func (r *Registry) writeBatch(ctx context.Context, ops []*op) error {
 	var errs []error
 	for _, lift := range []bool{false, true} {
-		var script *rueidis.Lua
+		var s script
 		var calls []rueidis.LuaExec
 		var owners []*op
 		for _, o := range ops {
 			if o.lift == lift {
-				s, c := r.execs(o)
-				script, calls = s, append(calls, c...)
+				sc, c := r.execs(o)
+				s, calls = sc, append(calls, c...)
 				for range c {
 					owners = append(owners, o)
 				}
@@ -145,7 +145,7 @@ func (r *Registry) writeBatch(ctx context.Context, ops []*op) error {
 			continue
 		}
 		failed := map[*op]bool{}
-		for i, res := range script.ExecMulti(ctx, r.c, calls...) {
+		for i, res := range s.execMulti(ctx, r.c, calls) {
 			if err := res.Error(); err != nil {
 				failed[owners[i]] = true
 				errs = append(errs, err)
@@ -176,7 +176,7 @@ type snapshot struct {
 // the hash holds, read at one instant.
 func (r *Registry) head(ctx context.Context) (version int64, last string, bans int64, err error) {
 	keys := []string{r.keys[keyVersion], r.keys[keyLog], r.keys[keyBans]}
-	a, err := headScript.Exec(ctx, r.c, keys, nil).ToArray()
+	a, err := headScript.exec(ctx, r.c, keys, nil).ToArray()
 	if err != nil {
 		return 0, "", 0, err
 	}
