@@ -175,15 +175,23 @@ func family(p netip.Prefix) int {
 // set can make no room, and sluice.ErrInvalidRequest for a ban without
 // a key or that has already lapsed.
 func (s *BanSet) Put(b Ban, now time.Time) (Ban, error) {
+	rec, _, err := s.PutMerged(b, now)
+	return rec, err
+}
+
+// PutMerged is Put that also returns the bans the set merged into the
+// recorded one to make room at capacity (none below it): a Registry that
+// copies the set to a shared store deletes them there.
+func (s *BanSet) PutMerged(b Ban, now time.Time) (Ban, []Ban, error) {
 	if now.IsZero() {
 		now = b.Since
 	}
 	k := parseBanKey(b.Key)
 	switch {
 	case b.Key == "":
-		return b, fmt.Errorf("%w: guard: a ban needs a key", sluice.ErrInvalidRequest)
+		return b, nil, fmt.Errorf("%w: guard: a ban needs a key", sluice.ErrInvalidRequest)
 	case !b.Until.After(now):
-		return b, fmt.Errorf("%w: guard: ban of %q lapsed at %v", sluice.ErrInvalidRequest, b.Key, b.Until)
+		return b, nil, fmt.Errorf("%w: guard: ban of %q lapsed at %v", sluice.ErrInvalidRequest, b.Key, b.Until)
 	}
 	b.Key = k.key
 	if len(b.Reason) > maxReason {
@@ -198,8 +206,26 @@ func (s *BanSet) Put(b Ban, now time.Time) (Ban, error) {
 		}
 	}
 	s.set(k, b)
-	return b, nil
+	return b, nil, nil
 }
+
+// Get returns jail's ban of key, which is read as Put reads it, lapsed
+// or not, and whether the set holds one. Unlike Match, it looks for that
+// key alone, not for the networks that contain it.
+func (s *BanSet) Get(jail, key string) (Ban, bool) {
+	k := parseBanKey(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if i := s.find(k, jail); i >= 0 {
+		return s.bucket(k)[i], true
+	}
+	return Ban{}, false
+}
+
+// BanKey returns key as a BanSet records it: an address or a network
+// masked and in canonical form, a key longer than MaxBanKey as its
+// digest, any other key as it is.
+func BanKey(key string) string { return parseBanKey(key).key }
 
 // find returns the index of jail's ban in the bans of k, or -1. It
 // requires s.mu.
@@ -308,8 +334,9 @@ func (s *BanSet) leaveGroups(jail string, p netip.Prefix) {
 
 // makeRoom records b, of key k, in a set at capacity by merging it with
 // bans of its jail in the narrowest network of a coarsening step that
-// holds any, or refuses it. It requires s.mu.
-func (s *BanSet) makeRoom(b Ban, k banKey, now time.Time) (Ban, error) {
+// holds any, and returns the bans merged; or it refuses b. It requires
+// s.mu.
+func (s *BanSet) makeRoom(b Ban, k banKey, now time.Time) (Ban, []Ban, error) {
 	if k.net.IsValid() {
 		for _, bits := range coarsening[family(k.net)] {
 			if bits >= k.net.Bits() {
@@ -317,28 +344,32 @@ func (s *BanSet) makeRoom(b Ban, k banKey, now time.Time) (Ban, error) {
 			}
 			net := netip.PrefixFrom(k.net.Addr(), bits).Masked()
 			if members := s.groups[group{b.Jail, net}]; len(members) > 0 {
-				return s.coarsen(b, net, slices.Clone(members)), nil
+				out, merged := s.coarsen(b, net, slices.Clone(members))
+				return out, merged, nil
 			}
 		}
 	}
 	s.refused.Add(1)
-	return b, fmt.Errorf("%w: guard: %d bans, no room for %q in jail %q", ErrBansFull, s.n, b.Key, b.Jail)
+	return b, nil, fmt.Errorf("%w: guard: %d bans, no room for %q in jail %q", ErrBansFull, s.n, b.Key, b.Jail)
 }
 
 // coarsen replaces the bans of b's jail on members, and b, by one ban of
-// net that lasts as long as the longest of them. It requires s.mu.
-func (s *BanSet) coarsen(b Ban, net netip.Prefix, members []netip.Prefix) Ban {
+// net that lasts as long as the longest of them, and returns it with the
+// bans it replaced. It requires s.mu.
+func (s *BanSet) coarsen(b Ban, net netip.Prefix, members []netip.Prefix) (Ban, []Ban) {
 	out := Ban{Jail: b.Jail, Key: netString(net), Since: b.Since, Until: b.Until, Offences: b.Offences}
 	if i := s.find(banKey{net: net}, b.Jail); i >= 0 { // a ban of net itself
 		old := s.nets[net][i]
 		out.Since, out.Until, out.Offences = minTime(out.Since, old.Since), maxTime(out.Until, old.Until), max(out.Offences, old.Offences)
 	}
+	merged := make([]Ban, 0, len(members))
 	for _, p := range members {
 		mk := banKey{net: p, key: netString(p)}
 		if i := s.find(mk, b.Jail); i >= 0 {
 			old := s.nets[p][i]
 			out.Since, out.Until, out.Offences = minTime(out.Since, old.Since), maxTime(out.Until, old.Until), max(out.Offences, old.Offences)
 			s.remove(mk, b.Jail)
+			merged = append(merged, old)
 		}
 	}
 	out.Reason = fmt.Sprintf("%d bans in %s merged at capacity; last: %s", len(members)+1, out.Key, b.Reason)
@@ -347,7 +378,7 @@ func (s *BanSet) coarsen(b Ban, net netip.Prefix, members []netip.Prefix) Ban {
 	}
 	s.coarsened.Add(int64(len(members)) + 1)
 	s.set(banKey{net: net, key: out.Key}, out)
-	return out
+	return out, merged
 }
 
 func minTime(a, b time.Time) time.Time {

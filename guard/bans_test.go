@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +126,58 @@ func TestBanSetFlood(t *testing.T) {
 	// Lapsed bans make room.
 	if _, err := s.Put(ban("abuse", "user-x", 30_000*time.Second), t0.Add(20_001*time.Second)); err != nil {
 		t.Errorf("Put after every ban lapsed: %v", err)
+	}
+}
+
+// TestBanSetPutMerged checks that PutMerged returns the bans a coarsening
+// replaced, exactly those the set no longer holds, and that Get and
+// BanKey read keys as Put does.
+func TestBanSetPutMerged(t *testing.T) {
+	s := guard.BanSet{Max: 3}
+	for _, key := range []string{"192.0.2.1", "192.0.2.2", "alice"} {
+		if _, merged, err := s.PutMerged(ban("j", key, time.Hour), t0); err != nil || len(merged) != 0 {
+			t.Fatalf("PutMerged(%s) below capacity = %v merged, %v; want none", key, merged, err)
+		}
+	}
+	rec, merged, err := s.PutMerged(ban("j", "::ffff:192.0.2.3", 2*time.Hour), t0)
+	if err != nil || rec.Key != "192.0.2.0/24" || !rec.Until.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("PutMerged at capacity = %+v, %v; want a 2h ban of 192.0.2.0/24", rec, err)
+	}
+	var keys []string
+	for _, b := range merged {
+		keys = append(keys, b.Key)
+		if _, ok := s.Get("j", b.Key); ok {
+			t.Errorf("merged ban of %s is still held", b.Key)
+		}
+	}
+	if slices.Sort(keys); !slices.Equal(keys, []string{"192.0.2.1", "192.0.2.2"}) {
+		t.Errorf("merged = %v, want the two addresses of the /24", keys)
+	}
+	for _, tt := range []struct {
+		jail, key string
+		want      bool
+	}{
+		{"j", "192.0.2.0/24", true},
+		{"j", "192.0.2.0/255.255.255.0", false},
+		{"j", "::ffff:192.0.2.0/120", true}, // the same network, written otherwise
+		{"j", "192.0.2.3", false},           // covered, but not a ban of its own
+		{"j", "alice", true},
+		{"k", "alice", false},
+	} {
+		if _, ok := s.Get(tt.jail, tt.key); ok != tt.want {
+			t.Errorf("Get(%q, %q) = %v, want %v", tt.jail, tt.key, ok, tt.want)
+		}
+	}
+	for key, want := range map[string]string{
+		"::ffff:198.51.100.7":     "198.51.100.7",
+		"2001:DB8::1/64":          "2001:db8::/64",
+		"10.1.2.3/8":              "10.0.0.0/8",
+		"alice":                   "alice",
+		string(make([]byte, 300)): "sha256:",
+	} {
+		if got := guard.BanKey(key); got != want && !(want == "sha256:" && strings.HasPrefix(got, want)) {
+			t.Errorf("BanKey(%.20q) = %q, want %q", key, got, want)
+		}
 	}
 }
 

@@ -97,7 +97,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s := &Service{opts: o, log: slog.New(logthrottle.New(o.Logger.Handler(), logthrottle.Config{})), m: newMetrics()}
 	s.denials.max = 100
-	st, err := openStores(c, o, s.m, s.log)
+	st, err := openStores(ctx, c, o, s.m, s.log)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
@@ -50,7 +49,7 @@ func (st *stores) policy(p string) sluice.Store {
 
 // openStores opens the store c names, its failure policies, and its ban
 // registry.
-func openStores(c *config.Config, o Options, m *metrics, log *slog.Logger) (*stores, error) {
+func openStores(ctx context.Context, c *config.Config, o Options, m *metrics, log *slog.Logger) (*stores, error) {
 	if o.Store != nil {
 		return &stores{primary: o.Store, registry: guard.NewMemoryRegistry(c.Guard.MaxBans)}, nil
 	}
@@ -59,7 +58,7 @@ func openStores(c *config.Config, o Options, m *metrics, log *slog.Logger) (*sto
 		ms := memory.New(memory.Config{MaxBytes: c.Store.Memory.MaxBytes})
 		return &stores{primary: ms, registry: guard.NewMemoryRegistry(c.Guard.MaxBans), closers: []io.Closer{ms}}, nil
 	case config.StoreRedis:
-		return openRedis(c, o.Namespace, m, log)
+		return openRedis(ctx, c, o.Namespace, m, log)
 	case config.StoreMemcached:
 		return openMemcached(c, m, log)
 	}
@@ -69,7 +68,7 @@ func openStores(c *config.Config, o Options, m *metrics, log *slog.Logger) (*sto
 // openRedis opens the Redis store, its policies, and the ban registry
 // beside the state, so that every process enforces, lists and may lift
 // the whole fleet's bans.
-func openRedis(c *config.Config, namespace string, m *metrics, log *slog.Logger) (*stores, error) {
+func openRedis(ctx context.Context, c *config.Config, namespace string, m *metrics, log *slog.Logger) (*stores, error) {
 	rc := c.Store.Redis
 	opt := rueidis.ClientOption{
 		InitAddress:  rc.Addrs,
@@ -97,14 +96,14 @@ func openRedis(c *config.Config, namespace string, m *metrics, log *slog.Logger)
 		return nil, errors.Join(fmt.Errorf("store: %w", err), st.close())
 	}
 	st.primary = rs
-	rdb := goredis.NewUniversalClient(&goredis.UniversalOptions{
-		Addrs: opt.InitAddress, Username: rc.Username, Password: rc.Password, DB: rc.DB,
-		MasterName: rc.Sentinel.Master, SentinelUsername: rc.Sentinel.Username, SentinelPassword: rc.Sentinel.Password,
-	})
-	st.closers = append(st.closers, rdb)
-	if st.registry, err = redisbans.New(redisbans.Config{Client: rdb, Prefix: namespace + ":bans"}); err != nil {
+	// The bans live beside the state, on the same client: every process
+	// enforces, lists and may lift the fleet's bans.
+	bans, err := redisbans.New(ctx, redisbans.Config{Client: client, Prefix: namespace + ":bans", MaxBans: c.Guard.MaxBans})
+	if err != nil {
 		return nil, errors.Join(err, st.close())
 	}
+	st.registry = bans
+	st.closers = append(st.closers, bans) // closed before the client
 	if st.policies, err = policyStores(rs, "redis", c.Failure, m, log, st); err != nil {
 		return nil, errors.Join(err, st.close())
 	}

@@ -6,25 +6,34 @@ import (
 	"log"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/redisbans"
-	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/store/redis"
 )
 
-// A jail whose bans every process of the fleet lists: the registry is in
-// Redis. (This example needs a Redis server, so it is compiled, not run.)
+// A jail whose bans every process of the fleet enforces and lists: the
+// registry is in Redis, beside the limiter state, on the store's own
+// client. (This example needs a Redis server, so it is compiled, not
+// run.)
 func Example() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	bans, err := redisbans.New(redisbans.Config{Client: rdb, Prefix: "myapp:bans"})
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := memory.New(memory.Config{}) // in a fleet: store/redis or store/memcached
+	defer client.Close()
+	store, err := redis.New(redis.Config{Client: client})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
+	bans, err := redisbans.New(ctx, redisbans.Config{Client: client, Prefix: "myapp:bans"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer bans.Close()
 	jail, err := guard.NewJail(store, guard.JailConfig{Name: "login", MaxFailures: 3, Registry: bans})
 	if err != nil {
 		log.Fatal(err)
@@ -41,5 +50,5 @@ func Example() {
 	for _, b := range list {
 		fmt.Printf("%s banned for %v: %s (offence %d)\n", b.Key, b.Until.Sub(b.Since).Round(time.Minute), b.Reason, b.Offences)
 	}
-	_ = jail.Lift(ctx, "203.0.113.7") // from any process
+	_ = jail.Lift(ctx, "203.0.113.7") // from any process: every process lifts it within milliseconds
 }

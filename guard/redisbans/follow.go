@@ -1,0 +1,153 @@
+package redisbans
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+)
+
+// follow applies the change log to the set until ctx is done: it reads
+// the log, writes again the changes that failed, reloads after a gap or
+// a failure, and checks now and then that Redis still holds the bans.
+func (r *Registry) follow(ctx context.Context) {
+	defer close(r.done)
+	stale, backoff, checked := false, minBackoff, time.Now()
+	for ctx.Err() == nil {
+		var err error
+		reload := true // whether a failure of this round calls for a reload
+		switch {
+		case stale || r.dirty.Load():
+			err = r.resync(ctx)
+		case r.retry.Swap(false):
+			if err = r.flush(ctx); err != nil {
+				r.retry.Store(true)
+				reload = false // writes failed; reads may work (Redis out of memory)
+			}
+		case time.Since(checked) >= r.checkEvery:
+			checked = time.Now()
+			err = r.check(ctx)
+		default:
+			err = r.step(ctx)
+		}
+		switch {
+		case err == nil:
+			stale, backoff = false, minBackoff
+			continue
+		case errors.Is(err, errGap):
+			stale = true
+			continue
+		}
+		stale = stale || reload
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// step waits up to followBlock for entries after the last one applied,
+// and applies them. The read is built so that the client does not retry
+// it: a broken connection must be seen, for the replica to reload (Redis
+// may have restarted empty). The deadline bounds a hung connection, and
+// cancelling unblocks the read at once, so that Close is prompt.
+func (r *Registry) step(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, followBlock+followGrace)
+	defer cancel()
+	cmd := r.c.B().Arbitrary("XREAD", "COUNT", strconv.Itoa(followCount), "BLOCK", strconv.FormatInt(followBlock.Milliseconds(), 10), "STREAMS").
+		Keys(r.keys[keyLog]).Args(r.last).Blocking().UnblockOnCancel()
+	streams, err := r.c.Do(ctx, cmd).AsXReadSlices()
+	if rueidis.IsRedisNil(err) {
+		return nil // nothing new
+	}
+	if err != nil {
+		return fmt.Errorf("%w: redisbans: follow: %w", sluice.ErrStore, err)
+	}
+	ops, err := r.apply(streams[r.keys[keyLog]])
+	for _, o := range ops {
+		if _, werr := r.write(ctx, o); werr != nil {
+			r.retry.Store(true)
+			break
+		}
+		r.confirm(o)
+	}
+	return err
+}
+
+// apply applies entries of the log to the set, in order, and returns
+// errGap at the first whose version does not follow the last applied.
+// An entry something else wrote is skipped. A put the set coarsens (at
+// capacity, because this set held bans the writer's did not) is this
+// process's own change, which it returns, queued, to be written: what
+// one process enforces, every process does.
+func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ops []*op
+	for _, e := range entries {
+		v, changes, ok := parseEntry(e)
+		if !ok {
+			r.last = e.ID
+			continue
+		}
+		if v != r.version.Load()+1 {
+			return ops, errGap
+		}
+		for _, c := range changes {
+			if !c.put {
+				r.set.Delete(c.ban.Jail, c.ban.Key)
+			} else if o := putIn(&r.set, c.ban, time.Time{}); o != nil {
+				ops = append(ops, r.queue(o))
+			}
+		}
+		r.last = e.ID
+		r.version.Store(v)
+		r.applied.Add(int64(len(changes)))
+	}
+	return ops, nil
+}
+
+// putIn puts b, a ban Redis holds, in set, judging lapsed bans at now.
+// If the set coarsened it, it returns the op that writes the network ban
+// in its place, deleting b and the bans merged with it; else nil. A ban
+// the set refuses (a key at capacity) is counted by the set's Stats.
+func putIn(set *guard.BanSet, b guard.Ban, now time.Time) *op {
+	rec, merged, err := set.PutMerged(b, now)
+	if err != nil || len(merged) == 0 {
+		return nil
+	}
+	fs := append(fields(merged), field(b.Jail, guard.BanKey(b.Key)))
+	return &op{field: field(rec.Jail, rec.Key), ban: rec, merged: fs}
+}
+
+// check returns errGap if Redis lost changes this replica applied: its
+// version went back, or its hash of bans is gone while bans are in force
+// here (a restart without persistence, an eviction).
+func (r *Registry) check(ctx context.Context) error {
+	version, _, bans, err := r.head(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: redisbans: check: %w", sluice.ErrStore, err)
+	}
+	if version < r.version.Load() || bans == 0 && r.holds() {
+		return errGap
+	}
+	return nil
+}
+
+// holds reports whether the set holds a ban in force.
+func (r *Registry) holds() bool {
+	now := r.clock()
+	for _, b := range r.set.List(time.Time{}) {
+		if b.Until.After(now) {
+			return true
+		}
+	}
+	return false
+}
