@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/meta"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/store/memcached/internal/meta"
 )
 
 // TestCorruptValues overwrites each kind of item with something that is

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/meta"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/store/memcached/internal/meta"
 )
 
 // flood writes n junk items shaped like the store's counters (same key

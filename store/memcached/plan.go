@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/store/memcached/internal/meta"
+	"github.com/sluicehq/sluice/internal/meta"
 )
 
 // A plan is one request's view of its limits' state in memcached: which

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/store/memcached/internal/meta"
+	"github.com/sluicehq/sluice/internal/meta"
 )
 
 // ErrContention means a request found its state changed under it more

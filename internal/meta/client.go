@@ -1,6 +1,7 @@
 // Package meta is a minimal client for memcached's meta protocol (mg, ms,
-// md, ma, mn), written for the memcached store because the maintained Go
-// clients speak only the classic text protocol, which needs two round
+// md, ma, mn), written for the memcached store (and used by the memcached
+// ban registry) because the maintained Go clients speak only the classic
+// text protocol, which needs two round
 // trips to create-or-increment a counter with an expiry (add, then incr)
 // and cannot pipeline mixed commands.
 //
