@@ -14,6 +14,10 @@ const MaxKeyLen = 250
 // larger number is a Unix time.
 const maxRelativeTTL = 30 * 24 * 60 * 60
 
+// NoExpiry, as the ttl of a command that stores, keeps the item until
+// memcached evicts or deletes it.
+const NoExpiry time.Duration = -1
+
 // ErrInvalidKey means a command was given a key memcached would reject:
 // empty, longer than MaxKeyLen, or holding a byte outside '!'..'~'.
 var ErrInvalidKey = errors.New("meta: invalid key")
@@ -58,6 +62,14 @@ func (b *Batch) Get(key string) {
 func (b *Batch) GetCAS(key string) {
 	b.cmd("mg ", key)
 	b.buf = append(b.buf, " v c\r\n"...)
+}
+
+// Token appends "mg key c", answered HD with the item's CAS token, or EN:
+// a version of the item that changes with every write, read without its
+// value. Like any mg without u, it marks the item as recently used.
+func (b *Batch) Token(key string) {
+	b.cmd("mg ", key)
+	b.buf = append(b.buf, " c\r\n"...)
 }
 
 // Bump appends "mg key", answered HD or EN: a read that marks the item as
@@ -172,9 +184,13 @@ func CheckKey(key string) error {
 }
 
 // appendTTL writes d rounded up to whole seconds, at least one (zero
-// would mean "never expires"). Past 30 days memcached reads the number as
-// a Unix time, so longer expiries are written as one, by the local clock.
+// would mean "never expires"), or zero for NoExpiry. Past 30 days
+// memcached reads the number as a Unix time, so longer expiries are
+// written as one, by the local clock.
 func appendTTL(dst []byte, d time.Duration) []byte {
+	if d == NoExpiry {
+		return append(dst, '0')
+	}
 	secs := int64((d + time.Second - 1) / time.Second)
 	secs = max(secs, 1)
 	if secs > maxRelativeTTL {

@@ -106,6 +106,32 @@ func TestCAS(t *testing.T) {
 	}
 }
 
+// TestToken checks that Token reads the CAS token without the value, that
+// every write changes it, and that NoExpiry stores an item for good.
+func TestToken(t *testing.T) {
+	c := newClient(t)
+	var b Batch
+	b.Token("page")
+	b.Add("page", []byte("one"), NoExpiry)
+	b.Token("page")
+	b.GetCAS("page")
+	r := do(t, c, &b)
+	if r[0].Status != StatusMiss || r[2].Status != StatusOK || r[2].Value != nil || r[2].CAS == 0 || r[2].CAS != r[3].CAS {
+		t.Fatalf("Token, Add, Token, GetCAS = %+v, want EN, then HD with GetCAS's token and no value", r)
+	}
+	first := r[2].CAS
+	b.Reset()
+	b.CompareAndSet("page", []byte("two"), NoExpiry, first)
+	b.Token("page")
+	r = do(t, c, &b)
+	if r[0].Status != StatusOK || r[1].CAS == first || r[1].CAS != r[0].CAS {
+		t.Errorf("after a write, Token = %d (write's %d), want a new token, the write's", r[1].CAS, r[0].CAS)
+	}
+	if got := string(b.buf); !strings.Contains(got, "ms page 3 T0 C") {
+		t.Errorf("NoExpiry wrote %q, want T0", got)
+	}
+}
+
 // TestErrorReplies checks that a refused command is an error reply that
 // leaves the connection in step for the commands after it.
 func TestErrorReplies(t *testing.T) {
