@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/guard/memcachedbans"
 	"github.com/sluicehq/sluice/guard/redisbans"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/memcached"
@@ -34,9 +35,9 @@ type stores struct {
 	// policies maps a limiter prefix to the failure policy of its rule,
 	// swapped whole on reload; nil for the memory store.
 	policies *atomic.Pointer[policyTable]
-	// registry keeps the bans of every process sharing a Redis store
-	// (package guard/redisbans); nil for the other stores, whose bans
-	// each process keeps for itself.
+	// registry keeps the bans of every process sharing a Redis or
+	// memcached store (packages guard/redisbans, guard/memcachedbans);
+	// nil for the memory store.
 	registry guard.Registry
 	closers  []io.Closer
 }
@@ -162,8 +163,14 @@ func openStores(ctx context.Context, c *config.Config, namespace string, m *metr
 		if err != nil {
 			return nil, fmt.Errorf("store: memcached: %w", err)
 		}
-		st.primary = ms
 		st.closers = append(st.closers, ms)
+		bans, err := memcachedbans.New(ctx, memcachedbans.Config{Addrs: mc.Addrs, Prefix: namespace + ":bans"})
+		if err != nil {
+			return nil, errors.Join(err, st.close())
+		}
+		st.registry = bans
+		st.closers = append(st.closers, bans)
+		st.primary = ms
 		st.top = newMeter(ms, m)
 	default:
 		return nil, fmt.Errorf("store: %w: unknown store type %q", sluice.ErrInvalidRequest, c.Store.Type)
