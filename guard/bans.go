@@ -334,12 +334,13 @@ func (s *BanSet) leaveGroups(jail string, p netip.Prefix) {
 
 // makeRoom records b, of key k, in a set at capacity by merging it with
 // bans of its jail in the narrowest network of a coarsening step that
-// holds any, and returns the bans merged; or it refuses b. It requires
-// s.mu.
+// holds any, b's own network first when it is one (a network ban absorbs
+// the bans within it), and returns the bans merged; or it refuses b. It
+// requires s.mu.
 func (s *BanSet) makeRoom(b Ban, k banKey, now time.Time) (Ban, []Ban, error) {
 	if k.net.IsValid() {
 		for _, bits := range coarsening[family(k.net)] {
-			if bits >= k.net.Bits() {
+			if bits > k.net.Bits() {
 				continue
 			}
 			net := netip.PrefixFrom(k.net.Addr(), bits).Masked()
@@ -373,6 +374,9 @@ func (s *BanSet) coarsen(b Ban, net netip.Prefix, members []netip.Prefix) (Ban, 
 		}
 	}
 	out.Reason = fmt.Sprintf("%d bans in %s merged at capacity; last: %s", len(members)+1, out.Key, b.Reason)
+	if out.Key == b.Key { // b absorbed the bans within it: its reason stands
+		out.Reason = b.Reason
+	}
 	if len(out.Reason) > maxReason {
 		out.Reason = out.Reason[:maxReason]
 	}

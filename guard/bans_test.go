@@ -168,6 +168,20 @@ func TestBanSetPutMerged(t *testing.T) {
 			t.Errorf("Get(%q, %q) = %v, want %v", tt.jail, tt.key, ok, tt.want)
 		}
 	}
+	// A network ban at capacity absorbs the bans within it, keeping its
+	// reason, rather than merge into a wider network.
+	s = guard.BanSet{Max: 3}
+	for _, key := range []string{"192.0.2.1", "192.0.2.2", "198.51.100.1"} {
+		if _, err := s.Put(ban("j", key, time.Hour), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net := ban("j", "192.0.2.0/24", 30*time.Minute)
+	net.Reason = "by hand"
+	rec, merged, err = s.PutMerged(net, t0)
+	if err != nil || rec.Key != "192.0.2.0/24" || rec.Reason != "by hand" || !rec.Until.Equal(t0.Add(time.Hour)) || len(merged) != 2 {
+		t.Errorf("PutMerged(a /24 at capacity) = %+v, %d merged, %v; want the /24 for 1h absorbing 2 bans, its reason kept", rec, len(merged), err)
+	}
 	for key, want := range map[string]string{
 		"::ffff:198.51.100.7":     "198.51.100.7",
 		"2001:DB8::1/64":          "2001:db8::/64",

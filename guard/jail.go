@@ -43,7 +43,8 @@ type JailConfig struct {
 	// Default 7 days.
 	OffenceMemory time.Duration
 	// Registry keeps the bans, which are enforced from it: share one
-	// between processes (package guard/redisbans) for fleet-wide bans.
+	// between processes (packages guard/redisbans, guard/memcachedbans)
+	// for fleet-wide bans.
 	// Default a new MemoryRegistry of this jail alone.
 	Registry Registry
 	// OnBan, if set, is called after each ban, by Fail or by Ban, to tell

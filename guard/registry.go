@@ -27,9 +27,9 @@ type Ban struct {
 // eviction, no key flood and no full store can lift a ban. Each process
 // enforces the bans from its Bans, a set in its own memory kept up to
 // date by the Registry (a lookup costs no round trip and cannot fail);
-// a Registry shared by a fleet (package guard/redisbans) also writes
-// every ban to a shared store, and brings the bans of other processes
-// into each process's set.
+// a Registry shared by a fleet (guard/redisbans, guard/memcachedbans)
+// also writes every ban to a shared store, and brings the bans of other
+// processes into each process's set.
 //
 // Implementations must be safe for concurrent use.
 type Registry interface {
@@ -47,7 +47,7 @@ type Registry interface {
 
 // A MemoryRegistry is a Registry in the process's memory: a BanSet, and
 // nothing shared. Processes that share a store but want one list of bans
-// share a Registry instead (package guard/redisbans).
+// share a Registry instead (guard/redisbans, guard/memcachedbans).
 //
 // The zero value is empty and ready to use, with the default capacity;
 // it is safe for concurrent use.

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/guard/memcachedbans"
 	"github.com/sluicehq/sluice/guard/redisbans"
 	"github.com/sluicehq/sluice/store/fallback"
 	"github.com/sluicehq/sluice/store/memcached"
@@ -60,7 +61,7 @@ func openStores(ctx context.Context, c *config.Config, o Options, m *metrics, lo
 	case config.StoreRedis:
 		return openRedis(ctx, c, o.Namespace, m, log)
 	case config.StoreMemcached:
-		return openMemcached(c, m, log)
+		return openMemcached(ctx, c, o.Namespace, m, log)
 	}
 	return nil, fmt.Errorf("store: %w: unknown store type %q", sluice.ErrInvalidRequest, c.Store.Type)
 }
@@ -113,13 +114,20 @@ func openRedis(ctx context.Context, c *config.Config, namespace string, m *metri
 // openMemcached opens the memcached store and, per failure policy, a
 // route through it whose every server has the policy and a breaker of
 // its own: a dead server degrades only the actors placed on it.
-func openMemcached(c *config.Config, m *metrics, log *slog.Logger) (*stores, error) {
+func openMemcached(ctx context.Context, c *config.Config, namespace string, m *metrics, log *slog.Logger) (*stores, error) {
 	mc := c.Store.Memcached
 	ms, err := memcached.New(memcached.Config{Addrs: mc.Addrs, Weights: mc.Weights})
 	if err != nil {
 		return nil, fmt.Errorf("store: memcached: %w", err)
 	}
-	st := &stores{primary: ms, registry: guard.NewMemoryRegistry(c.Guard.MaxBans), closers: []io.Closer{ms}, policies: map[string]sluice.Store{}}
+	st := &stores{primary: ms, closers: []io.Closer{ms}, policies: map[string]sluice.Store{}}
+	// The bans live beside the state, in pages every process replicates.
+	bans, err := memcachedbans.New(ctx, memcachedbans.Config{Addrs: mc.Addrs, Prefix: namespace + ":bans", MaxBans: c.Guard.MaxBans})
+	if err != nil {
+		return nil, errors.Join(err, st.close())
+	}
+	st.registry = bans
+	st.closers = append(st.closers, bans)
 	for _, p := range []string{config.FailOpen, config.FailLocal, config.FailClosed} {
 		var werr error
 		rt, err := ms.Route(func(addr string, server sluice.Store) sluice.Store {

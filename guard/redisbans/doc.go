@@ -18,8 +18,8 @@
 //	defer bans.Close()
 //	jail, err := guard.NewJail(store, guard.JailConfig{Name: "login", Registry: bans})
 //
-// A fleet whose limits live in memcached can keep its bans in a small
-// Redis.
+// A fleet whose limits live in memcached keeps its bans there with
+// package guard/memcachedbans, or in a small Redis with this one.
 //
 // # Layout
 //

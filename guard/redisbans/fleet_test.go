@@ -220,17 +220,19 @@ func TestResyncAfterGap(t *testing.T) {
 
 // TestFlood bans 20,000 rotating addresses, as a jail under attack
 // does (an address already covered is not banned again), into processes
-// that hold 256 bans: both stay within their capacity, so does Redis,
+// that hold 512 bans: both stay within their capacity, so does Redis,
 // and every banned address is still banned in both processes and in a
 // process started afterwards.
 func TestFlood(t *testing.T) {
-	const n, max = 20_000, 256
+	t.Parallel() // mostly waits: on servers that start, on a failover, on round trips
+	const n, max = 20_000, 512
 	ctx := context.Background()
 	s, c := startRedis(t)
 	conf := redisbans.Config{Prefix: "flood", MaxBans: max}
 	p := fleet(t, s.Addr, 2, conf)
 	now := time.Now()
 	addrs := make([]string, n)
+	puts := 0
 	start := time.Now()
 	for i := range addrs {
 		// 64 /16s of 10/8, rotating through their /24s.
@@ -238,6 +240,7 @@ func TestFlood(t *testing.T) {
 		if matched(p[i%2], "abuse", addrs[i]) {
 			continue
 		}
+		puts++
 		if _, err := p[i%2].Put(ctx, ban("abuse", addrs[i], now, time.Hour, 1)); err != nil {
 			t.Fatalf("Put #%d (%s): %v", i, addrs[i], err)
 		}
@@ -245,7 +248,8 @@ func TestFlood(t *testing.T) {
 			t.Fatalf("after %d bans, a process holds %d, more than %d", i+1, st.Bans, max)
 		}
 	}
-	t.Logf("%d bans in %v", n, time.Since(start))
+	t.Logf("%d addresses in %v, %d banned (the others covered already), coarsened %d and %d",
+		n, time.Since(start), puts, p[0].Bans().Stats().Coarsened, p[1].Bans().Stats().Coarsened)
 	all := func(r *redisbans.Registry) bool {
 		for _, a := range addrs {
 			if !matched(r, "abuse", a) {
@@ -320,6 +324,7 @@ func TestRaces(t *testing.T) {
 // TestCluster runs two processes on a Redis Cluster: the registry's keys
 // share a slot, and bans and lifts reach the other process.
 func TestCluster(t *testing.T) {
+	t.Parallel() // mostly waits: on servers that start, on a failover, on round trips
 	if testing.Short() {
 		t.Skip("a cluster takes seconds to start")
 	}
@@ -355,6 +360,7 @@ func TestCluster(t *testing.T) {
 // Sentinel clients: they keep every ban, and after the failover a ban
 // and a lift reach the other process through the new master.
 func TestSentinel(t *testing.T) {
+	t.Parallel() // mostly waits: on servers that start, on a failover, on round trips
 	if testing.Short() {
 		t.Skip("a failover takes seconds")
 	}

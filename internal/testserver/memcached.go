@@ -16,6 +16,8 @@ type Memcached struct {
 	Addr string        // host:port
 	cmd  *exec.Cmd     // nil once stopped
 	done chan struct{} // closed when cmd has exited
+	bin  string
+	args []string // as started, the port included
 }
 
 // StartMemcached starts memcached with the given extra flags (such as
@@ -47,29 +49,49 @@ func startMemcached(bin string, args []string) (*Memcached, error) {
 		full = append(full, "-u", "root")
 	}
 	full = append(full, args...)
-	cmd := exec.Command(bin, full...)
+	s := &Memcached{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, args: full}
+	return s, s.start()
+}
+
+// Restart starts the server again on the same port, empty: a crashed
+// and restarted memcached.
+func (s *Memcached) Restart() error {
+	s.Stop()
+	var err error
+	for range 50 { // the port may linger for a moment
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("restart memcached on %s: %w", s.Addr, err)
+}
+
+func (s *Memcached) start() error {
+	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	var exitErr error
 	done := make(chan struct{})
 	go func() { exitErr = cmd.Wait(); close(done) }()
-	s := &Memcached{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, done: done}
+	s.cmd, s.done = cmd, done
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		select {
 		case <-done:
-			return nil, fmt.Errorf("memcached exited: %v", exitErr)
+			s.cmd = nil
+			return fmt.Errorf("memcached exited: %v", exitErr)
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", s.Addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return s, nil
+			return nil
 		}
 		time.Sleep(10 * time.Millisecond) // polling for readiness, not logic
 	}
 	s.Stop()
-	return nil, fmt.Errorf("memcached on %s not ready after 5s", s.Addr)
+	return fmt.Errorf("memcached on %s not ready after 5s", s.Addr)
 }
 
 // Stop kills the server, if it runs, and waits for it to exit.

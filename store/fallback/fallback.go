@@ -152,6 +152,8 @@ type Store struct {
 	replaying atomic.Bool
 	replayWG  sync.WaitGroup
 	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 
 	deny denyCache
 
@@ -204,16 +206,20 @@ func New(c Config) (*Store, error) {
 }
 
 // Close waits for a replay in progress and closes the local store New
-// made. It does not close the primary.
+// made. It does not close the primary. Calls after the first return the
+// first's result: a Store wrapped around each server of a fleet may be
+// closed by the fleet's store and by its owner.
 func (s *Store) Close() error {
-	close(s.done)
-	s.replayWG.Wait()
-	if s.ownsLoc {
-		if c, ok := s.local.(interface{ Close() error }); ok {
-			return c.Close()
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.replayWG.Wait()
+		if s.ownsLoc {
+			if c, ok := s.local.(interface{ Close() error }); ok {
+				s.closeErr = c.Close()
+			}
 		}
-	}
-	return nil
+	})
+	return s.closeErr
 }
 
 // Stats returns the counters of s.

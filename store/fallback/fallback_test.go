@@ -69,6 +69,21 @@ func newStore(t *testing.T, c Config) *Store {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// TestCloseTwice: a second Close returns the first's result, without a
+// panic (server closes the Store wrapped around each memcached server,
+// and so does the memcached store).
+func TestCloseTwice(t *testing.T) {
+	s, err := New(Config{Primary: newFake(t), Policy: Local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close #%d = %v", i+1, err)
+		}
+	}
+}
+
 // TestConformance runs the conformance suite through a Store whose
 // primary works: the wrapper must change nothing.
 func TestConformance(t *testing.T) {
