@@ -56,13 +56,14 @@ func (r *Registry) follow(ctx context.Context) {
 // step waits up to followBlock for entries after the last one applied,
 // and applies them. The read is built so that the client does not retry
 // it: a broken connection must be seen, for the replica to reload (Redis
-// may have restarted empty). The deadline bounds a hung connection, and
-// cancelling unblocks the read at once, so that Close is prompt.
+// may have restarted empty). Cancelling ctx aborts the read at once and
+// closes its connection, so that Close is prompt; no CLIENT UNBLOCK
+// (rueidis' UnblockOnCancel), whose request raced with closing the
+// client and once hung its Close. A peer gone silent is found by the
+// client's TCP keepalive.
 func (r *Registry) step(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, followBlock+followGrace)
-	defer cancel()
 	cmd := r.c.B().Arbitrary("XREAD", "COUNT", strconv.Itoa(followCount), "BLOCK", strconv.FormatInt(followBlock.Milliseconds(), 10), "STREAMS").
-		Keys(r.keys[keyLog]).Args(r.last).Blocking().UnblockOnCancel()
+		Keys(r.keys[keyLog]).Args(r.last).Blocking()
 	streams, err := r.c.Do(ctx, cmd).AsXReadSlices()
 	if rueidis.IsRedisNil(err) {
 		return nil // nothing new

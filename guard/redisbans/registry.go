@@ -100,9 +100,6 @@ const (
 	// followBlock bounds each blocking read of the change log, and so
 	// how long a failed write waits for its retry.
 	followBlock = time.Second
-	// followGrace is how much longer than followBlock a read of the log
-	// may take before the replica gives up on the connection.
-	followGrace = 2 * time.Second
 	// followCount bounds the entries one read of the change log returns.
 	followCount = 1000
 	// minBackoff and maxBackoff bound the wait between attempts while
