@@ -75,8 +75,3 @@ func (f *flag) get(ctx context.Context, key string) (time.Duration, bool, error)
 	}
 	return d.RetryAfter, true, nil
 }
-
-// clear removes key's flag.
-func (f *flag) clear(ctx context.Context, key string) error {
-	return f.lim.Reset(ctx, key)
-}
