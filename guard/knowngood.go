@@ -42,13 +42,15 @@ type knownGood struct {
 func newKnownGood(store sluice.Store, namespace string, clock func() time.Time, max int, period time.Duration) (*knownGood, error) {
 	k := &knownGood{max: max, period: period}
 	var err error
-	if k.addr, err = newFlag(store, namespace, "login-known", clock); err != nil {
+	// An address's flag grants the privilege; a slot's or the floor's
+	// set later than it was only makes fewer addresses known-good.
+	if k.addr, err = newFlag(store, namespace, "login-known", clock, true); err != nil {
 		return nil, err
 	}
-	if k.slot, err = newFlag(store, namespace, "login-known-slot", clock); err != nil {
+	if k.slot, err = newFlag(store, namespace, "login-known-slot", clock, false); err != nil {
 		return nil, err
 	}
-	if k.floor, err = newFlag(store, namespace, "login-known-floor", clock); err != nil {
+	if k.floor, err = newFlag(store, namespace, "login-known-floor", clock, false); err != nil {
 		return nil, err
 	}
 	return k, nil

@@ -173,7 +173,7 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	var err error
 	l.known, err = newKnownGood(store, c.Namespace, c.Clock, c.KnownGoodAddrs, c.KnownGoodFor)
 	errs = append(errs, err)
-	l.told, err = newFlag(store, c.Namespace, "login-told", c.Clock)
+	l.told, err = newFlag(store, c.Namespace, "login-told", c.Clock, true) // told too early would miss an attack
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("guard: login: %w", err)
