@@ -20,7 +20,6 @@ import (
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
-	"github.com/sluicehq/sluice/store/memory"
 )
 
 // serviceConfig is envoyproxy/ratelimit's README example 3: a limit per
@@ -35,21 +34,21 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 0}
 `
 
-// newServiceAPI builds sluice's HTTP API for serviceConfig on a memory
-// store.
-func newServiceAPI(b *testing.B) *server.Server {
+// newServiceAPI builds sluice serve's service for serviceConfig on its
+// memory store: its engine, rules wired to their metered stores, and its
+// HTTP handler.
+func newServiceAPI(b *testing.B) *server.Service {
 	b.Helper()
 	c, err := config.Parse("edge.yaml", []byte(serviceConfig))
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := memory.New(memory.Config{})
-	b.Cleanup(func() { st.Close() })
-	api, err := server.New(server.Config{Store: st, Domains: c.Domains, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc, err := server.NewService(context.Background(), c, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return api
+	b.Cleanup(func() { svc.Close() })
+	return svc
 }
 
 // BenchmarkServiceEngine is the cost of a decision inside the service,
@@ -100,7 +99,7 @@ func BenchmarkServiceGRPC(b *testing.B) {
 func BenchmarkServiceHTTP(b *testing.B) {
 	for _, keys := range []int{1, 10_000} {
 		b.Run("keys="+keyName(keys), func(b *testing.B) {
-			hs := httptest.NewServer(newServiceAPI(b))
+			hs := httptest.NewServer(newServiceAPI(b).Handler())
 			b.Cleanup(hs.Close)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 			bodies := make([][]byte, keys)
