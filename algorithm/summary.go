@@ -41,29 +41,32 @@ import (
 // that ended before then as empty, as it would see a state a store
 // dropped once idle.
 
-// logSummaryBuckets is the number of buckets a sliding log's summary
-// counts its units in: a unit is moved at most Period/16 later.
-const logSummaryBuckets = 16
+// summaryBuckets is the most buckets (but one or two for alignment) the
+// summary of a sliding log or of a sliding window counter counts units
+// in: a unit is summarised as if taken up to a quarter of a Period later.
+// Fewer, wider buckets lose precision; more make cells larger, so fewer
+// fit a store's memory and more actors share each (measured on crowds
+// evicted from a memory store, 4 admitted more than 16 or 8, as many as 2).
+const summaryBuckets = 4
 
 // SummaryWords returns the number of int64 words of a summary of l's
 // states. It depends only on l's StateID: the summaries of every Rate and
 // Burst of one kind of limit can be joined.
 //
-//	GCRA                 [tat]                                1
-//	FixedWindow          [window end, count]                  2
-//	SlidingWindow        as the state: [newest bucket, c0..cG]  G+2
+//	GCRA                 [tat]                                   1
+//	FixedWindow          [first window end, last, count]         3
+//	SlidingWindow        [newest bucket, n coarse counts]        n+1 ≤ 7
 //	ApproxSlidingWindow  as SlidingWindow
-//	SlidingLog           [newest time, c0..c16]               18
+//	SlidingLog           [newest time, 5 coarse counts]          6
 //
 // The all-zero summary is the summary of the empty state.
 func SummaryWords(l sluice.Limit) int {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
-		return 2
-	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-		return l.BucketCount() + 2
-	case sluice.SlidingLog:
-		return logSummaryBuckets + 2
+		return 3
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow, sluice.SlidingLog:
+		n, _ := coarse(l)
+		return int(n) + 1
 	}
 	return 1
 }
@@ -75,10 +78,12 @@ func Summarize(l sluice.Limit, dst, s []int64, key string) {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
 		fixedSummarize(l, dst, s, key)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+		slidingSummarize(l, dst, s)
 	case sluice.SlidingLog:
 		logSummarize(l, dst, s)
 	default:
-		copy(dst, s)
+		dst[0] = s[0]
 	}
 }
 
@@ -89,10 +94,8 @@ func Join(l sluice.Limit, dst, src []int64, t int64) {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
 		fixedJoin(l, dst, src, t)
-	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-		dst[0] = joinBuckets(dst, dst[0], src, src[0], int64(l.BucketCount()))
-	case sluice.SlidingLog:
-		logJoin(l, dst, src)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow, sluice.SlidingLog:
+		coarseJoin(l, dst, src)
 	default:
 		dst[0] = max(dst[0], src[0])
 	}
@@ -104,10 +107,8 @@ func Meet(l sluice.Limit, dst, src []int64) {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
 		fixedMeet(dst, src)
-	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-		dst[0] = meetBuckets(dst, dst[0], src, src[0], int64(l.BucketCount()))
-	case sluice.SlidingLog:
-		logMeet(l, dst, src)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow, sluice.SlidingLog:
+		coarseMeet(l, dst, src)
 	default:
 		dst[0] = min(dst[0], src[0])
 	}
@@ -120,10 +121,12 @@ func Charge(l sluice.Limit, s, sum []int64, key string) {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
 		fixedCharge(l, s, sum, key)
+	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
+		slidingCharge(l, s, sum)
 	case sluice.SlidingLog:
 		logCharge(l, s, sum)
 	default:
-		copy(s, sum)
+		s[0] = sum[0]
 	}
 }
 
@@ -136,63 +139,110 @@ func Charge(l sluice.Limit, s, sum []int64, key string) {
 // windows, which a Staggered limit offsets by key. (i, c) ≥ (i', c') iff
 // i ≥ i' and c ≥ c': at a time in window n the count is c if n ≤ i, else
 // 0, so each count bounds the other's; a commit makes (n, cost) if n > i,
-// else (i, c+cost), which keeps the order. The summary holds the absolute
-// end of the window, (index+1)·Period + Offset(l, key), and the count.
-// Charge gives key its own window that holds end-1, which is no earlier
-// than the window of any summary with an end no later: so a summary with
-// a later end and a larger count charges a more spent state. Join drops a
-// window that ended by t (its count no longer applies) and keeps the
-// later end and the larger count; Meet, the earlier end and smaller count.
+// else (i, c+cost), which keeps the order. The summary is [lo, hi, count]:
+// the absolute ends of the windows summarised, (index+1)·Period +
+// Offset(l, key), lie in [lo, hi], and none counted more than count. It
+// stands for each summarised state: Join keeps the larger count and an
+// interval that holds both (less the ends a window that ended by t had:
+// its count no longer applies), Meet the smaller count and the
+// intersection (a key in both cells has its end in both). Charge gives
+// key its own window whose end is the first at or after lo, if hi-lo <
+// Period (the key's windows end a Period apart, so that is the one its
+// summary held, if any: none if that end is past hi); else the window
+// holding hi-1, which is no earlier than any window ending by hi.
 
 func fixedSummarize(l sluice.Limit, dst, s []int64, key string) {
 	if s[1] == 0 {
-		dst[0], dst[1] = 0, 0
+		clear(dst)
 		return
 	}
-	dst[0] = (s[0]+1)*int64(l.Period) + Offset(l, key)
-	dst[1] = s[1]
+	end := (s[0]+1)*int64(l.Period) + Offset(l, key)
+	dst[0], dst[1], dst[2] = end, end, s[1]
 }
 
 func fixedJoin(_ sluice.Limit, dst, src []int64, t int64) {
 	switch {
-	case src[1] == 0 || src[0] <= t:
-	case dst[1] == 0 || dst[0] <= t:
-		dst[0], dst[1] = src[0], src[1]
+	case src[2] == 0 || src[1] <= t:
+	case dst[2] == 0 || dst[1] <= t:
+		copy(dst, src)
 	default:
-		dst[0], dst[1] = max(dst[0], src[0]), max(dst[1], src[1])
+		dst[0] = max(min(dst[0], src[0]), t+1)
+		dst[1], dst[2] = max(dst[1], src[1]), max(dst[2], src[2])
 	}
 }
 
 func fixedMeet(dst, src []int64) {
-	if src[1] == 0 || dst[1] == 0 {
-		dst[0], dst[1] = 0, 0
+	lo, hi := max(dst[0], src[0]), min(dst[1], src[1])
+	if src[2] == 0 || dst[2] == 0 || lo > hi {
+		clear(dst)
 		return
 	}
-	dst[0], dst[1] = min(dst[0], src[0]), min(dst[1], src[1])
+	dst[0], dst[1], dst[2] = lo, hi, min(dst[2], src[2])
 }
 
 func fixedCharge(l sluice.Limit, s, sum []int64, key string) {
-	if sum[1] == 0 {
-		s[0], s[1] = 0, 0
+	s[0], s[1] = 0, 0
+	if sum[2] == 0 {
 		return
 	}
-	s[0] = floorDiv(sum[0]-1-Offset(l, key), int64(l.Period))
-	s[1] = sum[1]
+	p, off := int64(l.Period), Offset(l, key)
+	end := sum[1] // the window holding hi-1, if the interval is wide
+	if sum[1]-sum[0] < p {
+		r := (off - sum[0]) % p
+		if r < 0 {
+			r += p
+		}
+		end = sum[0] + r // the key's first window end at or after lo
+		if end > sum[1] {
+			return // the key was in none of the windows summarised
+		}
+	}
+	s[0] = floorDiv(end-1-off, p)
+	s[1] = sum[2]
 }
 
-// Sliding window counters: buckets are aligned to the epoch, so the state
-// is its own summary. A ≥ B iff A's newest bucket is no older than B's
-// and, from every bucket k that A's window can still reach (k ≥
-// newest-G), A holds at least as many units in buckets k and newer as B
-// (suffix sums). At a time in bucket c no older than A's newest, both
-// count buckets c-G..c: the strict count is the suffix sum from c-G, the
-// approximate one (1-w)·S(c-G+1) + w·S(c-G) with w in [0, 1], so A's
-// dominates. A commit adds the cost to bucket max(c, newest), no older in
-// A than in B, so every suffix sum grows at least as much in A. Join
-// aligns both rings to the newer bucket and keeps the larger count of
-// each bucket; Meet keeps the smaller count of each bucket under the
-// older newest bucket. Both compare bucket by bucket, which implies the
-// order on suffix sums.
+// Sliding window counters and sliding logs keep more than a cell should
+// hold (G+1 counters, Rate timestamps), so both are summarised coarsely:
+// the summary [newest, counts] keeps the newest bucket index (of the
+// counter) or time (of the log), and counts the units in coarse buckets
+// aligned to the epoch, w wide (w buckets of the counter, w nanoseconds
+// of the log), in a ring of n (see coarse) that reaches back a whole
+// Period. Charge puts the units of coarse bucket j as late as they could
+// have been, at min((j+1)·w-1, newest), which moves no unit earlier.
+// Join keeps the newer newest and the larger count of each coarse bucket,
+// Meet the older newest and the smaller count: with larger counts and a
+// newer newest, no unit of the charged state lies earlier.
+//
+// The order on sliding window counters: A ≥ B iff A's newest bucket is
+// no older than B's and, from every bucket k that A's window can still
+// reach (k ≥ newest-G), A holds at least as many units in buckets k and
+// newer as B (suffix sums). At a time in bucket c no older than A's
+// newest, both count buckets c-G..c: the strict count is the suffix sum
+// from c-G, the approximate one (1-w)·S(c-G+1) + w·S(c-G) with w in
+// [0, 1], so A's dominates. A commit adds the cost to bucket max(c,
+// newest), no older in A than in B, so every suffix sum grows at least as
+// much in A. Moving units to later buckets only raises suffix sums.
+//
+// The order on sliding logs: A ≥ B iff for every x, A holds at least as
+// many units later than x as B (capped at Rate, as the ring is). A take
+// counts the units later than now-Period, so A admits less; a commit adds
+// the cost at max(now, newest), and A's newest is no earlier than B's, so
+// every count grows at least as much in A. Moving units later only raises
+// these counts; units older than the ring reaches are older than
+// newest-Period, so dead from newest on.
+
+// coarse returns the ring size n and the width w of the coarse buckets of
+// l's summary: for a sliding log w is in nanoseconds, and n-1 buckets
+// span the Period; for a sliding window counter w is in its buckets, and
+// n buckets hold every bucket of its ring (G+1 of them).
+func coarse(l sluice.Limit) (n, w int64) {
+	if l.Algorithm == sluice.SlidingLog {
+		return summaryBuckets + 1, (int64(l.Period) + summaryBuckets - 1) / summaryBuckets
+	}
+	g := int64(l.BucketCount())
+	w = (g + summaryBuckets - 1) / summaryBuckets
+	return g/w + 2, w
+}
 
 // countAt returns the count of bucket i in the ring of s (slots 1..g+1)
 // whose newest bucket is top: 0 outside [top-g, top].
@@ -201,6 +251,84 @@ func countAt(s []int64, top, g, i int64) int64 {
 		return 0
 	}
 	return s[slot(g, i)]
+}
+
+func slidingSummarize(l sluice.Limit, dst, s []int64) {
+	clear(dst)
+	g := int64(l.BucketCount())
+	n, w := coarse(l)
+	top := s[0]
+	dst[0] = top
+	for i := top - g; i <= top; i++ {
+		if c := s[slot(g, i)]; c != 0 {
+			dst[slot(n-1, floorDiv(i, w))] += c
+		}
+	}
+}
+
+func logSummarize(l sluice.Limit, dst, s []int64) {
+	clear(dst)
+	size := len(s) - 1 // the Rate it was written under
+	newest := *logAt(s, size-1)
+	if newest == 0 {
+		return
+	}
+	n, w := coarse(l)
+	top := floorDiv(newest, w)
+	dst[0] = newest
+	for k := size - 1; k >= 0; k-- {
+		ts := *logAt(s, k)
+		j := floorDiv(ts, w)
+		if ts == 0 || j <= top-n {
+			break // older units are older still
+		}
+		dst[slot(n-1, j)]++
+	}
+}
+
+func coarseJoin(l sluice.Limit, dst, src []int64) {
+	n, w := coarse(l)
+	joinBuckets(dst, floorDiv(dst[0], w), src, floorDiv(src[0], w), n-1)
+	dst[0] = max(dst[0], src[0])
+}
+
+func coarseMeet(l sluice.Limit, dst, src []int64) {
+	n, w := coarse(l)
+	meetBuckets(dst, floorDiv(dst[0], w), src, floorDiv(src[0], w), n-1)
+	dst[0] = min(dst[0], src[0])
+}
+
+func slidingCharge(l sluice.Limit, s, sum []int64) {
+	clear(s)
+	g := int64(l.BucketCount())
+	n, w := coarse(l)
+	top := sum[0]
+	s[0] = top
+	for j := floorDiv(top, w) - n + 1; j <= floorDiv(top, w); j++ {
+		if i := min((j+1)*w-1, top); i >= top-g {
+			s[slot(g, i)] += sum[slot(n-1, j)]
+		}
+	}
+}
+
+func logCharge(l sluice.Limit, s, sum []int64) {
+	clear(s)
+	newest := sum[0]
+	if newest == 0 {
+		return
+	}
+	n, w := coarse(l)
+	top := floorDiv(newest, w)
+	// Fill the ring from its newest slot back (slot 0 is the oldest),
+	// newest bucket first, keeping the newest Rate units.
+	k := len(s) - 2
+	for j := top; j > top-n && k >= 0; j-- {
+		ts := min((j+1)*w-1, newest)
+		for c := sum[slot(n-1, j)]; c > 0 && k >= 0; c-- {
+			s[1+k] = ts
+			k--
+		}
+	}
 }
 
 // joinBuckets sets the ring of dst (newest bucket dtop) to the larger
@@ -234,87 +362,4 @@ func meetBuckets(dst []int64, dtop int64, src []int64, stop, g int64) int64 {
 		dst[slot(g, i)] = c
 	}
 	return top
-}
-
-// Sliding log: the state holds the newest Rate units' times, too many for
-// a cell. The summary counts the units in logSummaryBuckets+1 buckets of
-// width w = ⌈Period/16⌉ aligned to the epoch, the newest being that of
-// the newest time n, and keeps n. Charge rebuilds a log whose units of
-// bucket k lie at min((k+1)·w-1, n), as late as they could have been,
-// keeping the newest Rate; units older than the oldest bucket are older
-// than n-Period, so dead from n on. A ≥ B iff for every x, A holds at
-// least as many units later than x as B (capped at Rate, as the ring is).
-// A take counts the units later than now-Period, so A admits less; a
-// commit adds the cost at max(now, newest), and A's newest is no earlier
-// than B's, so every count grows at least as much in A. Moving units later
-// keeps these counts or raises them, so the rebuilt log is ≥ the log
-// summarised. Join keeps the later n and the larger count of each bucket,
-// Meet the earlier n and the smaller count: with larger counts and a later
-// n, every unit of the rebuilt log lies no earlier.
-
-func logWidth(l sluice.Limit) int64 {
-	return (int64(l.Period) + logSummaryBuckets - 1) / logSummaryBuckets
-}
-
-func logSummarize(l sluice.Limit, dst, s []int64) {
-	clear(dst)
-	n := len(s) - 1
-	newest := *logAt(s, n-1)
-	if newest == 0 {
-		return
-	}
-	g, w := int64(logSummaryBuckets), logWidth(l)
-	top := floorDiv(newest, w)
-	dst[0] = newest
-	for k := n - 1; k >= 0; k-- {
-		ts := *logAt(s, k)
-		i := floorDiv(ts, w)
-		if ts == 0 || i < top-g {
-			break // older units are older still
-		}
-		dst[slot(g, i)]++
-	}
-}
-
-func logJoin(l sluice.Limit, dst, src []int64) {
-	if src[0] == 0 {
-		return
-	}
-	if dst[0] == 0 {
-		copy(dst, src)
-		return
-	}
-	g, w := int64(logSummaryBuckets), logWidth(l)
-	joinBuckets(dst, floorDiv(dst[0], w), src, floorDiv(src[0], w), g)
-	dst[0] = max(dst[0], src[0])
-}
-
-func logMeet(l sluice.Limit, dst, src []int64) {
-	if src[0] == 0 || dst[0] == 0 {
-		clear(dst)
-		return
-	}
-	g, w := int64(logSummaryBuckets), logWidth(l)
-	meetBuckets(dst, floorDiv(dst[0], w), src, floorDiv(src[0], w), g)
-	dst[0] = min(dst[0], src[0])
-}
-
-func logCharge(l sluice.Limit, s, sum []int64) {
-	clear(s)
-	newest := sum[0]
-	if newest == 0 {
-		return
-	}
-	g, w := int64(logSummaryBuckets), logWidth(l)
-	top := floorDiv(newest, w)
-	// Fill the ring from its newest slot back (slot 0 is the oldest),
-	// newest bucket first.
-	k := len(s) - 2
-	for i := top; i >= top-g && k >= 0; i-- {
-		ts := min((i+1)*w-1, newest)
-		for c := sum[slot(g, i)]; c > 0 && k >= 0; c-- {
-			s[1+k] = ts
-			k--
-		}
-	}
 }
