@@ -191,8 +191,9 @@ func Direct() (sluice.Store, func(), error) {
 // map. It takes and peeks; it does not refund or reset. It is safe for
 // concurrent use.
 type directStore struct {
-	mu     sync.Mutex
-	states map[stateName][]int64
+	mu      sync.Mutex
+	states  map[stateName][]int64
+	scratch [][]int64 // the request's states, reused under mu
 }
 
 type stateName struct {
@@ -212,7 +213,8 @@ func (s *directStore) Decide(_ context.Context, r sluice.Request) (sluice.Decisi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	states := make([][]int64, len(r.Limits))
+	states := append(s.scratch[:0], make([][]int64, len(r.Limits))...)
+	s.scratch = states
 	for i, l := range r.Limits {
 		name := stateName{r.Prefix + r.Key, l.StateID()}
 		st := s.states[name]

@@ -15,12 +15,30 @@
 //
 // # Bounds
 //
-// Memory is bounded by [Config.MaxBytes]. States that are back to their
-// full allowance are dropped by a sweeper, and, under pressure, evicted;
-// an actor that is over its limit is never evicted, since forgetting it
-// would give it a fresh allowance. When no state may be evicted, Decide
-// fails with an error wrapping [sluice.ErrStoreFull], and the Limiter's
-// caller applies its failure policy.
+// Memory is bounded by [Config.MaxBytes]: an eighth of it is kept for the
+// sketches below, the rest for states. States that are back to their full
+// allowance are dropped by a sweeper, and, under pressure, evicted; when
+// none is, the store evicts, from a random sample, the state whose
+// eviction costs least: the one with the most allowance left, or the one
+// over its limit that will be back under it soonest. A full store keeps
+// deciding: it fails a request, with [sluice.ErrStoreFull], only when the
+// request's own states need more than MaxBytes.
+//
+// Eviction never hands an actor back what it had spent. A state evicted
+// before it is back to empty is summarised (see the algorithm package's
+// Summarize) and joined into a sketch: two rows of shared cells, each
+// holding the most spent of the summaries that fell into it. A key the
+// store does not hold is charged from the cells it maps to, with a state
+// at least as spent as any it was evicted with; so no take is admitted
+// that the algorithm, remembering every actor, would deny, and every
+// algorithm keeps its stated bound (docs/accuracy.md measures it on
+// crowds many times the store's room). The cost falls the other way: an
+// actor that shares its cells with more spent ones is charged as they
+// are, and a key reset or new to the store may be charged too, until the
+// states summarised in its cells lapse (a period at most, for a window).
+// Under a flood of distinct keys that fill the sketch, new actors are
+// mostly denied until the flood's states lapse: under-admission, never
+// over-admission.
 //
 // # Time
 //

@@ -24,10 +24,12 @@ const DefaultMaxBytes = 256 << 20
 // Config configures a Store. The zero value of every field means its
 // default.
 type Config struct {
-	// MaxBytes caps the memory the store counts for its states: each
-	// state counts its key's bytes, 8 bytes per word of state and a fixed
-	// overhead (80 bytes in all for a GCRA state with a 24-byte key).
-	// Default 0: DefaultMaxBytes. Negative: no cap.
+	// MaxBytes caps the memory the store counts: its states, each
+	// counting its key's bytes, 8 bytes per word of state and a fixed
+	// overhead (80 bytes in all for a GCRA state with a 24-byte key), and
+	// the sketches of evicted states, which may take an eighth of it (see
+	// the package documentation). Default 0: DefaultMaxBytes. Negative: no
+	// cap.
 	MaxBytes int64
 	// Shards is the number of independently locked parts of the store,
 	// rounded up to a power of two. Default 0: 16 per GOMAXPROCS, at
@@ -76,10 +78,11 @@ const sweepLag = time.Second
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
 // state first drops the states of a random sample that are back to empty,
-// then the sampled state closest to its full allowance; it never drops a
-// state that is over its limit, which would hand that actor a fresh
-// allowance. When a sample holds nothing it may drop, Decide returns an
-// error wrapping sluice.ErrStoreFull and changes nothing.
+// then the sampled state whose eviction costs least, into a sketch that
+// charges the actor what it had spent if it returns (see the package
+// documentation): a full store never over-admits, and keeps deciding.
+// Decide fails with sluice.ErrStoreFull, changing nothing, only when a
+// request's states alone need more than MaxBytes.
 //
 // Expiry follows the newest request time each shard has seen (and the
 // clock, once a request has used it), so a store driven by explicit
@@ -89,14 +92,17 @@ const sweepLag = time.Second
 // Create Stores with New; the zero value is not usable. A Store is safe
 // for concurrent use. Close stops its sweeper and its clock's goroutine.
 type Store struct {
-	shards    []shard
-	mask      uint64
-	maxBytes  int64
-	bytes     atomic.Int64 // counted bytes of every state
-	seed      maphash.Seed
-	userClock func() time.Time // Config.Clock, or nil for clk
-	clk       *clock
-	usesClock atomic.Bool
+	shards       []shard
+	mask         uint64
+	maxBytes     int64
+	stateCap     int64        // what the states may count: MaxBytes less the sketches' share
+	sketchBudget int64        // what each shard's sketches may count
+	bytes        atomic.Int64 // counted bytes of every state
+	sketchBytes  atomic.Int64 // counted bytes of every sketch
+	seed         maphash.Seed
+	userClock    func() time.Time // Config.Clock, or nil for clk
+	clk          *clock
+	usesClock    atomic.Bool
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -146,6 +152,11 @@ func New(c Config) *Store {
 	case c.MaxBytes < 0:
 		s.maxBytes = math.MaxInt64
 	}
+	s.stateCap = s.maxBytes
+	if c.MaxBytes >= 0 {
+		s.stateCap -= s.maxBytes / sketchShare
+		s.sketchBudget = s.maxBytes / sketchShare / int64(n)
+	}
 	res := c.Resolution
 	if res == 0 {
 		res = DefaultResolution
@@ -194,15 +205,17 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Bytes returns the memory the store counts against Config.MaxBytes.
-func (s *Store) Bytes() int64 { return s.bytes.Load() }
+// Bytes returns the memory the store counts against Config.MaxBytes: its
+// states' and its sketches'.
+func (s *Store) Bytes() int64 { return s.bytes.Load() + s.sketchBytes.Load() }
 
 // Decide applies r atomically; see sluice.Store. For OpRefund and
 // OpReset, the Decision is what a peek would get just after: of Cost for
-// a refund, of 1 for a reset. The error wraps sluice.ErrInvalidRequest,
+// a refund, of 1 for a reset (a key the store may have evicted stays
+// charged by its sketch). The error wraps sluice.ErrInvalidRequest,
 // sluice.ErrInvalidLimit or sluice.ErrCostExceedsBurst for an invalid
-// request, and sluice.ErrStoreFull when a take needs room for a new
-// state that MaxBytes does not leave (see Store).
+// request, and sluice.ErrStoreFull when a take's new states alone need
+// more than MaxBytes (see Store).
 func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, error) {
 	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
@@ -352,12 +365,18 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 	t := sh.table(l)
 	s, ok := t.lookup(r.Prefix, r.Key, sh.hash)
 	var tat int64
-	if ok {
+	switch {
+	case ok:
 		tat = s[0]
+	case t.sk != nil: // the key may have been evicted: charge it
+		sh.zeros = append(sh.zeros[:0], 0)
+		t.charge(*l, sh.zeros[:1], "", sh.hash)
+		tat = sh.zeros[0]
 	}
 	if r.Op == sluice.OpRefund {
 		if !ok {
-			algorithm.GCRA(l, 0, now, r.Cost, d)
+			// Nothing held to give back to: what a peek would get.
+			algorithm.GCRA(l, tat, now, r.Cost, d)
 			return nil
 		}
 		algorithm.Refund(*l, s, r.At.UnixNano(), now, r.Cost)
@@ -397,9 +416,10 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		}
 		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
 	}
-	// Fresh states for the missing ones: zeros, inserted only if a take
-	// commits to them (a fresh state is what a peek, a refund or a reset
-	// of a missing state leaves).
+	// Fresh states for the missing ones: zeros, or what the table's
+	// sketch charges a key it may have evicted; inserted only if a take
+	// commits to them (that state is what a peek, a refund or a reset of
+	// a missing state leaves).
 	if cap(sh.zeros) < words {
 		sh.zeros = make([]int64, words)
 	}
@@ -409,6 +429,9 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		if sh.missing[i] {
 			w := algorithm.Words(r.Limits[i])
 			sh.list[i], zeros = zeros[:w:w], zeros[w:]
+			if t := sh.tabs[i]; t.sk != nil { // it may have been evicted
+				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
+			}
 		}
 	}
 	states := sh.list
@@ -480,7 +503,7 @@ func (sh *shard) trimScratch() {
 	clear(sh.tabs)
 }
 
-// errFull is the error of a shard that cannot make room.
+// errFull is the error of a request whose states alone exceed the cap.
 func errFull(need, maxBytes int64) error {
-	return fmt.Errorf("%w: memory store: no room for %d more bytes under MaxBytes %d", sluice.ErrStoreFull, need, maxBytes)
+	return fmt.Errorf("%w: memory store: the request's states need %d bytes, more than the %d MaxBytes leaves for states", sluice.ErrStoreFull, need, maxBytes)
 }

@@ -40,8 +40,9 @@ func (s *Store) sweep() {
 
 // sweep drops every state that is idle at t. Without tidy, it is called
 // by a request in progress, which holds its own states and tables: it
-// spares that key. With tidy, it also lets go of empty tables and
-// compacts sparse ones, which moves states, so only the sweeper tidies.
+// spares that key. With tidy, it also lets go of sketches whose every
+// cell has lapsed and of tables left empty with no sketch, and compacts
+// sparse tables, which moves states, so only the sweeper tidies.
 // It requires sh.mu.
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
@@ -55,10 +56,14 @@ func (sh *shard) sweep(t int64, tidy bool) {
 			}
 			return true
 		})
+		if tidy && tb.sk != nil && tb.sk.lapsed(tb.kind, t) {
+			sh.store.sketchBytes.Add(-tb.sk.bytes())
+			tb.sk = nil
+		}
 		switch {
 		case !tidy:
 			kept = append(kept, tb)
-		case tb.len() > 0:
+		case tb.len() > 0 || tb.sk != nil: // a sketch still charges
 			tb.compact()
 			kept = append(kept, tb)
 		}
@@ -69,14 +74,18 @@ func (sh *shard) sweep(t int64, tidy bool) {
 }
 
 // makeRoom evicts states of this shard until need more bytes fit under
-// MaxBytes, and fails with ErrStoreFull if it cannot. It never evicts the
-// states of the request being decided (sh.key). It requires sh.mu.
+// the states' share of MaxBytes. It never evicts the states of the
+// request being decided (sh.key). It fails, with ErrStoreFull, only if
+// need alone is more than that share. It requires sh.mu.
 //
 // The cap is global but eviction is local to the shard that needs room:
 // keys are spread evenly over shards, so each shard evicts in proportion
-// to the new keys it receives.
+// to the new keys it receives. A shard that holds nothing it may evict
+// (nothing but the request's own states) lets the store run over the cap
+// by need: the next insert into a shard that can evict brings it back, so
+// the store exceeds its cap by at most one key's states per shard.
 func (sh *shard) makeRoom(need int64) error {
-	total, limit := &sh.store.bytes, sh.store.maxBytes
+	total, limit := &sh.store.bytes, sh.store.stateCap
 	if total.Load()+need <= limit {
 		return nil
 	}
@@ -89,23 +98,14 @@ func (sh *shard) makeRoom(need int64) error {
 	if sh.added >= sh.states/4 {
 		sh.sweep(t, false)
 	}
-	for range 64 {
-		if total.Load()+need <= limit {
-			return nil
-		}
-		if !sh.evict(t) {
-			break
-		}
+	for total.Load()+need > limit && sh.evict(t) {
 	}
-	if total.Load()+need <= limit {
-		return nil
-	}
-	return errFull(need, limit)
+	return nil
 }
 
 // evict drops, from a random sample of the shard's states, those idle at
-// t or, if none is, the one closest to its full allowance. States over
-// their limit are never dropped. It reports whether it dropped any.
+// t or, if none is, the one whose eviction costs least (see cost), into
+// its table's sketch. It reports whether it dropped any.
 func (sh *shard) evict(t int64) bool {
 	if len(sh.tables) == 0 {
 		return false
@@ -115,7 +115,7 @@ func (sh *shard) evict(t int64) bool {
 		bestKey   string
 		bestHash  uint64
 		bestState []int64
-		bestScore = -1.0
+		bestCost  float64
 		dropped   bool
 		seen      int
 	)
@@ -138,8 +138,8 @@ func (sh *shard) evict(t int64) bool {
 				dropped = true
 				return true
 			}
-			if score := fullness(tb, key, s, t); score > bestScore {
-				best, bestKey, bestHash, bestState, bestScore = tb, key, h, s, score
+			if c := cost(tb, key, s, t); best == nil || c < bestCost {
+				best, bestKey, bestHash, bestState, bestCost = tb, key, h, s, c
 			}
 			return true
 		})
@@ -150,23 +150,25 @@ func (sh *shard) evict(t int64) bool {
 	if best == nil {
 		return false
 	}
-	sh.drop(best, bestKey, bestHash, bestState)
+	sh.forget(best, bestKey, bestHash, bestState, t)
 	return true
 }
 
-// fullness returns how close state s is to its full allowance at t, in
-// (0, 1], or -1 if the actor is over its limit: a take of 1 would be
-// denied, so dropping its state would hand it a fresh allowance.
-func fullness(tb *table, key string, s []int64, t int64) float64 {
+// cost returns how much evicting state s at t may cost: the sketch then
+// charges its spend to every key that shares its cells, until it lapses.
+// Less is better: a state with allowance left costs less the more it has,
+// (-1 to 0, by the fraction of the burst left); a state over its limit
+// costs more the longer it stays there (its retry-after, in periods).
+func cost(tb *table, key string, s []int64, t int64) float64 {
 	l := tb.limit
 	if len(s) != algorithm.Words(l) {
 		s = algorithm.Fit(l, s) // a log last inserted under another Rate
 	}
 	d := algorithm.Check(l, s, t-algorithm.Offset(l, key), 1)
-	if !d.Allowed {
-		return -1
+	if d.Allowed {
+		return -float64(d.Remaining+1) / float64(l.MaxBurst())
 	}
-	return float64(d.Remaining+1) / float64(l.MaxBurst())
+	return float64(d.RetryAfter) / float64(l.Period)
 }
 
 // next returns a pseudo-random number (xorshift64*): the eviction sample

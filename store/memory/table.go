@@ -65,6 +65,8 @@ type table struct {
 	free  []uint32
 
 	logs map[string][]int64
+
+	sk *sketch // the summaries of evicted states; nil until one is evicted
 }
 
 // oneWord is a slot of a one-word state and its key: 48 bytes, with no
@@ -132,6 +134,13 @@ func (t *table) key(i uint32) string {
 		return unsafe.String(&e.key[0], int(e.n))
 	}
 	return t.keys[i]
+}
+
+// charge writes to s, the fresh state of a key missing from t, what the
+// sketch charges it under l: its name is key (needed only by a staggered
+// window) and its hash h. It requires that t has a sketch.
+func (t *table) charge(l sluice.Limit, s []int64, key string, h uint64) {
+	t.sk.charge(l, s, key, tagOf(h))
 }
 
 // get returns the state of key, whose hash is h, for l, in place. A
