@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/algorithm"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -68,25 +67,43 @@ func EvictionLimits(rate int) []sluice.Limit {
 
 // EvictionStore returns the memory store RunEviction measures c in for
 // limit l: one shard, so that its cap and its eviction act on one set of
-// actors, as they do per shard in a large store at its cap, and a
-// MaxBytes that leaves room for c.Rooms states of l and their keys beside
-// the eighth of MaxBytes a memory store keeps for the summaries of the
-// states it evicts (see memory.Config).
+// actors, as they do per shard in a large store at its cap, and the least
+// MaxBytes (to within 1%) with room for c.Rooms states of l under keys
+// like c's, beside the share of the sketch of evicted states, found by
+// filling twin stores (the store counts the chunks it allocates, not
+// each state).
 func EvictionStore(l sluice.Limit, c EvictionCase) NewStore {
-	key := len("actor-") + len(strconv.Itoa(c.Actors-1))
+	prefix := "actor-"
 	if c.Light > 0 {
-		key = len("attacker-") + len(strconv.Itoa(c.Actors-1))
+		prefix = "attacker-"
 	}
-	room := int64(c.Rooms) * stateBytes(l, key)
-	return Memory(memory.Config{Shards: 1, SweepInterval: -1, MaxBytes: room * 8 / 7})
+	lo, hi := int64(1024), int64(1024)
+	for room(l, prefix, hi, c.Rooms) < c.Rooms {
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > hi/100 {
+		if mid := lo + (hi-lo)/2; room(l, prefix, mid, c.Rooms) < c.Rooms {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return Memory(memory.Config{Shards: 1, SweepInterval: -1, MaxBytes: hi})
 }
 
-// stateBytes is what a memory store counts for one state of l under a
-// key of n bytes, by memory.Config's documentation: the key, 8 bytes per
-// word of state and 48 bytes (80 in all for a GCRA state and a 24-byte
-// key).
-func stateBytes(l sluice.Limit, n int) int64 {
-	return int64(n) + 48 + 8*int64(algorithm.Words(l))
+// room returns how many states of l, under keys of prefix, a one-shard
+// memory store of maxBytes holds before it first evicts one, up to most.
+func room(l sluice.Limit, prefix string, maxBytes int64, most int) int {
+	s := memory.New(memory.Config{Shards: 1, SweepInterval: -1, MaxBytes: maxBytes})
+	defer s.Close()
+	r := sluice.Request{Limits: []sluice.Limit{l}, Cost: l.MaxBurst(), Now: Start}
+	for n := 0; n < most; n++ {
+		r.Key = prefix + strconv.Itoa(n)
+		if _, err := s.Decide(context.Background(), r); err != nil || s.Len() <= n {
+			return n
+		}
+	}
+	return most
 }
 
 // RunEviction measures every limit on every case, each in a fresh store

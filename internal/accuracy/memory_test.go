@@ -28,26 +28,27 @@ func TestMemoryMatchesAlgorithm(t *testing.T) {
 	}
 }
 
-// TestEviction measures the memory store at its cap on every case of
-// EvictionCases, with limits of 2 per minute (so that 10,000 actors take
-// seconds under the race detector). Forgetting an actor must never hand
-// back what it spent: no take the algorithm with unbounded memory would
-// deny, no unit over the stated bound, no error. The store errs the
-// other way, and the test holds it to what was measured (seed 1, three
-// runs: the eviction sample starts at a random place): of what the
-// algorithm alone admits, the store admitted at least 66% with a crowd of
-// twice its room, 62% at ten times the rate, 6.8% with a crowd twenty
-// times its room (where it holds 500 of 10,000 actors and charges the
-// others, mostly, as spent), and 62% to the attackers among light users.
+// TestEviction measures the memory store at its cap on the cases of
+// EvictionCases but the one at ten times the rate (the report's), with
+// limits of 2 per minute, so that 10,000 actors take seconds under the
+// race detector. Forgetting an actor must never hand back what it spent:
+// no take the algorithm with unbounded memory would deny, no unit over
+// the stated bound, no error. The store errs the other way, and the test
+// holds it to what was measured (seed 1, three runs; the eviction sample
+// starts at a random place): of what the algorithm alone admits, the
+// store admitted at least 73% with a crowd twice its room, 7.4% with a
+// crowd twenty times its room (it holds 500 of 10,000 actors, and
+// charges most of the others as spent), and 68% to attackers among light
+// users.
 func TestEviction(t *testing.T) {
 	all := EvictionCases()
 	cases := []EvictionCase{all[0], all[1], all[3]} // all[2], at 10x, is the report's
 	// The least share of the algorithm's admissions the store must admit,
 	// per case: below what was measured, for the runs' spread.
 	floor := map[string]float64{
-		cases[0].String(): 0.60,
-		cases[1].String(): 0.05,
-		cases[2].String(): 0.50,
+		cases[0].String(): 0.65,
+		cases[1].String(): 0.06,
+		cases[2].String(): 0.55,
 	}
 	for _, l := range EvictionLimits(2) {
 		t.Run(Label(l), func(t *testing.T) {

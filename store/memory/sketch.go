@@ -47,7 +47,7 @@ type sketch struct {
 
 func newSketch(l sluice.Limit, budget int64) *sketch {
 	k := &sketch{limit: l, words: algorithm.SummaryWords(l)}
-	k.width = max(int(budget/int64(sketchRows*k.words*8)), 1)
+	k.width = max(int((budget/8-int64(k.words))/int64(sketchRows*k.words)), 1)
 	if k.width > 1 {
 		k.width &^= 1 // even, so that it can fold
 	}

@@ -24,12 +24,16 @@ const DefaultMaxBytes = 256 << 20
 // Config configures a Store. The zero value of every field means its
 // default.
 type Config struct {
-	// MaxBytes caps the memory the store counts: its states, each
-	// counting its key's bytes, 8 bytes per word of state and a fixed
-	// overhead (80 bytes in all for a GCRA state with a 24-byte key), and
-	// the sketches of evicted states, which may take an eighth of it (see
-	// the package documentation). Default 0: DefaultMaxBytes. Negative: no
-	// cap.
+	// MaxBytes caps the memory the store holds, as it counts it: the
+	// chunks of slots its tables allocated, used or not, their indexes,
+	// the keys it keeps apart from their slots (longer than 39 bytes, or
+	// of states larger than a word), by Go's allocation sizes (what it
+	// counts is within 4% to 25% above the heap it holds, measured by
+	// TestBytesCountsHeap), and the sketches of evicted states, which may
+	// take an eighth of it (see the package documentation). A GCRA state
+	// with a key of up to 39 bytes counts about 72 bytes. The process's
+	// garbage comes on top: see MemoryLimit. Default 0: DefaultMaxBytes.
+	// Negative: no cap.
 	MaxBytes int64
 	// Shards is the number of independently locked parts of the store,
 	// rounded up to a power of two. Default 0: 16 per GOMAXPROCS, at
@@ -127,6 +131,7 @@ type shard struct {
 	list    [][]int64
 	tabs    []*table
 	missing []bool
+	tgt     []*table
 	zeros   []int64
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
@@ -358,6 +363,10 @@ func (sh *shard) setKey(r *sluice.Request) {
 	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
 }
 
+// name returns sh.key as a string without copying it: valid until the
+// next setKey, so only within the request (a table clones what it keeps).
+func (sh *shard) name() string { return unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) }
+
 // decideGCRA is decideAll for the common case of one GCRA limit, whose
 // state is a single word found without building the key's name.
 func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) error {
@@ -392,27 +401,28 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 	}
 	sh.setKey(r)
 	defer sh.trimScratch()
-	if err := sh.makeRoom(entryBytes("", 1) + int64(len(sh.key))); err != nil {
+	key := sh.name()
+	sh.tabs, sh.missing = append(sh.tabs[:0], t), append(sh.missing[:0], true)
+	if err := sh.makeRoom(key, r.Limits); err != nil {
 		return err
 	}
 	sh.zeros = append(sh.zeros[:0], next)
-	sh.add(t, string(sh.key), sh.zeros[:1])
+	sh.add(t, key, sh.zeros[:1])
 	return nil
 }
 
 // decideAll applies r under every limit of its policy, all or nothing.
 func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) error {
 	n := len(r.Limits)
-	name := unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) // read only during this call
+	name := sh.name()
 	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
-	words, need := 0, int64(0)
+	words := 0
 	for i, l := range r.Limits {
 		t := sh.table(&r.Limits[i])
 		s, ok, delta := t.get(name, sh.hash, l)
 		sh.store.bytes.Add(delta)
 		if !ok {
 			words += algorithm.Words(l)
-			need += entryBytes("", algorithm.Words(l)) + int64(len(sh.key))
 		}
 		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
 	}
@@ -453,7 +463,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
 		return nil
 	}
-	if need == 0 {
+	if words == 0 {
 		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpTake)
 		return nil
 	}
@@ -461,17 +471,16 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 	if !d.Allowed {
 		return nil
 	}
-	if err := sh.makeRoom(need); err != nil {
+	if err := sh.makeRoom(name, r.Limits); err != nil {
 		return err
 	}
 	for i, l := range r.Limits {
 		algorithm.Commit(l, states[i], now-algorithm.Offset(l, name), r.Cost)
 	}
-	key := string(sh.key)
 	for i, t := range sh.tabs {
 		if sh.missing[i] {
 			t.limit = r.Limits[i]
-			sh.add(t, key, states[i])
+			sh.add(t, name, states[i])
 		}
 	}
 	return nil
@@ -480,7 +489,8 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 // add inserts the state s of the request's key, named key, into t and
 // counts it.
 func (sh *shard) add(t *table, key string, s []int64) {
-	sh.store.bytes.Add(t.insert(key, sh.hash, s))
+	room := sh.store.stateCap - sh.store.bytes.Load()
+	sh.store.bytes.Add(t.insert(key, sh.hash, s, room))
 	sh.states++
 	sh.added++
 }
@@ -501,6 +511,7 @@ func (sh *shard) trimScratch() {
 	}
 	clear(sh.list) // do not keep states alive through the scratch list
 	clear(sh.tabs)
+	clear(sh.tgt)
 }
 
 // errFull is the error of a request whose states alone exceed the cap.

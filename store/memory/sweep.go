@@ -3,6 +3,7 @@ package memory
 import (
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
 )
 
@@ -64,8 +65,10 @@ func (sh *shard) sweep(t int64, tidy bool) {
 		case !tidy:
 			kept = append(kept, tb)
 		case tb.len() > 0 || tb.sk != nil: // a sketch still charges
-			tb.compact()
+			sh.store.bytes.Add(tb.compact())
 			kept = append(kept, tb)
+		default: // its chunks and index go with it
+			sh.store.bytes.Add(-tb.bytes)
 		}
 	}
 	clear(sh.tables[len(kept):])
@@ -73,19 +76,23 @@ func (sh *shard) sweep(t int64, tidy bool) {
 	sh.added = 0
 }
 
-// makeRoom evicts states of this shard until need more bytes fit under
-// the states' share of MaxBytes. It never evicts the states of the
-// request being decided (sh.key). It fails, with ErrStoreFull, only if
-// need alone is more than that share. It requires sh.mu.
+// makeRoom evicts states of this shard until the states of key missing
+// from the tables of sh.tabs (see sh.missing) fit under the states'
+// share of MaxBytes. It never evicts the states of the request being
+// decided (sh.key). It fails, with ErrStoreFull, only if those states
+// alone need more than that share. It requires sh.mu.
 //
 // The cap is global but eviction is local to the shard that needs room:
 // keys are spread evenly over shards, so each shard evicts in proportion
-// to the new keys it receives. A shard that holds nothing it may evict
-// (nothing but the request's own states) lets the store run over the cap
-// by need: the next insert into a shard that can evict brings it back, so
-// the store exceeds its cap by at most one key's states per shard.
-func (sh *shard) makeRoom(need int64) error {
+// to the new keys it receives. Eviction frees a slot, which a later
+// insert into the same table reuses, but not the slot's memory: when no
+// eviction frees room the insert can use (the shard holds nothing else
+// of its tables, or only the request's own states), the insert goes
+// ahead, and the store runs over its cap by at most a chunk of slots per
+// table, which the sweeper's compaction of sparse tables gives back.
+func (sh *shard) makeRoom(key string, limits []sluice.Limit) error {
 	total, limit := &sh.store.bytes, sh.store.stateCap
+	need := sh.need(key, limits)
 	if total.Load()+need <= limit {
 		return nil
 	}
@@ -97,17 +104,62 @@ func (sh *shard) makeRoom(need int64) error {
 	// happened since the last one to pay for it.
 	if sh.added >= sh.states/4 {
 		sh.sweep(t, false)
+		need = sh.need(key, limits)
 	}
-	for total.Load()+need > limit && sh.evict(t) {
+	for over := total.Load() + need - limit; over > 0; {
+		if !sh.evict(t) {
+			break
+		}
+		need = sh.need(key, limits)
+		next := total.Load() + need - limit
+		if next >= over {
+			break // that freed nothing the insert can use
+		}
+		over = next
 	}
 	return nil
 }
 
-// evict drops, from a random sample of the shard's states, those idle at
-// t or, if none is, the one whose eviction costs least (see cost), into
-// its table's sketch. It reports whether it dropped any.
+// need returns the bytes the states of key missing from the tables of
+// sh.tabs add when inserted. It requires sh.mu.
+func (sh *shard) need(key string, limits []sluice.Limit) int64 {
+	var n int64
+	for i, t := range sh.tabs {
+		if sh.missing[i] {
+			n += t.need(key, algorithm.Words(limits[i]))
+		}
+	}
+	return n
+}
+
+// targets returns the tables of sh.tabs that need a new slot for the
+// request's missing states and have none free: evicting from them frees
+// a slot the insert reuses, where evicting elsewhere frees no memory.
+func (sh *shard) targets() []*table {
+	sh.tgt = sh.tgt[:0]
+	for i, t := range sh.tabs {
+		if sh.missing[i] && t.logs == nil && t.growth() > 0 {
+			sh.tgt = append(sh.tgt, t)
+		}
+	}
+	return sh.tgt
+}
+
+// evict drops, from a random sample of the states of the tables that
+// need a slot (see targets), or if they hold none it may drop, of every
+// table of the shard, those idle at t or, if none is, the one whose
+// eviction costs least (see cost), into its table's sketch. It reports
+// whether it dropped any.
 func (sh *shard) evict(t int64) bool {
-	if len(sh.tables) == 0 {
+	if tg := sh.targets(); len(tg) > 0 && sh.evictFrom(tg, t) {
+		return true
+	}
+	return sh.evictFrom(sh.tables, t)
+}
+
+// evictFrom is evict over the states of tables.
+func (sh *shard) evictFrom(tables []*table, t int64) bool {
+	if len(tables) == 0 {
 		return false
 	}
 	var (
@@ -119,10 +171,10 @@ func (sh *shard) evict(t int64) bool {
 		dropped   bool
 		seen      int
 	)
-	start := int(sh.next() % uint64(len(sh.tables)))
-	quota := max(sampleSize/len(sh.tables), 1)
-	for j := range sh.tables {
-		tb := sh.tables[(start+j)%len(sh.tables)]
+	start := int(sh.next() % uint64(len(tables)))
+	quota := max(sampleSize/len(tables), 1)
+	for j := range tables {
+		tb := tables[(start+j)%len(tables)]
 		taken := 0
 		tb.each(sh.next(), func(key string, h uint64, s []int64) bool {
 			if taken >= quota || seen >= sampleSize {

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"hash/maphash"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -20,7 +21,7 @@ func TestTableCollisions(t *testing.T) {
 	// Keys a0..a2 share hash 7; b has hash 8.
 	put := map[string]uint64{"a0": 7, "a1": 7, "a2": 7, "b": 8}
 	for k, h := range put {
-		tb.insert(k, h, []int64{int64(len(k)), int64(k[len(k)-1])})
+		tb.insert(k, h, []int64{int64(len(k)), int64(k[len(k)-1])}, math.MaxInt64)
 	}
 	check := func(want map[string]uint64) {
 		t.Helper()
@@ -46,7 +47,7 @@ func TestTableCollisions(t *testing.T) {
 	tb.remove("a2", 7, s)
 	delete(put, "a2")
 	check(put)
-	tb.insert("a0", 7, []int64{2, '0'})
+	tb.insert("a0", 7, []int64{2, '0'}, math.MaxInt64)
 	put["a0"] = 7
 	check(put)
 	// each visits every state once; overflow keys are rehashed with the
@@ -90,12 +91,13 @@ func TestIndexRandom(t *testing.T) {
 		if s, ok, _ := tb.get(k, h, tb.limit); ok != in {
 			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
 		} else if ok {
-			if tb.remove(k, h, s) == 0 {
-				t.Fatalf("step %d: remove(%q) removed nothing", step, k)
+			tb.remove(k, h, s)
+			if _, ok, _ := tb.get(k, h, tb.limit); ok {
+				t.Fatalf("step %d: remove(%q) left it", step, k)
 			}
 			delete(want, k)
 		} else {
-			tb.insert(k, h, []int64{int64(len(k))})
+			tb.insert(k, h, []int64{int64(len(k))}, math.MaxInt64)
 			want[k] = h
 		}
 		if tb.len() != len(want) {
@@ -126,7 +128,7 @@ func TestTableKeyLengths(t *testing.T) {
 		n := []int{0, 1, inlineKey - 1, inlineKey, inlineKey + 1, 200}[i%6]
 		k := strings.Repeat("\x00{é", 100)[:n] + strconv.Itoa(i)
 		want[k] = int64(i + 1)
-		tb.insert(k, maphash.String(seed, k), []int64{int64(i + 1)})
+		tb.insert(k, maphash.String(seed, k), []int64{int64(i + 1)}, math.MaxInt64)
 	}
 	check := func(stage string) {
 		t.Helper()
@@ -163,7 +165,7 @@ func TestTableKeyLengths(t *testing.T) {
 	for j := range 50 {
 		k := strings.Repeat("r", j*3) + "!"
 		want[k] = int64(-j - 1)
-		tb.insert(k, maphash.String(seed, k), []int64{int64(-j - 1)})
+		tb.insert(k, maphash.String(seed, k), []int64{int64(-j - 1)}, math.MaxInt64)
 	}
 	check("reused")
 	tb.compact()
@@ -179,5 +181,18 @@ func TestTableKeyLengths(t *testing.T) {
 	}
 	if len(tb.long) != long {
 		t.Errorf("%d keys kept apart, want %d: removals must forget theirs", len(tb.long), long)
+	}
+}
+
+// TestAllocSize checks allocSize against Go's size classes: never less
+// than what the runtime allocates for an object of that size.
+func TestAllocSize(t *testing.T) {
+	for n := int64(1); n <= 40<<10; n++ {
+		if got, class := allocSize(n), int64(cap(append([]byte(nil), make([]byte, n)...))); got < class {
+			t.Fatalf("allocSize(%d) = %d, want at least %d", n, got, class)
+		}
+	}
+	if got := allocSize(0); got != 0 {
+		t.Errorf("allocSize(0) = %d, want 0", got)
 	}
 }
