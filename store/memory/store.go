@@ -413,37 +413,8 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 
 // decideAll applies r under every limit of its policy, all or nothing.
 func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) error {
-	n := len(r.Limits)
 	name := sh.name()
-	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
-	words := 0
-	for i, l := range r.Limits {
-		t := sh.table(&r.Limits[i])
-		s, ok, delta := t.get(name, sh.hash, l)
-		sh.store.bytes.Add(delta)
-		if !ok {
-			words += algorithm.Words(l)
-		}
-		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
-	}
-	// Fresh states for the missing ones: zeros, or what the table's
-	// sketch charges a key it may have evicted; inserted only if a take
-	// commits to them (that state is what a peek, a refund or a reset of
-	// a missing state leaves).
-	if cap(sh.zeros) < words {
-		sh.zeros = make([]int64, words)
-	}
-	zeros := sh.zeros[:words]
-	clear(zeros)
-	for i := range n {
-		if sh.missing[i] {
-			w := algorithm.Words(r.Limits[i])
-			sh.list[i], zeros = zeros[:w:w], zeros[w:]
-			if t := sh.tabs[i]; t.sk != nil { // it may have been evicted
-				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
-			}
-		}
-	}
+	words := sh.gather(r, name)
 	states := sh.list
 	switch r.Op {
 	case sluice.OpPeek:
@@ -457,7 +428,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
 				clear(states[i]) // the peek below sees a fresh state
-				sh.drop(t, string(sh.key), sh.hash, states[i])
+				sh.drop(t, name, sh.hash, states[i])
 			}
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
@@ -471,16 +442,58 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 	if !d.Allowed {
 		return nil
 	}
+	return sh.insertNew(r, name, now)
+}
+
+// gather looks up the states of r's key, named name, under each limit of
+// r into sh.list, their tables into sh.tabs, and which are missing into
+// sh.missing, and returns how many words the missing ones take. A missing
+// state is a fresh one, zeros or what its table's sketch charges a key it
+// may have evicted, in scratch space: inserted only if a take commits to
+// it (that state is what a peek, a refund or a reset of it leaves).
+func (sh *shard) gather(r *sluice.Request, name string) int {
+	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
+	words := 0
+	for i, l := range r.Limits {
+		t := sh.table(&r.Limits[i])
+		s, ok, delta := t.get(name, sh.hash, l)
+		sh.store.bytes.Add(delta)
+		if !ok {
+			words += algorithm.Words(l)
+		}
+		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
+	}
+	if cap(sh.zeros) < words {
+		sh.zeros = make([]int64, words)
+	}
+	zeros := sh.zeros[:words]
+	clear(zeros)
+	for i, t := range sh.tabs {
+		if sh.missing[i] {
+			w := algorithm.Words(r.Limits[i])
+			sh.list[i], zeros = zeros[:w:w], zeros[w:]
+			if t.sk != nil { // it may have been evicted
+				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
+			}
+		}
+	}
+	return words
+}
+
+// insertNew commits the take r, allowed at now, to the states of its key,
+// named name, that sh.list holds, and inserts the missing ones, after
+// making room for them.
+func (sh *shard) insertNew(r *sluice.Request, name string, now int64) error {
 	if err := sh.makeRoom(name, r.Limits); err != nil {
 		return err
 	}
 	for i, l := range r.Limits {
-		algorithm.Commit(l, states[i], now-algorithm.Offset(l, name), r.Cost)
+		algorithm.Commit(l, sh.list[i], now-algorithm.Offset(l, name), r.Cost)
 	}
 	for i, t := range sh.tabs {
 		if sh.missing[i] {
 			t.limit = r.Limits[i]
-			sh.add(t, name, states[i])
+			sh.add(t, name, sh.list[i])
 		}
 	}
 	return nil
