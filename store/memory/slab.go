@@ -16,8 +16,7 @@ import (
 // allocation size classes.
 const (
 	// oneShift sets the slots of a full chunk of oneWord slots: 512, 24
-	// KiB. A store wastes at most a chunk per table, and a lookup pays
-	// one more load (the chunk) than in a single slice.
+	// KiB. A store wastes at most a chunk per table.
 	oneShift = 9
 	oneMask  = 1<<oneShift - 1
 	// chunkBytes is about the size of a full chunk of larger slots.
@@ -80,20 +79,17 @@ func chunkShift(slotBytes int64) uint8 {
 
 // capSlots returns the number of slots t's chunks hold, used or not.
 func (t *table) capSlots() int {
-	n := len(t.ones)
-	if t.words != 1 {
-		n = len(t.keys)
+	if t.words == 1 {
+		return len(t.first) + len(t.ones)<<oneShift
 	}
-	switch n {
+	switch n := len(t.keys); n {
 	case 0:
 		return 0
 	case 1:
-		if t.words == 1 {
-			return len(t.ones[0])
-		}
 		return len(t.keys[0])
+	default:
+		return n * t.fullSlots()
 	}
-	return n * t.fullSlots()
 }
 
 // chunkCost returns the bytes a chunk of n slots of t takes, with their
@@ -120,7 +116,7 @@ func (t *table) growth() int64 {
 
 func (t *table) chunks() int {
 	if t.words == 1 {
-		return len(t.ones)
+		return min(len(t.first), 1) + len(t.ones)
 	}
 	return len(t.keys)
 }
@@ -146,12 +142,10 @@ func (t *table) grow(room int64) int64 {
 // with one of n slots holding its slots.
 func (t *table) addChunk(n, at int) {
 	if t.words == 1 {
-		c := make([]oneWord, n)
-		if at >= 0 && at < len(t.ones) {
-			copy(c, t.ones[at])
-			t.ones[at] = c
+		if at == 0 {
+			t.first = append(make([]oneWord, 0, n), t.first...)[:n]
 		} else {
-			t.ones = append(t.ones, c)
+			t.ones = append(t.ones, new([1 << oneShift]oneWord))
 		}
 		return
 	}
@@ -165,8 +159,16 @@ func (t *table) addChunk(n, at int) {
 	}
 }
 
-// one returns slot i of a table of one-word states.
-func (t *table) one(i uint32) *oneWord { return &t.ones[i>>oneShift][i&oneMask] }
+// one returns slot i of a table of one-word states: in the first chunk,
+// or in a full one. (Full chunks are arrays, reached through a pointer:
+// on a million random keys, the header of a slice per chunk, loaded
+// between the index and the slot, cost 5-8% of a decision.)
+func (t *table) one(i uint32) *oneWord {
+	if i < 1<<oneShift {
+		return &t.first[i]
+	}
+	return &t.ones[i>>oneShift-1][i&oneMask]
+}
 
 // keyBytes returns what the key of a state of t counts apart from its
 // slot: its bytes, when t keeps them apart, and its map entry.

@@ -372,11 +372,11 @@ func (sh *shard) name() string { return unsafe.String(unsafe.SliceData(sh.key), 
 func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) error {
 	l := &r.Limits[0]
 	t := sh.table(l)
-	s, ok := t.lookup(r.Prefix, r.Key, sh.hash)
+	w, ok := t.lookupOne(r.Prefix, r.Key, sh.hash)
 	var tat int64
 	switch {
 	case ok:
-		tat = s[0]
+		tat = w.state[0]
 	case t.sk != nil: // the key may have been evicted: charge it
 		sh.zeros = append(sh.zeros[:0], 0)
 		t.charge(*l, sh.zeros[:1], "", sh.hash)
@@ -388,15 +388,15 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 			algorithm.GCRA(l, tat, now, r.Cost, d)
 			return nil
 		}
-		algorithm.Refund(*l, s, r.At.UnixNano(), now, r.Cost)
-		tat = s[0]
+		algorithm.Refund(*l, w.state[:], r.At.UnixNano(), now, r.Cost)
+		tat = w.state[0]
 	}
 	next := algorithm.GCRA(l, tat, now, r.Cost, d)
 	if r.Op != sluice.OpTake || !d.Allowed {
 		return nil
 	}
 	if ok {
-		s[0] = next
+		w.state[0] = next
 		return nil
 	}
 	sh.setKey(r)

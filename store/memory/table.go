@@ -50,12 +50,13 @@ type table struct {
 	limit sluice.Limit // the limit of the latest insert, to judge evictions
 
 	index index
-	ones  [][]oneWord       // chunks of the slots when words is 1
-	long  map[uint32]string // the keys of ones longer than inlineKey
-	keys  [][]string        // chunks of the slots' keys when words is more
-	slab  [][]int64         // chunks of the slots' states, alongside keys
-	shift uint8             // log2 of the slots of a full chunk of keys
-	n     int               // slots handed out, used or freed
+	first []oneWord                 // the first chunk of slots when words is 1
+	ones  []*[1 << oneShift]oneWord // the others, full
+	long  map[uint32]string         // the keys of ones longer than inlineKey
+	keys  [][]string                // chunks of the slots' keys when words is more
+	slab  [][]int64                 // chunks of the slots' states, alongside keys
+	shift uint8                     // log2 of the slots of a full chunk of keys
+	n     int                       // slots handed out, used or freed
 	free  []uint32
 
 	logs map[string][]int64
@@ -186,6 +187,36 @@ func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
 	return nil, false
 }
 
+// lookupOne is lookup for a table of one-word states (GCRA), the hottest
+// path of the store: it finds each candidate's slot once, and returns it.
+func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
+	x := &t.index
+	if x.n == 0 {
+		return nil, false
+	}
+	tag := tagOf(h)
+	for p := x.home(tag); ; p = (p + 1) & x.mask {
+		e := x.pos[p]
+		if e == 0 {
+			return nil, false
+		}
+		if uint32(e>>32) != tag {
+			continue
+		}
+		i := uint32(e) - 1
+		w := t.one(i)
+		var k string
+		if w.n == longKey {
+			k = t.long[i]
+		} else {
+			k = unsafe.String(&w.key[0], int(w.n))
+		}
+		if len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+			return w, true
+		}
+	}
+}
+
 // insert stores a copy of s as the state of key, whose hash is h, and
 // returns the bytes it adds to what t counts. key must not be in t; it
 // may be a view of scratch space (insert copies what it keeps). A new
@@ -295,7 +326,7 @@ func (t *table) compact() int64 {
 		return 0
 	}
 	old := *t
-	t.index, t.ones, t.long, t.keys, t.slab, t.n, t.free, t.bytes = index{}, nil, nil, nil, nil, 0, nil, 0
+	t.index, t.first, t.ones, t.long, t.keys, t.slab, t.n, t.free, t.bytes = index{}, nil, nil, nil, nil, nil, 0, nil, 0
 	old.each(0, func(key string, h uint64, s []int64) bool {
 		t.insert(key, h, s, math.MaxInt64)
 		return true
