@@ -24,7 +24,7 @@ var (
 	// needs: for the memory store, a request whose states alone are
 	// larger than its cap (a full memory store evicts, and keeps
 	// deciding). It wraps ErrStore.
-	ErrStoreFull = fmt.Errorf("%w: full of actors over their limits", ErrStore)
+	ErrStoreFull = fmt.Errorf("%w: no room for the request", ErrStore)
 	// ErrCorruptState means a stored state could not be decoded: written
 	// by something else, truncated, or inconsistent. It wraps ErrStore.
 	ErrCorruptState = fmt.Errorf("%w: corrupt state", ErrStore)

@@ -14,7 +14,7 @@ import (
 // evictionRate is the rate per minute of the limits of the eviction
 // table: low enough that its crowd of 10,000 actors is measured in
 // seconds.
-const evictionRate = 20
+const evictionRate = 10
 
 // runAccuracy implements "sluice accuracy": it replays the adversarial
 // traces of package internal/accuracy through every algorithm, judges each
