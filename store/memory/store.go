@@ -31,7 +31,7 @@ type Config struct {
 	// counts is within 4% to 25% above the heap it holds, measured by
 	// TestBytesCountsHeap), and the sketches of evicted states, which may
 	// take an eighth of it (see the package documentation). A GCRA state
-	// with a key of up to 39 bytes counts about 72 bytes. The process's
+	// with a key of up to 39 bytes counts about 70 bytes. The process's
 	// garbage comes on top: see MemoryLimit. Default 0: DefaultMaxBytes.
 	// Negative: no cap.
 	MaxBytes int64
@@ -77,7 +77,7 @@ const sweepLag = time.Second
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
 // exists allocates nothing. A GCRA state with a key of up to 39 bytes
-// takes about 71 bytes, key included.
+// takes about 66 bytes, key included.
 //
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
