@@ -7,20 +7,26 @@ import (
 
 // Slots live in chunks, not in one slice grown by doubling: a doubling
 // slice holds up to twice the room it uses, briefly three times while it
-// copies, and neither was counted. A table's first chunk grows by half
-// until it is full-size (so that a small store fills its cap); later
-// chunks are allocated full-size, and only when no freed slot is left.
-// What a table counts against MaxBytes (its bytes) is the memory it
-// holds: every chunk, used or not, with room in the free list for each of
-// its slots, its index, and the bytes of the keys it keeps apart, by Go's
+// copies, and neither was counted. A chunk starts small and grows by half
+// until it is full-size, by no more than the room left under the cap, so
+// that a store fills its cap; only the last chunk of a table is ever
+// short, and a copy never exceeds a chunk. (One-word slots differ: their
+// first chunk grows so, the others are whole arrays.) What a table
+// counts against MaxBytes (its bytes) is the memory it holds: every
+// chunk, used or not, with room in the free list for each of its slots,
+// its index, and the bytes of the keys it keeps apart, by Go's
 // allocation size classes.
 const (
 	// oneShift sets the slots of a full chunk of oneWord slots: 512, 24
 	// KiB. A store wastes at most a chunk per table.
 	oneShift = 9
 	oneMask  = 1<<oneShift - 1
-	// chunkBytes is about the size of a full chunk of larger slots.
-	chunkBytes = 32 << 10
+	// chunkBytes is about the size of a full chunk of larger slots. Large,
+	// so that a table of a million keys has few chunks, whose headers
+	// stay in the cache: with 32 KiB, about 64 chunks a shard, the header
+	// loaded between the index and the slot cost 8-12% of a decision on a
+	// million random keys of a sliding window counter.
+	chunkBytes = 1 << 20
 	// firstSlots is the slots of a table's first allocation.
 	firstSlots = 8
 	// longEntry is what a key kept in table.long counts beside its
@@ -82,14 +88,23 @@ func (t *table) capSlots() int {
 	if t.words == 1 {
 		return len(t.first) + len(t.ones)<<oneShift
 	}
-	switch n := len(t.keys); n {
-	case 0:
-		return 0
-	case 1:
-		return len(t.keys[0])
-	default:
-		return n * t.fullSlots()
+	if n := len(t.many); n > 0 {
+		return (n-1)*t.fullSlots() + len(t.many[n-1].keys)
 	}
+	return 0
+}
+
+// lastSlots returns the slots of the chunk t grows: its last, or 0 when
+// it needs a new one (none yet, or the last is full and new ones are
+// whole arrays).
+func (t *table) lastSlots() int {
+	switch {
+	case t.words == 1:
+		return len(t.first) // later chunks are whole
+	case len(t.many) > 0 && len(t.many[len(t.many)-1].keys) < t.fullSlots():
+		return len(t.many[len(t.many)-1].keys)
+	}
+	return 0
 }
 
 // chunkCost returns the bytes a chunk of n slots of t takes, with their
@@ -108,55 +123,47 @@ func (t *table) growth() int64 {
 	if len(t.free) > 0 || t.n < t.capSlots() {
 		return 0
 	}
-	if first := t.capSlots(); first < t.fullSlots() && t.chunks() <= 1 {
-		return t.chunkCost(first+1) - t.chunkCost(first)
+	if t.words == 1 && len(t.first) == t.fullSlots() {
+		return t.chunkCost(t.fullSlots()) // a whole array
 	}
-	return t.chunkCost(t.fullSlots())
-}
-
-func (t *table) chunks() int {
-	if t.words == 1 {
-		return min(len(t.first), 1) + len(t.ones)
-	}
-	return len(t.keys)
+	last := t.lastSlots()
+	return t.chunkCost(last+1) - t.chunkCost(last)
 }
 
 // grow adds slots to t, no more than room bytes' worth where it can
-// choose (its first chunk grows by half, at least by one slot), and
-// returns the bytes it allocated.
+// choose (a chunk grows by half, at least by one slot), and returns the
+// bytes it allocated.
 func (t *table) grow(room int64) int64 {
-	first, full := t.capSlots(), t.fullSlots()
-	if t.chunks() > 1 || first == full {
-		t.addChunk(full, -1)
+	full := t.fullSlots()
+	if t.words == 1 && len(t.first) == full {
+		t.ones = append(t.ones, new([1 << oneShift]oneWord))
 		return t.chunkCost(full)
 	}
-	n := min(full, max(firstSlots, first+first/2))
-	for n > first+1 && t.chunkCost(n)-t.chunkCost(first) > room {
-		n = first + (n-first)/2
+	last := t.lastSlots()
+	n := min(full, max(firstSlots, last+last/2))
+	for n > last+1 && t.chunkCost(n)-t.chunkCost(last) > room {
+		n = last + (n-last)/2
 	}
-	t.addChunk(n, 0)
-	return t.chunkCost(n) - t.chunkCost(first)
+	t.resize(n, last == 0)
+	return t.chunkCost(n) - t.chunkCost(last)
 }
 
-// addChunk adds a chunk of n slots, or with at >= 0 replaces chunk at
-// with one of n slots holding its slots.
-func (t *table) addChunk(n, at int) {
+// resize makes the chunk t grows hold n slots, copying its slots, or
+// with fresh adds a chunk of n slots.
+func (t *table) resize(n int, fresh bool) {
 	if t.words == 1 {
-		if at == 0 {
-			t.first = append(make([]oneWord, 0, n), t.first...)[:n]
-		} else {
-			t.ones = append(t.ones, new([1 << oneShift]oneWord))
-		}
+		t.first = append(make([]oneWord, 0, n), t.first...)[:n]
 		return
 	}
-	k, s := make([]string, n), make([]int64, n*t.words)
-	if at >= 0 && at < len(t.keys) {
-		copy(k, t.keys[at])
-		copy(s, t.slab[at])
-		t.keys[at], t.slab[at] = k, s
-	} else {
-		t.keys, t.slab = append(t.keys, k), append(t.slab, s)
+	c := manyChunk{keys: make([]string, n), states: make([]int64, n*t.words)}
+	if fresh {
+		t.many = append(t.many, c)
+		return
 	}
+	last := &t.many[len(t.many)-1]
+	copy(c.keys, last.keys)
+	copy(c.states, last.states)
+	*last = c
 }
 
 // one returns slot i of a table of one-word states: in the first chunk,
@@ -168,6 +175,13 @@ func (t *table) one(i uint32) *oneWord {
 		return &t.first[i]
 	}
 	return &t.ones[i>>oneShift-1][i&oneMask]
+}
+
+// A manyChunk is a chunk of slots of states larger than a word: their
+// keys and their states side by side, so that one load finds both.
+type manyChunk struct {
+	keys   []string
+	states []int64
 }
 
 // keyBytes returns what the key of a state of t counts apart from its

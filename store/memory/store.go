@@ -457,7 +457,9 @@ func (sh *shard) gather(r *sluice.Request, name string) int {
 	for i, l := range r.Limits {
 		t := sh.table(&r.Limits[i])
 		s, ok, delta := t.get(name, sh.hash, l)
-		sh.store.bytes.Add(delta)
+		if delta != 0 { // a log fitted to a new Rate; else spare the shared counter
+			sh.store.bytes.Add(delta)
+		}
 		if !ok {
 			words += algorithm.Words(l)
 		}

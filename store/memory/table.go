@@ -34,10 +34,10 @@ func kindOf(l *sluice.Limit) kind {
 //
 // States of a fixed size (every algorithm but the sliding log) live in
 // numbered slots, in chunks (see slab.go): a one-word state (GCRA) in
-// ones, a 48-byte slot that holds its key's bytes too (a longer key's are
-// in long), so that a lookup reads the slot where a key kept apart cost a
-// second cache miss; a larger one in slab, words int64s per slot, with
-// its key in keys. A freed slot is zeroed and kept in free for the next
+// first and ones, a 48-byte slot that holds its key's bytes too (a longer
+// key's are in long), so that a lookup reads the slot where a key kept
+// apart cost a second cache miss; a larger one in many, words int64s per
+// slot beside its key. A freed slot is zeroed and kept in free for the next
 // insert. Slots are found through index, an open-addressing hash table
 // keyed by the hash of the key that also chose the shard, so the key is
 // hashed once per request. So a GCRA state with a key of up to 39 bytes
@@ -53,9 +53,8 @@ type table struct {
 	first []oneWord                 // the first chunk of slots when words is 1
 	ones  []*[1 << oneShift]oneWord // the others, full
 	long  map[uint32]string         // the keys of ones longer than inlineKey
-	keys  [][]string                // chunks of the slots' keys when words is more
-	slab  [][]int64                 // chunks of the slots' states, alongside keys
-	shift uint8                     // log2 of the slots of a full chunk of keys
+	many  []manyChunk               // chunks of the slots when words is more
+	shift uint8                     // log2 of the slots of a full chunk of many
 	n     int                       // slots handed out, used or freed
 	free  []uint32
 
@@ -114,7 +113,7 @@ func (t *table) slot(i uint32) []int64 {
 		return t.one(i).state[:]
 	}
 	c, j := i>>t.shift, int(i&(1<<t.shift-1))*t.words
-	return t.slab[c][j : j+t.words : j+t.words]
+	return t.many[c].states[j : j+t.words : j+t.words]
 }
 
 // key returns the key of slot i.
@@ -128,7 +127,7 @@ func (t *table) key(i uint32) string {
 		// reused, which no caller outlives (see each).
 		return unsafe.String(&e.key[0], int(e.n))
 	}
-	return t.keys[i>>t.shift][i&(1<<t.shift-1)]
+	return t.many[i>>t.shift].keys[i&(1<<t.shift-1)]
 }
 
 // charge writes to s, the fresh state of a key missing from t, what the
@@ -179,12 +178,34 @@ func find(t *table, prefix, key string, h uint64) int {
 }
 
 // lookup returns the fixed-size state of prefix+key, whose hash is h, in
-// place.
+// place. Like lookupOne, it finds each candidate's chunk once.
 func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
-	if p := find(t, prefix, key, h); p >= 0 {
-		return t.slot(t.index.slot(p)), true
+	if t.words == 1 {
+		if w, ok := t.lookupOne(prefix, key, h); ok {
+			return w.state[:], true
+		}
+		return nil, false
 	}
-	return nil, false
+	x := &t.index
+	if x.n == 0 {
+		return nil, false
+	}
+	tag, mask := tagOf(h), uint32(1)<<t.shift-1
+	for p := x.home(tag); ; p = (p + 1) & x.mask {
+		e := x.pos[p]
+		if e == 0 {
+			return nil, false
+		}
+		if uint32(e>>32) != tag {
+			continue
+		}
+		i := uint32(e) - 1
+		c, o := &t.many[i>>t.shift], int(i&mask)
+		if k := c.keys[o]; len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+			j := o * t.words
+			return c.states[j : j+t.words : j+t.words], true
+		}
+	}
 }
 
 // lookupOne is lookup for a table of one-word states (GCRA), the hottest
@@ -241,7 +262,7 @@ func (t *table) insert(key string, h uint64, s []int64, room int64) int64 {
 			e.n, t.long[i] = longKey, cloneKey(key)
 		}
 	} else {
-		t.keys[i>>t.shift][i&(1<<t.shift-1)] = cloneKey(key)
+		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = cloneKey(key)
 	}
 	positions := len(t.index.pos)
 	t.index.add(tagOf(h), i)
@@ -273,7 +294,7 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 		}
 		e.n = 0 // the bytes stay until the slot is reused: see key
 	} else {
-		t.keys[i>>t.shift][i&(1<<t.shift-1)] = ""
+		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = ""
 	}
 	t.freeSlot(i)
 	return before - t.bytes
@@ -326,7 +347,7 @@ func (t *table) compact() int64 {
 		return 0
 	}
 	old := *t
-	t.index, t.first, t.ones, t.long, t.keys, t.slab, t.n, t.free, t.bytes = index{}, nil, nil, nil, nil, nil, 0, nil, 0
+	t.index, t.first, t.ones, t.long, t.many, t.n, t.free, t.bytes = index{}, nil, nil, nil, nil, 0, nil, 0
 	old.each(0, func(key string, h uint64, s []int64) bool {
 		t.insert(key, h, s, math.MaxInt64)
 		return true

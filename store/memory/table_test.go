@@ -196,3 +196,78 @@ func TestAllocSize(t *testing.T) {
 		t.Errorf("allocSize(0) = %d, want 0", got)
 	}
 }
+
+// TestTableChunks fills tables of one-word and of larger states past
+// several chunks, through removals, reuse and a compaction: every state
+// stays found, every chunk but the last is full, and what the table
+// counts is what its chunks, index and keys take.
+func TestTableChunks(t *testing.T) {
+	for _, l := range []sluice.Limit{
+		{Rate: 1, Period: time.Second},
+		{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow},
+		{Rate: 1, Period: time.Second, Algorithm: sluice.SlidingWindow, Buckets: 60},
+	} {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			tb := newTable(l)
+			seed := maphash.MakeSeed()
+			n := 3*tb.fullSlots() + tb.fullSlots()/3
+			state := func(i int) []int64 {
+				s := make([]int64, tb.words)
+				s[0] = int64(i + 1)
+				return s
+			}
+			for i := range n {
+				k := strconv.Itoa(i)
+				tb.insert(k, maphash.String(seed, k), state(i), math.MaxInt64)
+			}
+			check := func(stage string, present func(int) bool) {
+				t.Helper()
+				for i := range n {
+					k := strconv.Itoa(i)
+					s, ok, _ := tb.get(k, maphash.String(seed, k), l)
+					if ok != present(i) || ok && s[0] != int64(i+1) {
+						t.Fatalf("%s: get(%q) = %v, %v; want present %v", stage, k, s, ok, present(i))
+					}
+				}
+				full, counted := tb.fullSlots(), 8*int64(len(tb.index.pos))
+				if tb.words == 1 {
+					counted += tb.chunkCost(len(tb.first)) + int64(len(tb.ones))*tb.chunkCost(full)
+				}
+				for j, c := range tb.many {
+					if j < len(tb.many)-1 && len(c.keys) != full {
+						t.Errorf("%s: chunk %d of %d holds %d slots, want %d", stage, j, len(tb.many), len(c.keys), full)
+					}
+					counted += tb.chunkCost(len(c.keys))
+				}
+				tb.each(0, func(k string, _ uint64, s []int64) bool {
+					counted += tb.keyBytes(k, len(s))
+					return true
+				})
+				if tb.bytes != counted || tb.n > tb.capSlots() {
+					t.Errorf("%s: bytes %d, want %d; %d slots handed out of %d", stage, tb.bytes, counted, tb.n, tb.capSlots())
+				}
+			}
+			check("inserted", func(int) bool { return true })
+			for i := 0; i < n; i += 5 {
+				k := strconv.Itoa(i)
+				s, _, _ := tb.get(k, maphash.String(seed, k), l)
+				tb.remove(k, maphash.String(seed, k), s)
+			}
+			check("removed", func(i int) bool { return i%5 != 0 })
+			for i := 0; i < n; i += 5 {
+				k := strconv.Itoa(i)
+				tb.insert(k, maphash.String(seed, k), state(i), math.MaxInt64)
+			}
+			check("reused", func(int) bool { return true })
+			for i := range n {
+				if i%8 != 0 {
+					k := strconv.Itoa(i)
+					s, _, _ := tb.get(k, maphash.String(seed, k), l)
+					tb.remove(k, maphash.String(seed, k), s)
+				}
+			}
+			tb.compact()
+			check("compacted", func(i int) bool { return i%8 == 0 })
+		})
+	}
+}
