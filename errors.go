@@ -20,9 +20,11 @@ var (
 	// ErrStore means the store failed to decide: a network error, a
 	// timeout, a corrupt value. The caller's failure policy applies.
 	ErrStore = errors.New("sluice: store failed")
-	// ErrStoreFull means a bounded store has no room for a new key without
-	// forgetting an actor that is over its limit. It wraps ErrStore.
-	ErrStoreFull = fmt.Errorf("%w: full of actors over their limits", ErrStore)
+	// ErrStoreFull means a bounded store cannot hold what one request
+	// needs: for the memory store, a request whose states alone are
+	// larger than its cap (a full memory store evicts, and keeps
+	// deciding). It wraps ErrStore.
+	ErrStoreFull = fmt.Errorf("%w: no room for the request", ErrStore)
 	// ErrCorruptState means a stored state could not be decoded: written
 	// by something else, truncated, or inconsistent. It wraps ErrStore.
 	ErrCorruptState = fmt.Errorf("%w: corrupt state", ErrStore)

@@ -28,6 +28,16 @@
 // A Staggered FixedWindow starts its windows at Offset(l, key) past the
 // epoch. Callers pass now - Offset(l, key) (and at - Offset(l, key)) as the
 // time; Take and Decide do this when given the key.
+//
+// # Summaries of forgotten states
+//
+// A store with bounded memory that must forget a state before it is back
+// to empty keeps a summary of it instead ([Summarize]), a form that does
+// not depend on the key, folded with other actors' ([Join]) into a few
+// shared cells; when the actor returns, it is charged from the meet of
+// its cells ([Meet], [Charge]) with a state at least as spent as the one
+// forgotten, so forgetting never hands back allowance. The argument, per
+// algorithm, is in summary.go.
 package algorithm
 
 import (

@@ -71,8 +71,10 @@ func (s Store) Shared() bool { return s.Type != StoreMemory }
 
 // MemoryStore configures a store/memory Store.
 type MemoryStore struct {
-	// MaxBytes caps the memory of the states kept. Default 0: the
-	// store's default (256 MiB); negative means no cap.
+	// MaxBytes caps the memory the store holds: its states, and an
+	// eighth for the summaries of the states it evicts (see package
+	// store/memory). Default 0: the store's default (256 MiB); negative
+	// means no cap.
 	MaxBytes int64
 }
 

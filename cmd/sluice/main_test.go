@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -348,25 +349,37 @@ func writeFile(t *testing.T, path, data string) {
 }
 
 // TestTuneGC checks serve's collector setting: GOGC=400 on a shared store
-// unless the GOGC variable is set, Go's own on the memory store.
+// unless the GOGC variable is set, Go's own on the memory store, and a
+// memory limit a quarter above the memory store's MaxBytes unless the
+// GOMEMLIMIT variable is set.
 func TestTuneGC(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	prev, prevLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(prev); debug.SetMemoryLimit(prevLimit) })
+	const maxBytes = 64 << 20
 	for _, tt := range []struct {
-		store string
-		env   string
-		want  int
+		store    string
+		gogc     string
+		memlimit string
+		want     int
+		limited  bool // a limit between 1.25 and 1.5 times maxBytes
 	}{
-		{config.StoreRedis, "", sharedStoreGOGC},
-		{config.StoreMemcached, "", sharedStoreGOGC},
-		{config.StoreMemory, "", 100},
-		{config.StoreRedis, "150", 100}, // the variable's, which the runtime read at start
+		{config.StoreRedis, "", "", sharedStoreGOGC, false},
+		{config.StoreMemcached, "", "", sharedStoreGOGC, false},
+		{config.StoreMemory, "", "", 100, true},
+		{config.StoreMemory, "", "1GiB", 100, false}, // the variable's, which the runtime read at start
+		{config.StoreRedis, "150", "", 100, false},
 	} {
-		t.Setenv("GOGC", tt.env)
+		t.Setenv("GOGC", tt.gogc)
+		t.Setenv("GOMEMLIMIT", tt.memlimit)
 		debug.SetGCPercent(100)
-		tuneGC(config.Store{Type: tt.store})
+		debug.SetMemoryLimit(math.MaxInt64)
+		tuneGC(config.Store{Type: tt.store, Memory: config.MemoryStore{MaxBytes: maxBytes}})
 		if got := debug.SetGCPercent(100); got != tt.want {
-			t.Errorf("store %s, GOGC=%q: GOGC %d, want %d", tt.store, tt.env, got, tt.want)
+			t.Errorf("store %s, GOGC=%q: GOGC %d, want %d", tt.store, tt.gogc, got, tt.want)
+		}
+		limit := debug.SetMemoryLimit(math.MaxInt64)
+		if limited := limit >= maxBytes*5/4 && limit <= maxBytes*3/2; limited != tt.limited || !tt.limited && limit != math.MaxInt64 {
+			t.Errorf("store %s, GOMEMLIMIT=%q: memory limit %d, want limited %v (MaxBytes %d)", tt.store, tt.memlimit, limit, tt.limited, maxBytes)
 		}
 	}
 }

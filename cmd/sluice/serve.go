@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-grpc-listen ADDR] [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
@@ -48,7 +49,9 @@ that does not parse, or that changes the store or a listener, is rejected
 with a log line and the configuration in force keeps serving. SIGINT or
 SIGTERM stops accepting connections and finishes the requests in flight.
 Logs are structured (slog text) on stderr. On Redis or memcached, the
-garbage collector runs at GOGC=400 unless the GOGC variable is set.
+garbage collector runs at GOGC=400 unless the GOGC variable is set; on
+the memory store, under a soft memory limit of max_bytes and a quarter
+more unless the GOMEMLIMIT variable is set.
 
 Example:
 
@@ -66,10 +69,17 @@ const sharedStoreGOGC = 400
 // live heap is small (rules, connections, metrics), so Go's default
 // collector runs often: GOGC=400 cut the server's CPU per request by 9%
 // under gRPC load (docs/operations.md). The memory store's heap is the
-// actors' state, which that would let grow fivefold.
+// actors' state, which that would let grow fivefold; there it sets a soft
+// memory limit of the store's MaxBytes and a quarter more instead
+// (memory.MemoryLimit), unless the GOMEMLIMIT variable is set, so that a
+// store at its cap keeps the process near MaxBytes rather than at twice
+// it, where GOGC=100 alone lets the heap grow.
 func tuneGC(s config.Store) {
-	if s.Shared() && os.Getenv("GOGC") == "" {
+	switch {
+	case s.Shared() && os.Getenv("GOGC") == "":
 		debug.SetGCPercent(sharedStoreGOGC)
+	case !s.Shared() && os.Getenv("GOMEMLIMIT") == "":
+		debug.SetMemoryLimit(memory.MemoryLimit(s.Memory.MaxBytes))
 	}
 }
 

@@ -56,10 +56,14 @@
 // [Direct] applies package algorithm to states in a map: the algorithms
 // alone. [Memory] runs the same traces through store/memory, which must
 // give the same figures, decision for decision, while under its cap.
-// [RunEviction] then loads a small memory store past its cap: attackers
-// among a stream of light users (the store must keep the attackers), and
-// a crowd too large for it (the store forgets actors part way through
-// their allowance, which shows as over-admission).
+// [RunEviction] then loads a small memory store past its cap
+// ([EvictionCases]): crowds of 1,000 and 10,000 actors at twice their
+// limit, and 1,000 at ten times it, into room for 500 states, and
+// attackers among a stream of light users. It judges each decision
+// against the algorithm itself with unbounded memory (OverExact,
+// UnderExact) as well as against the oracle: a store that forgets an
+// actor part way through its allowance over-admits; one that charges
+// forgotten actors conservatively under-admits.
 //
 // # The table
 //
@@ -88,6 +92,11 @@
 //     bound Rate plus the units of the oldest, partly covered bucket;
 //   - store full: takes failed with ErrStoreFull (counted as denied),
 //     shown only when some are.
+//
+// The eviction table ([WriteEvictionTable]) shows, per limit and case,
+// the takes admitted, what the algorithm alone admits on the same trace
+// (Result.Exact), OverExact and UnderExact, the most in a window, the
+// bound and the units over it.
 //
 // [Result.Check] states what each algorithm promises of these columns,
 // and the tests hold every row to it.

@@ -33,6 +33,17 @@ type Result struct {
 	// Over counts takes the store allowed that the oracle denies; Under,
 	// takes it denied that the oracle allows.
 	Over, Under int
+	// OverExact counts takes the store allowed that the algorithm itself
+	// (package algorithm on a state of unbounded life, fed the takes the
+	// store admitted) denies; UnderExact, takes it denied that the
+	// algorithm allows. Unlike Over and Under, they do not count how the
+	// algorithm strays from the oracle's exact semantics: they show what
+	// the store's bounded memory changes.
+	OverExact, UnderExact int
+	// Exact is the number of takes the algorithm alone, with unbounded
+	// memory, admits on the same trace in its own run (set by
+	// RunEviction; 0 elsewhere).
+	Exact int
 	// OverBound counts windows (for GCRA, intervals of any length) that
 	// hold more than the algorithm's stated bound: it must be zero.
 	OverBound int
@@ -90,10 +101,12 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 	res := Result{Limit: l, Trace: tr.Name, Bound: statedBound(l), InOrder: true}
 	type actor struct {
 		o      oracle
-		latest int64 // latest time of an admitted take
-		last   int64 // time of the last request
-		units  units // effective times of admitted units
-		stamps units // request times of admitted units, unsorted
+		exact  []int64 // the algorithm's state of the store's admitted takes
+		off    int64   // the staggered window offset of the key
+		latest int64   // latest time of an admitted take
+		last   int64   // time of the last request
+		units  units   // effective times of admitted units
+		stamps units   // request times of admitted units, unsorted
 	}
 	actors := map[string]*actor{}
 	var keys []string
@@ -113,7 +126,7 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 			if err != nil {
 				return res, err
 			}
-			a = &actor{o: o}
+			a = &actor{o: o, exact: make([]int64, algorithm.Words(l)), off: algorithm.Offset(l, r.Key)}
 			actors[r.Key] = a
 			keys = append(keys, r.Key)
 		}
@@ -128,6 +141,7 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 		}
 		e := max(r.Now, a.latest)
 		want := a.o.allows(e, r.Cost)
+		exact := algorithm.Check(l, a.exact, r.Now-a.off, r.Cost).Allowed
 		switch {
 		case full:
 			res.Full++
@@ -136,7 +150,15 @@ func Measure(ctx context.Context, store sluice.Store, l sluice.Limit, tr Trace) 
 		case !d.Allowed && want:
 			res.Under++
 		}
+		switch {
+		case full:
+		case d.Allowed && !exact:
+			res.OverExact++
+		case !d.Allowed && exact:
+			res.UnderExact++
+		}
 		if d.Allowed {
+			algorithm.Commit(l, a.exact, r.Now-a.off, r.Cost)
 			res.Admitted++
 			a.o.admit(e, r.Cost)
 			a.units.add(e, r.Cost)
@@ -169,8 +191,9 @@ func Direct() (sluice.Store, func(), error) {
 // map. It takes and peeks; it does not refund or reset. It is safe for
 // concurrent use.
 type directStore struct {
-	mu     sync.Mutex
-	states map[stateName][]int64
+	mu      sync.Mutex
+	states  map[stateName][]int64
+	scratch [][]int64 // the request's states, reused under mu
 }
 
 type stateName struct {
@@ -190,7 +213,8 @@ func (s *directStore) Decide(_ context.Context, r sluice.Request) (sluice.Decisi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	states := make([][]int64, len(r.Limits))
+	states := append(s.scratch[:0], make([][]int64, len(r.Limits))...)
+	s.scratch = states
 	for i, l := range r.Limits {
 		name := stateName{r.Prefix + r.Key, l.StateID()}
 		st := s.states[name]

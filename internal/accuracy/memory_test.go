@@ -28,41 +28,53 @@ func TestMemoryMatchesAlgorithm(t *testing.T) {
 	}
 }
 
-// TestEviction measures a memory store at its cap. Attackers are never
-// forgotten while over their limit, so their rows meet every stated
-// bound, but for the fixed window's one-unit tie (see RunEviction); a
-// crowd that does not fit is forgotten part way, and only reported.
+// TestEviction measures the memory store at its cap on the cases of
+// EvictionCases but the one at ten times the rate (the report's), with
+// limits of 2 per minute, so that 10,000 actors take seconds under the
+// race detector. Forgetting an actor must never hand back what it spent:
+// no take the algorithm with unbounded memory would deny, no unit over
+// the stated bound, no error. The store errs the other way, and the test
+// holds it to what was measured (seed 1, three runs; the eviction sample
+// starts at a random place): of what the algorithm alone admits, the
+// store admitted at least 73% with a crowd twice its room, 7.4% with a
+// crowd twenty times its room (it holds 500 of 10,000 actors, and
+// charges most of the others as spent), and 68% to attackers among light
+// users.
 func TestEviction(t *testing.T) {
-	rs, err := RunEviction(context.Background(), 1)
-	if err != nil {
-		t.Fatal(err)
+	all := EvictionCases()
+	cases := []EvictionCase{all[0], all[1], all[3]} // all[2], at 10x, is the report's
+	// The least share of the algorithm's admissions the store must admit,
+	// per case: below what was measured, for the runs' spread.
+	floor := map[string]float64{
+		cases[0].String(): 0.65,
+		cases[1].String(): 0.06,
+		cases[2].String(): 0.55,
 	}
-	logTable(t, rs)
-	if want := 2 * len(Limits()); len(rs) != want {
-		t.Fatalf("RunEviction returned %d results, want %d", len(rs), want)
-	}
-	for _, r := range rs {
-		if r.Admitted == 0 || r.Requests == 0 {
-			t.Errorf("%v on %s: admitted %d/%d, want some", r.Limit, r.Trace, r.Admitted, r.Requests)
-		}
-		if !strings.HasPrefix(r.Trace, "evict-attack") {
-			continue
-		}
-		if r.Full != 0 {
-			t.Errorf("%v on %s: %d takes failed with ErrStoreFull, want 0 (light users leave room)", r.Limit, r.Trace, r.Full)
-		}
-		if r.Limit.Algorithm != sluice.FixedWindow {
-			if err := r.Check(); err != nil {
-				t.Error(err)
+	for _, l := range EvictionLimits(2) {
+		t.Run(Label(l), func(t *testing.T) {
+			t.Parallel()
+			rs, err := RunEviction(context.Background(), []sluice.Limit{l}, cases, 1)
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		// Each unit given back can add one to a window, and no more.
-		if r.MaxInWindow > r.Bound+r.Over {
-			t.Errorf("%v on %s: max in window = %d, want at most %d + %d given back", r.Limit, r.Trace, r.MaxInWindow, r.Bound, r.Over)
-		}
-		if r.Over > 0 {
-			t.Logf("%v on %s: %d units given back to attackers by evictions on a tie", r.Limit, r.Trace, r.Over)
-		}
+			var b strings.Builder
+			if err := WriteEvictionTable(&b, rs); err != nil {
+				t.Fatal(err)
+			}
+			t.Log("the memory store at its cap:\n" + b.String())
+			if len(rs) != len(cases) {
+				t.Fatalf("RunEviction returned %d results, want %d", len(rs), len(cases))
+			}
+			for _, r := range rs {
+				if r.OverExact != 0 || r.OverBound != 0 || r.Full != 0 {
+					t.Errorf("%s: %d takes over-admitted, %d units over the bound %d (max %d in a window), %d failed; want 0, 0, 0",
+						r.Trace, r.OverExact, r.OverBound, r.Bound, r.MaxInWindow, r.Full)
+				}
+				if got := float64(r.Admitted) / float64(r.Exact); got < floor[r.Trace] {
+					t.Errorf("%s: admitted %d, %.1f%% of the algorithm's %d; want at least %.0f%%",
+						r.Trace, r.Admitted, 100*got, r.Exact, 100*floor[r.Trace])
+				}
+			}
+		})
 	}
 }

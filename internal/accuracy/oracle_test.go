@@ -193,10 +193,11 @@ func TestMeasureCounts(t *testing.T) {
 		{"allow all", storeFunc(func(sluice.Request) sluice.Decision { return sluice.Decision{Allowed: true} }),
 			// The third take of each instant is over; (t0, t0+1 s]
 			// excludes t0, so the oracle admits two again a period later.
-			Result{Admitted: 6, MaxInWindow: 3, MaxAtRequestTimes: 3, Bound: 2, Over: 2, OverBound: 2}},
+			// The algorithm agrees.
+			Result{Admitted: 6, MaxInWindow: 3, MaxAtRequestTimes: 3, Bound: 2, Over: 2, OverExact: 2, OverBound: 2}},
 		{"deny all", storeFunc(func(sluice.Request) sluice.Decision { return sluice.Decision{} }),
 			// The oracle sees nothing admitted, so it would allow every one.
-			Result{Admitted: 0, MaxInWindow: 0, Bound: 2, Under: 6}},
+			Result{Admitted: 0, MaxInWindow: 0, Bound: 2, Under: 6, UnderExact: 6}},
 		{"the algorithm", nil, Result{Admitted: 4, MaxInWindow: 2, MaxAtRequestTimes: 2, Bound: 2}},
 	}
 	for _, tt := range tests {

@@ -118,10 +118,71 @@ func table(rs []Result) (head []string, rows [][]string) {
 	return head, rows
 }
 
+var evictionHeader = []string{"algorithm", "case", "admitted", "exact admits", "over-admitted", "under-admitted", "max in window", "bound", "over bound"}
+
+// evictionTable returns the header and rows of results of RunEviction.
+func evictionTable(rs []Result) (head []string, rows [][]string) {
+	full := false
+	for _, r := range rs {
+		full = full || r.Full > 0
+	}
+	head = evictionHeader
+	if full {
+		head = append(head[:len(head):len(head)], fullHeader)
+	}
+	for _, r := range rs {
+		row := []string{
+			Label(r.Limit),
+			r.Trace,
+			fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
+			strconv.Itoa(r.Exact),
+			strconv.Itoa(r.OverExact),
+			strconv.Itoa(r.UnderExact),
+			strconv.Itoa(r.MaxInWindow),
+			strconv.Itoa(r.Bound),
+			strconv.Itoa(r.OverBound),
+		}
+		if full {
+			row = append(row, strconv.Itoa(r.Full))
+		}
+		rows = append(rows, row)
+	}
+	return head, rows
+}
+
 // WriteTable writes rs as an aligned text table, one row per result.
 func WriteTable(w io.Writer, rs []Result) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head, rows := table(rs)
+	return writeText(w, head, rows)
+}
+
+// WriteMarkdown writes rs as a Markdown table, one row per result.
+func WriteMarkdown(w io.Writer, rs []Result) error {
+	head, rows := table(rs)
+	return writeMarkdown(w, head, rows)
+}
+
+// WriteEvictionTable writes results of RunEviction as an aligned text
+// table: per limit and case, the takes admitted, what the algorithm with
+// unbounded memory admits on the same trace in its own run (exact
+// admits), the takes the store allowed that the algorithm fed the
+// store's admitted takes denies (over-admitted) and the reverse
+// (under-admitted), the most units in a window, the stated bound, and the
+// units admitted beyond it (over bound).
+func WriteEvictionTable(w io.Writer, rs []Result) error {
+	head, rows := evictionTable(rs)
+	return writeText(w, head, rows)
+}
+
+// WriteEvictionMarkdown writes results of RunEviction as a Markdown table
+// (see WriteEvictionTable).
+func WriteEvictionMarkdown(w io.Writer, rs []Result) error {
+	head, rows := evictionTable(rs)
+	return writeMarkdown(w, head, rows)
+}
+
+func writeText(w io.Writer, head []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, cells := range append([][]string{head}, rows...) {
 		// A trailing tab ends the last cell, so that it is aligned too.
 		fmt.Fprint(tw, strings.Join(cells, "\t")+"\t\n")
@@ -129,9 +190,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 	return tw.Flush()
 }
 
-// WriteMarkdown writes rs as a Markdown table, one row per result.
-func WriteMarkdown(w io.Writer, rs []Result) error {
-	head, rows := table(rs)
+func writeMarkdown(w io.Writer, head []string, rows [][]string) error {
 	var b strings.Builder
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|")
 	for i := range head {

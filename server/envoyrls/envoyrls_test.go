@@ -2,6 +2,7 @@ package envoyrls_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/server/envoyrls"
@@ -51,29 +53,33 @@ const testConfig = `rules:
 `
 
 // serve starts the service for testConfig on a loopback listener and
-// returns a client of it. A store of maxBytes (0: the default) keeps
-// the state.
-func serve(t *testing.T, headers bool, maxBytes int64) pb.RateLimitServiceClient {
+// returns a client of it. A memory store keeps the state.
+func serve(t *testing.T, headers bool) pb.RateLimitServiceClient {
 	t.Helper()
-	return pb.NewRateLimitServiceClient(dial(t, headers, maxBytes))
+	return pb.NewRateLimitServiceClient(dial(t, headers))
 }
 
 // dial starts the service as serve does and returns a connection to it.
-func dial(t *testing.T, headers bool, maxBytes int64) *grpc.ClientConn {
+func dial(t *testing.T, headers bool) *grpc.ClientConn {
 	t.Helper()
-	return rlstest.Serve(t, newService(t, headers, maxBytes))
+	return rlstest.Serve(t, newService(t, headers))
 }
 
-// newService returns the service for testConfig, over a memory store of
-// maxBytes (0: the default).
-func newService(t testing.TB, headers bool, maxBytes int64) *envoyrls.Service {
+// newService returns the service for testConfig, over a memory store.
+func newService(t testing.TB, headers bool) *envoyrls.Service {
+	t.Helper()
+	st := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { st.Close() })
+	return newServiceOn(t, headers, st)
+}
+
+// newServiceOn returns the service for testConfig, over st.
+func newServiceOn(t testing.TB, headers bool, st sluice.Store) *envoyrls.Service {
 	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := memory.New(memory.Config{MaxBytes: maxBytes, SweepInterval: -1})
-	t.Cleanup(func() { st.Close() })
 	eng, err := rules.New(rules.Config{Store: st, Domains: c.Domains, Clock: func() time.Time { return start }})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +96,7 @@ func newService(t testing.TB, headers bool, maxBytes int64) *envoyrls.Service {
 }
 
 func TestShouldRateLimit(t *testing.T) {
-	c := serve(t, false, 0)
+	c := serve(t, false)
 	ip := rlstest.Descriptor("remote_address=203.0.113.7")
 	for i := range 10 {
 		resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}})
@@ -150,7 +156,7 @@ func TestShouldRateLimit(t *testing.T) {
 // TestHitsAddend checks the request's hits_addend, a descriptor's own
 // (0 asks without taking), and a limit override.
 func TestHitsAddend(t *testing.T) {
-	c := serve(t, false, 0)
+	c := serve(t, false)
 	ip := rlstest.Descriptor("remote_address=198.51.100.1")
 	resp := rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{ip}, HitsAddend: 4})
 	if got := resp.Statuses[0].LimitRemaining; got != 6 {
@@ -185,7 +191,7 @@ func TestHitsAddend(t *testing.T) {
 
 // TestResponseHeaders checks the IETF fields asked of Envoy.
 func TestResponseHeaders(t *testing.T) {
-	c := serve(t, true, 0)
+	c := serve(t, true)
 	ip := rlstest.Descriptor("remote_address=192.0.2.1")
 	headers := func(resp *pb.RateLimitResponse) map[string]string {
 		m := map[string]string{}
@@ -218,7 +224,7 @@ func TestResponseHeaders(t *testing.T) {
 // InvalidArgument (or ResourceExhausted for an oversized message),
 // whatever their size.
 func TestBadRequests(t *testing.T) {
-	c := serve(t, false, 0)
+	c := serve(t, false)
 	many := make([]*rlv3.RateLimitDescriptor, 5000)
 	for i := range many {
 		many[i] = rlstest.Descriptor("remote_address=203.0.113.7")
@@ -252,28 +258,31 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// TestStoreFailure checks that a store that cannot decide (here a
-// memory store full of actors over their limits) is Unavailable.
+// failingStore fails every decision, as a store that cannot decide does
+// (Redis down, a timeout).
+type failingStore struct{}
+
+func (failingStore) Decide(context.Context, sluice.Request) (sluice.Decision, error) {
+	return sluice.Decision{}, fmt.Errorf("%w: the test's store is down", sluice.ErrStore)
+}
+
+// TestStoreFailure checks that a store that cannot decide is Unavailable.
 func TestStoreFailure(t *testing.T) {
-	c := serve(t, false, 4096)
-	var err error
-	for i := 0; i < 10000 && err == nil; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = c.ShouldRateLimit(ctx, &pb.RateLimitRequest{
-			Domain:      "edge",
-			Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("remote_address=" + strings.Repeat("a", 40) + string(rune('A'+i%26)) + time.Duration(i).String())},
-			HitsAddend:  10, // each actor is left at its limit: never evicted
-		})
-		cancel()
-	}
+	c := pb.NewRateLimitServiceClient(rlstest.Serve(t, newServiceOn(t, false, failingStore{})))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.ShouldRateLimit(ctx, &pb.RateLimitRequest{
+		Domain:      "edge",
+		Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("remote_address=203.0.113.7")},
+	})
 	if s := status.Convert(err); s.Code() != codes.Unavailable {
-		t.Errorf("full store: error %v, want Unavailable", err)
+		t.Errorf("failing store: error %v, want Unavailable", err)
 	}
 }
 
 // TestHealth checks the standard gRPC health service beside the API.
 func TestHealth(t *testing.T) {
-	h := healthpb.NewHealthClient(dial(t, false, 0))
+	h := healthpb.NewHealthClient(dial(t, false))
 	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})

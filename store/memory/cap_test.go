@@ -4,84 +4,108 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 )
 
-// capStore returns a one-shard store without sweeper that has room for
-// exactly n GCRA states of 4-byte keys.
-func capStore(t *testing.T, n int) *Store {
+// capBytes is the MaxBytes of the stores of the cap tests: room for a
+// few dozen GCRA states.
+const capBytes = 2048
+
+// capStore returns a one-shard store without sweeper of MaxBytes
+// capBytes, and how many GCRA states of 4-byte keys it holds (found by
+// filling a twin until it first evicts: the count follows the sizes of
+// the chunks it allocates, not of each state).
+func capStore(t *testing.T) (*Store, int) {
 	t.Helper()
-	s := New(Config{Shards: 1, SweepInterval: -1, MaxBytes: int64(n) * entryBytes("k000", 1)})
+	cfg := Config{Shards: 1, SweepInterval: -1, MaxBytes: capBytes}
+	twin := New(cfg)
+	defer twin.Close()
+	n := 0
+	for twin.Len() == n {
+		mustDecide(t, twin, sluice.Request{Key: key(n), Limits: []sluice.Limit{{Rate: 10, Period: time.Hour}}, Cost: 9, Now: t0})
+		n++
+	}
+	n-- // the last insert evicted
+	if n < 10 {
+		t.Fatalf("a store of %d bytes holds %d GCRA states, want at least 10", capBytes, n)
+	}
+	s := New(cfg)
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, n
 }
 
 func key(i int) string { return fmt.Sprintf("k%03d", i) }
 
-// TestCapNeverEvictsOverLimit fills the store with actors over their
-// limit: a new actor gets ErrStoreFull, and none of them is forgotten.
-func TestCapNeverEvictsOverLimit(t *testing.T) {
-	s := capStore(t, 20)
+// TestCapFullOfOverLimit fills the store with actors over their limit,
+// then sends new ones: every new actor is decided (no error), the store
+// stays within its cap, and no actor over its limit is let through,
+// whether it was evicted or not. An hour on, the charges have lapsed.
+func TestCapFullOfOverLimit(t *testing.T) {
+	s, room := capStore(t)
 	hourly := []sluice.Limit{{Rate: 1, Period: time.Hour}}
-	for i := range 20 {
+	for i := range 3 * room {
 		mustDecide(t, s, sluice.Request{Key: key(i), Limits: hourly, Cost: 1, Now: t0})
-	}
-	bytes := s.Bytes()
-	_, err := s.Decide(context.Background(), sluice.Request{Key: key(20), Limits: hourly, Cost: 1, Now: t0})
-	if !errors.Is(err, sluice.ErrStoreFull) || !errors.Is(err, sluice.ErrStore) {
-		t.Fatalf("Decide(new key in a full store) error = %v, want ErrStoreFull wrapping ErrStore", err)
-	}
-	if got := s.Bytes(); got != bytes || s.Len() != 20 {
-		t.Errorf("after ErrStoreFull: Len, Bytes = %d, %d; want 20, %d", s.Len(), got, bytes)
-	}
-	for i := range 20 {
-		if d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: hourly, Op: sluice.OpPeek, Cost: 1, Now: t0}); d.Allowed {
-			t.Errorf("peek(%s) allowed: an actor over its limit was evicted", key(i))
+		if n, b := s.Len(), s.Bytes(); n > room || b > s.maxBytes {
+			t.Fatalf("after %d actors: Len, Bytes = %d, %d; want at most %d, %d", i+1, n, b, room, s.maxBytes)
 		}
 	}
-	// A peek, a refund and a denied take need no room.
+	admitted := 0
+	for i := range 3 * room {
+		if d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: hourly, Cost: 1, Now: t0.Add(time.Minute)}); d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 0 {
+		t.Errorf("%d actors over their limit admitted again within the hour, want 0", admitted)
+	}
+	// A peek and a refund of a new actor need no room.
 	for _, op := range []sluice.Op{sluice.OpPeek, sluice.OpRefund} {
 		if _, err := s.Decide(context.Background(), sluice.Request{Key: key(99), Limits: hourly, Op: op, Cost: 1, Now: t0, At: t0}); err != nil {
 			t.Errorf("Decide(%v of a new key in a full store) error: %v", op, err)
 		}
 	}
-	// An hour on, the states are back to empty: they make room.
-	later := t0.Add(time.Hour + 2*time.Second)
-	for i := 20; i < 40; i++ {
-		if d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: hourly, Cost: 1, Now: later}); !d.Allowed {
-			t.Errorf("take(%s) an hour on: denied", key(i))
+	// An hour on, the states and the sketch's charges are back to empty.
+	// (Peeks: a take would evict a state spent anew, and charge its cells.)
+	later := t0.Add(time.Hour + 2*time.Minute)
+	for i := range 3 * room {
+		if d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: hourly, Op: sluice.OpPeek, Cost: 1, Now: later}); !d.Allowed {
+			t.Errorf("peek(%s) an hour on: denied", key(i))
 		}
-	}
-	if got := s.Len(); got != 20 {
-		t.Errorf("Len() = %d, want 20", got)
 	}
 }
 
 // TestCapEvictsClosestToFull checks that eviction picks the actor with the
-// most allowance left, and that a policy that cannot get room commits to
-// none of its limits.
+// most allowance left, and that the sketch charges it, on its return,
+// what it had spent.
 func TestCapEvictsClosestToFull(t *testing.T) {
-	s := capStore(t, 20)
+	s, room := capStore(t)
 	tens := []sluice.Limit{{Rate: 10, Period: time.Hour}}
-	for i := range 20 {
+	for i := range room {
 		cost := 9
 		if i == 7 {
 			cost = 1 // the lightest user
 		}
 		mustDecide(t, s, sluice.Request{Key: key(i), Limits: tens, Cost: cost, Now: t0})
 	}
-	mustDecide(t, s, sluice.Request{Key: key(20), Limits: tens, Cost: 1, Now: t0})
-	for i := range 21 {
+	mustDecide(t, s, sluice.Request{Key: key(room), Limits: tens, Cost: 1, Now: t0})
+	if s.Len() != room {
+		t.Fatalf("Len() = %d, want %d", s.Len(), room)
+	}
+	// k007 was evicted, the only one: its cells hold its spend alone.
+	if _, ok := s.shards[0].table(&tens[0]).lookup("", key(7), s.hash("", key(7))); ok {
+		t.Errorf("%s still held: eviction did not pick the lightest user", key(7))
+	}
+	for i := range room + 1 {
 		d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: tens, Op: sluice.OpPeek, Cost: 1, Now: t0})
 		want := 0 // 9 taken: one left, and a peek of 1 leaves 0
 		switch i {
-		case 7:
-			want = 9 // evicted: a fresh actor
-		case 20:
-			want = 8
+		case 7, room:
+			want = 8 // 1 taken: charged back by the sketch for k007
 		}
 		if d.Remaining != want {
 			t.Errorf("peek(%s) Remaining = %d, want %d", key(i), d.Remaining, want)
@@ -89,75 +113,120 @@ func TestCapEvictsClosestToFull(t *testing.T) {
 	}
 }
 
-// TestCapPolicyAllOrNothing checks that a policy take that cannot get room
-// for one of its states commits to none of them.
-func TestCapPolicyAllOrNothing(t *testing.T) {
-	s := capStore(t, 20)
+// TestCapPolicy checks that a policy take in a full store makes room for
+// all its states, and commits to every limit.
+func TestCapPolicy(t *testing.T) {
+	s, room := capStore(t)
 	tens := sluice.Limit{Rate: 10, Period: time.Hour}
-	for i := range 19 {
+	for i := range room - 1 {
 		mustDecide(t, s, sluice.Request{Key: key(i), Limits: []sluice.Limit{tens}, Cost: 10, Now: t0})
 	}
 	mustDecide(t, s, sluice.Request{Key: "kpol", Limits: []sluice.Limit{tens}, Cost: 5, Now: t0})
-	policy := []sluice.Limit{tens, {Rate: 10, Period: time.Hour, Algorithm: sluice.FixedWindow}}
-	_, err := s.Decide(context.Background(), sluice.Request{Key: "kpol", Limits: policy, Cost: 1, Now: t0})
-	if !errors.Is(err, sluice.ErrStoreFull) {
-		t.Fatalf("Decide(policy, full store) error = %v, want ErrStoreFull", err)
+	fixed := sluice.Limit{Rate: 10, Period: time.Hour, Algorithm: sluice.FixedWindow}
+	policy := []sluice.Limit{tens, fixed}
+	if d := mustDecide(t, s, sluice.Request{Key: "kpol", Limits: policy, Cost: 1, Now: t0}); !d.Allowed {
+		t.Fatalf("policy take in a full store: denied, want allowed")
 	}
-	if got := s.Len(); got != 20 {
-		t.Errorf("Len() = %d after a failed policy take, want 20", got)
+	for _, c := range []struct {
+		l    sluice.Limit
+		want int
+	}{{tens, 3}, {fixed, 8}} {
+		d := mustDecide(t, s, sluice.Request{Key: "kpol", Limits: []sluice.Limit{c.l}, Op: sluice.OpPeek, Cost: 1, Now: t0})
+		if d.Remaining != c.want {
+			t.Errorf("peek(kpol, %v) Remaining = %d, want %d", c.l, d.Remaining, c.want)
+		}
 	}
-	d := mustDecide(t, s, sluice.Request{Key: "kpol", Limits: []sluice.Limit{tens}, Op: sluice.OpPeek, Cost: 1, Now: t0})
-	if d.Remaining != 4 {
-		t.Errorf("peek(kpol) Remaining = %d, want 4: the failed take consumed", d.Remaining)
+	for i := range room - 1 {
+		if d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: []sluice.Limit{tens}, Op: sluice.OpPeek, Cost: 1, Now: t0}); d.Allowed {
+			t.Errorf("peek(%s) allowed: an evicted actor got its allowance back", key(i))
+		}
 	}
 }
 
-// TestBytes checks the store's byte count through inserts, resets and
-// rate changes of a sliding log.
-func TestBytes(t *testing.T) {
-	s := New(Config{SweepInterval: -1})
-	defer s.Close()
-	log := sluice.Limit{Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingLog}
-	policy := []sluice.Limit{{Rate: 5, Period: time.Second}, log}
-	mustDecide(t, s, sluice.Request{Key: "abc", Limits: policy, Cost: 1, Now: t0})
-	want := entryBytes("abc", 1) + entryBytes("abc", 11)
-	if got := s.Bytes(); got != want {
-		t.Errorf("Bytes() = %d, want %d", got, want)
+// TestCapTooLarge checks the one way a take can still fail for room: a
+// request whose states alone need more than MaxBytes.
+func TestCapTooLarge(t *testing.T) {
+	s, _ := capStore(t)
+	huge := []sluice.Limit{{Rate: 10_000, Period: time.Hour, Algorithm: sluice.SlidingLog}}
+	_, err := s.Decide(context.Background(), sluice.Request{Key: "k", Limits: huge, Cost: 1, Now: t0})
+	if !errors.Is(err, sluice.ErrStoreFull) || !errors.Is(err, sluice.ErrStore) {
+		t.Fatalf("Decide(a log of 80 kB under MaxBytes %d) error = %v, want ErrStoreFull wrapping ErrStore", s.maxBytes, err)
 	}
-	log.Rate = 20
-	mustDecide(t, s, sluice.Request{Key: "abc", Limits: []sluice.Limit{log}, Cost: 1, Now: t0})
-	want += 8 * 10
-	if got := s.Bytes(); got != want {
-		t.Errorf("Bytes() after the log's rate doubled = %d, want %d", got, want)
-	}
-	mustDecide(t, s, sluice.Request{Key: "abc", Limits: policy, Op: sluice.OpReset, Now: t0})
-	if got, n := s.Bytes(), s.Len(); got != 0 || n != 0 {
-		t.Errorf("after reset: Bytes(), Len() = %d, %d; want 0, 0", got, n)
+	if s.Len() != 0 || s.Bytes() != 0 {
+		t.Errorf("after ErrStoreFull: Len, Bytes = %d, %d; want 0, 0", s.Len(), s.Bytes())
 	}
 }
 
 // TestCapSparesRequestKey checks that making room never drops a state of
-// the request being decided, even one back to empty: the take must count.
+// the request being decided, even one back to empty: the take must count,
+// even if that leaves the store over its cap until the next insert.
 func TestCapSparesRequestKey(t *testing.T) {
-	// Room for two GCRA states and a little: dropping k000's would make
-	// room for the fixed-window state below.
-	s := New(Config{Shards: 1, SweepInterval: -1, MaxBytes: 2*entryBytes("k000", 1) + 10})
-	defer s.Close()
+	s, room := capStore(t)
 	hourly := sluice.Limit{Rate: 2, Period: time.Hour}
 	fixed := sluice.Limit{Rate: 2, Period: time.Hour, Algorithm: sluice.FixedWindow}
 	mustDecide(t, s, sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly}, Cost: 1, Now: t0})
-	mustDecide(t, s, sluice.Request{Key: "k001", Limits: []sluice.Limit{hourly}, Cost: 2, Now: t0})
-	// Hours later k000's state is empty and k001 is over its limit: the
-	// only state that could go to make room for k000's fixed window is
-	// k000's own GCRA state, which this very request uses.
+	for i := 1; i < room; i++ {
+		mustDecide(t, s, sluice.Request{Key: key(i), Limits: []sluice.Limit{hourly}, Cost: 2, Now: t0})
+	}
+	// Hours later k000's state is empty and the others are over their
+	// limit again: making room for k000's fixed window may evict them,
+	// never k000, back to empty as it is.
 	later := t0.Add(3 * time.Hour)
-	mustDecide(t, s, sluice.Request{Key: "k001", Limits: []sluice.Limit{hourly}, Cost: 2, Now: later})
-	_, err := s.Decide(context.Background(), sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly, fixed}, Cost: 1, Now: later})
-	if err == nil {
-		if d := mustDecide(t, s, sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly}, Op: sluice.OpPeek, Cost: 1, Now: later}); d.Remaining != 0 {
-			t.Errorf("after a take of 1 of 2, peek Remaining = %d, want 0: the take was lost", d.Remaining)
+	for i := 1; i < room; i++ {
+		mustDecide(t, s, sluice.Request{Key: key(i), Limits: []sluice.Limit{hourly}, Cost: 2, Now: later})
+	}
+	mustDecide(t, s, sluice.Request{Key: "k000", Limits: []sluice.Limit{hourly, fixed}, Cost: 1, Now: later})
+	for _, l := range []sluice.Limit{hourly, fixed} {
+		if d := mustDecide(t, s, sluice.Request{Key: "k000", Limits: []sluice.Limit{l}, Op: sluice.OpPeek, Cost: 1, Now: later}); d.Remaining != 0 {
+			t.Errorf("after a take of 1 of 2, peek(%v) Remaining = %d, want 0: the take was lost", l, d.Remaining)
 		}
-	} else if !errors.Is(err, sluice.ErrStoreFull) {
-		t.Errorf("Decide error = %v, want nil or ErrStoreFull", err)
+	}
+	for i := 1; i < room; i++ {
+		if d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: []sluice.Limit{hourly}, Op: sluice.OpPeek, Cost: 1, Now: later}); d.Allowed {
+			t.Errorf("%s, over its limit, allowed after the eviction", key(i))
+		}
+	}
+}
+
+// TestBytesCountsHeap checks what the store counts against MaxBytes
+// against the heap it holds, measured after a collection, for every
+// layout of state: one-word states with keys in their slots and apart,
+// larger states, and sliding logs. It must not count less than it holds
+// (that memory would escape the cap), nor much more.
+func TestBytesCountsHeap(t *testing.T) {
+	const n = 20_000
+	for _, c := range []struct {
+		name   string
+		limits []sluice.Limit
+		prefix string
+	}{
+		{"gcra", []sluice.Limit{{Rate: 5, Period: time.Hour}}, "sluice:login:"},
+		{"gcra long keys", []sluice.Limit{{Rate: 5, Period: time.Hour}}, "sluice:login:" + strings.Repeat("x", 40)},
+		{"fixed", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}}, "sluice:login:"},
+		{"sliding", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingWindow}}, "sluice:login:"},
+		{"log", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingLog}}, "sluice:login:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&0xff, i&0xff)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			s := New(Config{SweepInterval: -1, MaxBytes: -1})
+			for _, k := range keys {
+				mustDecide(t, s, sluice.Request{Prefix: c.prefix, Key: k, Limits: c.limits, Cost: 1, Now: t0})
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			t.Logf("Bytes() = %d, heap %d: %.2f", s.Bytes(), heap, float64(s.Bytes())/float64(heap))
+			if got := s.Bytes(); got < heap || got > heap*3/2 {
+				t.Errorf("Bytes() = %d for %d states holding %d bytes of heap; want %d to %d", got, n, heap, heap, heap*3/2)
+			}
+			runtime.KeepAlive(keys)
+			s.Close()
+		})
 	}
 }

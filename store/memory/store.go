@@ -24,10 +24,16 @@ const DefaultMaxBytes = 256 << 20
 // Config configures a Store. The zero value of every field means its
 // default.
 type Config struct {
-	// MaxBytes caps the memory the store counts for its states: each
-	// state counts its key's bytes, 8 bytes per word of state and a fixed
-	// overhead (80 bytes in all for a GCRA state with a 24-byte key).
-	// Default 0: DefaultMaxBytes. Negative: no cap.
+	// MaxBytes caps the memory the store holds, as it counts it: the
+	// chunks of slots its tables allocated, used or not, their indexes,
+	// the keys it keeps apart from their slots (longer than 39 bytes, or
+	// of states larger than a word), by Go's allocation sizes (what it
+	// counts is within 4% to 25% above the heap it holds, measured by
+	// TestBytesCountsHeap), and the sketches of evicted states, which may
+	// take an eighth of it (see the package documentation). A GCRA state
+	// with a key of up to 39 bytes counts about 70 bytes. The process's
+	// garbage comes on top: see MemoryLimit. Default 0: DefaultMaxBytes.
+	// Negative: no cap.
 	MaxBytes int64
 	// Shards is the number of independently locked parts of the store,
 	// rounded up to a power of two. Default 0: 16 per GOMAXPROCS, at
@@ -71,15 +77,16 @@ const sweepLag = time.Second
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
 // exists allocates nothing. A GCRA state with a key of up to 39 bytes
-// takes about 71 bytes, key included.
+// takes about 66 bytes, key included.
 //
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
 // state first drops the states of a random sample that are back to empty,
-// then the sampled state closest to its full allowance; it never drops a
-// state that is over its limit, which would hand that actor a fresh
-// allowance. When a sample holds nothing it may drop, Decide returns an
-// error wrapping sluice.ErrStoreFull and changes nothing.
+// then the sampled state whose eviction costs least, into a sketch that
+// charges the actor what it had spent if it returns (see the package
+// documentation): a full store never over-admits, and keeps deciding.
+// Decide fails with sluice.ErrStoreFull, changing nothing, only when a
+// request's states alone need more than MaxBytes.
 //
 // Expiry follows the newest request time each shard has seen (and the
 // clock, once a request has used it), so a store driven by explicit
@@ -89,14 +96,17 @@ const sweepLag = time.Second
 // Create Stores with New; the zero value is not usable. A Store is safe
 // for concurrent use. Close stops its sweeper and its clock's goroutine.
 type Store struct {
-	shards    []shard
-	mask      uint64
-	maxBytes  int64
-	bytes     atomic.Int64 // counted bytes of every state
-	seed      maphash.Seed
-	userClock func() time.Time // Config.Clock, or nil for clk
-	clk       *clock
-	usesClock atomic.Bool
+	shards       []shard
+	mask         uint64
+	maxBytes     int64
+	stateCap     int64        // what the states may count: MaxBytes less the sketches' share
+	sketchBudget int64        // what each shard's sketches may count
+	bytes        atomic.Int64 // counted bytes of every state
+	sketchBytes  atomic.Int64 // counted bytes of every sketch
+	seed         maphash.Seed
+	userClock    func() time.Time // Config.Clock, or nil for clk
+	clk          *clock
+	usesClock    atomic.Bool
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -121,6 +131,7 @@ type shard struct {
 	list    [][]int64
 	tabs    []*table
 	missing []bool
+	tgt     []*table
 	zeros   []int64
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
@@ -145,6 +156,11 @@ func New(c Config) *Store {
 		s.maxBytes = DefaultMaxBytes
 	case c.MaxBytes < 0:
 		s.maxBytes = math.MaxInt64
+	}
+	s.stateCap = s.maxBytes
+	if c.MaxBytes >= 0 {
+		s.stateCap -= s.maxBytes / sketchShare
+		s.sketchBudget = s.maxBytes / sketchShare / int64(n)
 	}
 	res := c.Resolution
 	if res == 0 {
@@ -194,15 +210,17 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Bytes returns the memory the store counts against Config.MaxBytes.
-func (s *Store) Bytes() int64 { return s.bytes.Load() }
+// Bytes returns the memory the store counts against Config.MaxBytes: its
+// states' and its sketches'.
+func (s *Store) Bytes() int64 { return s.bytes.Load() + s.sketchBytes.Load() }
 
 // Decide applies r atomically; see sluice.Store. For OpRefund and
 // OpReset, the Decision is what a peek would get just after: of Cost for
-// a refund, of 1 for a reset. The error wraps sluice.ErrInvalidRequest,
+// a refund, of 1 for a reset (a key the store may have evicted stays
+// charged by its sketch). The error wraps sluice.ErrInvalidRequest,
 // sluice.ErrInvalidLimit or sluice.ErrCostExceedsBurst for an invalid
-// request, and sluice.ErrStoreFull when a take needs room for a new
-// state that MaxBytes does not leave (see Store).
+// request, and sluice.ErrStoreFull when a take's new states alone need
+// more than MaxBytes (see Store).
 func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, error) {
 	if err := r.Validate(); err != nil {
 		return sluice.Decision{}, err
@@ -345,72 +363,58 @@ func (sh *shard) setKey(r *sluice.Request) {
 	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
 }
 
+// name returns sh.key as a string without copying it: valid until the
+// next setKey, so only within the request (a table clones what it keeps).
+func (sh *shard) name() string { return unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) }
+
 // decideGCRA is decideAll for the common case of one GCRA limit, whose
 // state is a single word found without building the key's name.
 func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) error {
 	l := &r.Limits[0]
 	t := sh.table(l)
-	s, ok := t.lookup(r.Prefix, r.Key, sh.hash)
+	w, ok := t.lookupOne(r.Prefix, r.Key, sh.hash)
 	var tat int64
-	if ok {
-		tat = s[0]
+	switch {
+	case ok:
+		tat = w.state[0]
+	case t.sk != nil: // the key may have been evicted: charge it
+		sh.zeros = append(sh.zeros[:0], 0)
+		t.charge(*l, sh.zeros[:1], "", sh.hash)
+		tat = sh.zeros[0]
 	}
 	if r.Op == sluice.OpRefund {
 		if !ok {
-			algorithm.GCRA(l, 0, now, r.Cost, d)
+			// Nothing held to give back to: what a peek would get.
+			algorithm.GCRA(l, tat, now, r.Cost, d)
 			return nil
 		}
-		algorithm.Refund(*l, s, r.At.UnixNano(), now, r.Cost)
-		tat = s[0]
+		algorithm.Refund(*l, w.state[:], r.At.UnixNano(), now, r.Cost)
+		tat = w.state[0]
 	}
 	next := algorithm.GCRA(l, tat, now, r.Cost, d)
 	if r.Op != sluice.OpTake || !d.Allowed {
 		return nil
 	}
 	if ok {
-		s[0] = next
+		w.state[0] = next
 		return nil
 	}
 	sh.setKey(r)
 	defer sh.trimScratch()
-	if err := sh.makeRoom(entryBytes("", 1) + int64(len(sh.key))); err != nil {
+	key := sh.name()
+	sh.tabs, sh.missing = append(sh.tabs[:0], t), append(sh.missing[:0], true)
+	if err := sh.makeRoom(key, r.Limits); err != nil {
 		return err
 	}
 	sh.zeros = append(sh.zeros[:0], next)
-	sh.add(t, string(sh.key), sh.zeros[:1])
+	sh.add(t, key, sh.zeros[:1])
 	return nil
 }
 
 // decideAll applies r under every limit of its policy, all or nothing.
 func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) error {
-	n := len(r.Limits)
-	name := unsafe.String(unsafe.SliceData(sh.key), len(sh.key)) // read only during this call
-	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
-	words, need := 0, int64(0)
-	for i, l := range r.Limits {
-		t := sh.table(&r.Limits[i])
-		s, ok, delta := t.get(name, sh.hash, l)
-		sh.store.bytes.Add(delta)
-		if !ok {
-			words += algorithm.Words(l)
-			need += entryBytes("", algorithm.Words(l)) + int64(len(sh.key))
-		}
-		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
-	}
-	// Fresh states for the missing ones: zeros, inserted only if a take
-	// commits to them (a fresh state is what a peek, a refund or a reset
-	// of a missing state leaves).
-	if cap(sh.zeros) < words {
-		sh.zeros = make([]int64, words)
-	}
-	zeros := sh.zeros[:words]
-	clear(zeros)
-	for i := range n {
-		if sh.missing[i] {
-			w := algorithm.Words(r.Limits[i])
-			sh.list[i], zeros = zeros[:w:w], zeros[w:]
-		}
-	}
+	name := sh.name()
+	words := sh.gather(r, name)
 	states := sh.list
 	switch r.Op {
 	case sluice.OpPeek:
@@ -424,13 +428,13 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
 				clear(states[i]) // the peek below sees a fresh state
-				sh.drop(t, string(sh.key), sh.hash, states[i])
+				sh.drop(t, name, sh.hash, states[i])
 			}
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
 		return nil
 	}
-	if need == 0 {
+	if words == 0 {
 		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpTake)
 		return nil
 	}
@@ -438,17 +442,60 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 	if !d.Allowed {
 		return nil
 	}
-	if err := sh.makeRoom(need); err != nil {
+	return sh.insertNew(r, name, now)
+}
+
+// gather looks up the states of r's key, named name, under each limit of
+// r into sh.list, their tables into sh.tabs, and which are missing into
+// sh.missing, and returns how many words the missing ones take. A missing
+// state is a fresh one, zeros or what its table's sketch charges a key it
+// may have evicted, in scratch space: inserted only if a take commits to
+// it (that state is what a peek, a refund or a reset of it leaves).
+func (sh *shard) gather(r *sluice.Request, name string) int {
+	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
+	words := 0
+	for i, l := range r.Limits {
+		t := sh.table(&r.Limits[i])
+		s, ok, delta := t.get(name, sh.hash, l)
+		if delta != 0 { // a log fitted to a new Rate; else spare the shared counter
+			sh.store.bytes.Add(delta)
+		}
+		if !ok {
+			words += algorithm.Words(l)
+		}
+		sh.list, sh.tabs, sh.missing = append(sh.list, s), append(sh.tabs, t), append(sh.missing, !ok)
+	}
+	if cap(sh.zeros) < words {
+		sh.zeros = make([]int64, words)
+	}
+	zeros := sh.zeros[:words]
+	clear(zeros)
+	for i, t := range sh.tabs {
+		if sh.missing[i] {
+			w := algorithm.Words(r.Limits[i])
+			sh.list[i], zeros = zeros[:w:w], zeros[w:]
+			if t.sk != nil { // it may have been evicted
+				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
+			}
+		}
+	}
+	return words
+}
+
+// insertNew commits the take r, allowed at now, to the states of its key,
+// named name, that sh.list holds, and inserts the missing ones, after
+// making room for them.
+func (sh *shard) insertNew(r *sluice.Request, name string, now int64) error {
+	if err := sh.makeRoom(name, r.Limits); err != nil {
 		return err
 	}
 	for i, l := range r.Limits {
-		algorithm.Commit(l, states[i], now-algorithm.Offset(l, name), r.Cost)
+		algorithm.Commit(l, sh.list[i], now-algorithm.Offset(l, name), r.Cost)
 	}
-	key := string(sh.key)
 	for i, t := range sh.tabs {
 		if sh.missing[i] {
 			t.limit = r.Limits[i]
-			sh.add(t, key, states[i])
+			sh.add(t, name, sh.list[i])
 		}
 	}
 	return nil
@@ -457,7 +504,8 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 // add inserts the state s of the request's key, named key, into t and
 // counts it.
 func (sh *shard) add(t *table, key string, s []int64) {
-	sh.store.bytes.Add(t.insert(key, sh.hash, s))
+	room := sh.store.stateCap - sh.store.bytes.Load()
+	sh.store.bytes.Add(t.insert(key, sh.hash, s, room))
 	sh.states++
 	sh.added++
 }
@@ -478,9 +526,10 @@ func (sh *shard) trimScratch() {
 	}
 	clear(sh.list) // do not keep states alive through the scratch list
 	clear(sh.tabs)
+	clear(sh.tgt)
 }
 
-// errFull is the error of a shard that cannot make room.
+// errFull is the error of a request whose states alone exceed the cap.
 func errFull(need, maxBytes int64) error {
-	return fmt.Errorf("%w: memory store: no room for %d more bytes under MaxBytes %d", sluice.ErrStoreFull, need, maxBytes)
+	return fmt.Errorf("%w: memory store: the request's states need %d bytes, more than the %d MaxBytes leaves for states", sluice.ErrStoreFull, need, maxBytes)
 }

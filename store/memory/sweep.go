@@ -3,6 +3,7 @@ package memory
 import (
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
 )
 
@@ -40,8 +41,9 @@ func (s *Store) sweep() {
 
 // sweep drops every state that is idle at t. Without tidy, it is called
 // by a request in progress, which holds its own states and tables: it
-// spares that key. With tidy, it also lets go of empty tables and
-// compacts sparse ones, which moves states, so only the sweeper tidies.
+// spares that key. With tidy, it also lets go of sketches whose every
+// cell has lapsed and of tables left empty with no sketch, and compacts
+// sparse tables, which moves states, so only the sweeper tidies.
 // It requires sh.mu.
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
@@ -55,12 +57,18 @@ func (sh *shard) sweep(t int64, tidy bool) {
 			}
 			return true
 		})
+		if tidy && tb.sk != nil && tb.sk.lapsed(tb.kind, t) {
+			sh.store.sketchBytes.Add(-tb.sk.bytes())
+			tb.sk = nil
+		}
 		switch {
 		case !tidy:
 			kept = append(kept, tb)
-		case tb.len() > 0:
-			tb.compact()
+		case tb.len() > 0 || tb.sk != nil: // a sketch still charges
+			sh.store.bytes.Add(tb.compact())
 			kept = append(kept, tb)
+		default: // its chunks and index go with it
+			sh.store.bytes.Add(-tb.bytes)
 		}
 	}
 	clear(sh.tables[len(kept):])
@@ -68,15 +76,23 @@ func (sh *shard) sweep(t int64, tidy bool) {
 	sh.added = 0
 }
 
-// makeRoom evicts states of this shard until need more bytes fit under
-// MaxBytes, and fails with ErrStoreFull if it cannot. It never evicts the
-// states of the request being decided (sh.key). It requires sh.mu.
+// makeRoom evicts states of this shard until the states of key missing
+// from the tables of sh.tabs (see sh.missing) fit under the states'
+// share of MaxBytes. It never evicts the states of the request being
+// decided (sh.key). It fails, with ErrStoreFull, only if those states
+// alone need more than that share. It requires sh.mu.
 //
 // The cap is global but eviction is local to the shard that needs room:
 // keys are spread evenly over shards, so each shard evicts in proportion
-// to the new keys it receives.
-func (sh *shard) makeRoom(need int64) error {
-	total, limit := &sh.store.bytes, sh.store.maxBytes
+// to the new keys it receives. Eviction frees a slot, which a later
+// insert into the same table reuses, but not the slot's memory: when no
+// eviction frees room the insert can use (the shard holds nothing else
+// of its tables, or only the request's own states), the insert goes
+// ahead, and the store runs over its cap by at most a chunk of slots per
+// table, which the sweeper's compaction of sparse tables gives back.
+func (sh *shard) makeRoom(key string, limits []sluice.Limit) error {
+	total, limit := &sh.store.bytes, sh.store.stateCap
+	need := sh.need(key, limits)
 	if total.Load()+need <= limit {
 		return nil
 	}
@@ -88,26 +104,62 @@ func (sh *shard) makeRoom(need int64) error {
 	// happened since the last one to pay for it.
 	if sh.added >= sh.states/4 {
 		sh.sweep(t, false)
+		need = sh.need(key, limits)
 	}
-	for range 64 {
-		if total.Load()+need <= limit {
-			return nil
-		}
+	for over := total.Load() + need - limit; over > 0; {
 		if !sh.evict(t) {
 			break
 		}
+		need = sh.need(key, limits)
+		next := total.Load() + need - limit
+		if next >= over {
+			break // that freed nothing the insert can use
+		}
+		over = next
 	}
-	if total.Load()+need <= limit {
-		return nil
-	}
-	return errFull(need, limit)
+	return nil
 }
 
-// evict drops, from a random sample of the shard's states, those idle at
-// t or, if none is, the one closest to its full allowance. States over
-// their limit are never dropped. It reports whether it dropped any.
+// need returns the bytes the states of key missing from the tables of
+// sh.tabs add when inserted. It requires sh.mu.
+func (sh *shard) need(key string, limits []sluice.Limit) int64 {
+	var n int64
+	for i, t := range sh.tabs {
+		if sh.missing[i] {
+			n += t.need(key, algorithm.Words(limits[i]))
+		}
+	}
+	return n
+}
+
+// targets returns the tables of sh.tabs that need a new slot for the
+// request's missing states and have none free: evicting from them frees
+// a slot the insert reuses, where evicting elsewhere frees no memory.
+func (sh *shard) targets() []*table {
+	sh.tgt = sh.tgt[:0]
+	for i, t := range sh.tabs {
+		if sh.missing[i] && t.logs == nil && t.growth() > 0 {
+			sh.tgt = append(sh.tgt, t)
+		}
+	}
+	return sh.tgt
+}
+
+// evict drops, from a random sample of the states of the tables that
+// need a slot (see targets), or if they hold none it may drop, of every
+// table of the shard, those idle at t or, if none is, the one whose
+// eviction costs least (see cost), into its table's sketch. It reports
+// whether it dropped any.
 func (sh *shard) evict(t int64) bool {
-	if len(sh.tables) == 0 {
+	if tg := sh.targets(); len(tg) > 0 && sh.evictFrom(tg, t) {
+		return true
+	}
+	return sh.evictFrom(sh.tables, t)
+}
+
+// evictFrom is evict over the states of tables.
+func (sh *shard) evictFrom(tables []*table, t int64) bool {
+	if len(tables) == 0 {
 		return false
 	}
 	var (
@@ -115,14 +167,14 @@ func (sh *shard) evict(t int64) bool {
 		bestKey   string
 		bestHash  uint64
 		bestState []int64
-		bestScore = -1.0
+		bestCost  float64
 		dropped   bool
 		seen      int
 	)
-	start := int(sh.next() % uint64(len(sh.tables)))
-	quota := max(sampleSize/len(sh.tables), 1)
-	for j := range sh.tables {
-		tb := sh.tables[(start+j)%len(sh.tables)]
+	start := int(sh.next() % uint64(len(tables)))
+	quota := max(sampleSize/len(tables), 1)
+	for j := range tables {
+		tb := tables[(start+j)%len(tables)]
 		taken := 0
 		tb.each(sh.next(), func(key string, h uint64, s []int64) bool {
 			if taken >= quota || seen >= sampleSize {
@@ -138,8 +190,8 @@ func (sh *shard) evict(t int64) bool {
 				dropped = true
 				return true
 			}
-			if score := fullness(tb, key, s, t); score > bestScore {
-				best, bestKey, bestHash, bestState, bestScore = tb, key, h, s, score
+			if c := cost(tb, key, s, t); best == nil || c < bestCost {
+				best, bestKey, bestHash, bestState, bestCost = tb, key, h, s, c
 			}
 			return true
 		})
@@ -150,23 +202,25 @@ func (sh *shard) evict(t int64) bool {
 	if best == nil {
 		return false
 	}
-	sh.drop(best, bestKey, bestHash, bestState)
+	sh.forget(best, bestKey, bestHash, bestState, t)
 	return true
 }
 
-// fullness returns how close state s is to its full allowance at t, in
-// (0, 1], or -1 if the actor is over its limit: a take of 1 would be
-// denied, so dropping its state would hand it a fresh allowance.
-func fullness(tb *table, key string, s []int64, t int64) float64 {
+// cost returns how much evicting state s at t may cost: the sketch then
+// charges its spend to every key that shares its cells, until it lapses.
+// Less is better: a state with allowance left costs less the more it has,
+// (-1 to 0, by the fraction of the burst left); a state over its limit
+// costs more the longer it stays there (its retry-after, in periods).
+func cost(tb *table, key string, s []int64, t int64) float64 {
 	l := tb.limit
 	if len(s) != algorithm.Words(l) {
 		s = algorithm.Fit(l, s) // a log last inserted under another Rate
 	}
 	d := algorithm.Check(l, s, t-algorithm.Offset(l, key), 1)
-	if !d.Allowed {
-		return -1
+	if d.Allowed {
+		return -float64(d.Remaining+1) / float64(l.MaxBurst())
 	}
-	return float64(d.Remaining+1) / float64(l.MaxBurst())
+	return float64(d.RetryAfter) / float64(l.Period)
 }
 
 // next returns a pseudo-random number (xorshift64*): the eviction sample

@@ -1,8 +1,8 @@
 package memory
 
 import (
+	"math"
 	"math/bits"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -30,41 +30,38 @@ func kindOf(l *sluice.Limit) kind {
 	return k
 }
 
-// entryOverhead is what the store counts against MaxBytes for one state
-// besides its key bytes and its words: its index positions, the key's
-// string header and allocation rounding, spare slab room. It is an
-// estimate, measured by BenchmarkBytesPerKey (a GCRA state among a
-// million, with a 24-byte key held in its 48-byte slot, takes 71.3 bytes
-// and is counted as 80).
-const entryOverhead = 48
-
 // A table holds the states of one kind of limit in one shard.
 //
 // States of a fixed size (every algorithm but the sliding log) live in
-// numbered slots: a one-word state (GCRA) in ones, a 48-byte slot that
-// holds its key's bytes too (a longer key's are in long), so that a
-// lookup reads the slot where a key kept apart cost a second cache miss;
-// a larger one in slab, words int64s per slot, with its key in keys. A
-// freed slot is zeroed and kept in free for the next insert. Slots are found through
-// index, an open-addressing hash table keyed by the hash of the key that
-// also chose the shard, so the key is hashed once per request. So a GCRA
-// state with a key of up to 39 bytes costs about 16 bytes of index and a
-// 48-byte slot, and Decide updates it in place without allocating.
-// Sliding logs, whose size follows the limit's Rate, live in logs, by
-// name.
+// numbered slots, in chunks (see slab.go): a one-word state (GCRA) in
+// first and ones, a 48-byte slot that holds its key's bytes too (a longer
+// key's are in long), so that a lookup reads the slot where a key kept
+// apart cost a second cache miss; a larger one in many, words int64s per
+// slot beside its key. A freed slot is zeroed and kept in free for the next
+// insert. Slots are found through index, an open-addressing hash table
+// keyed by the hash of the key that also chose the shard, so the key is
+// hashed once per request. So a GCRA state with a key of up to 39 bytes
+// costs about 16 bytes of index and a 48-byte slot, and Decide updates
+// it in place without allocating. Sliding logs, whose size follows the
+// limit's Rate, live in logs, by name.
 type table struct {
 	kind  kind
 	words int          // words per slot; 0 for sliding logs
 	limit sluice.Limit // the limit of the latest insert, to judge evictions
 
 	index index
-	ones  []oneWord         // the slots when words is 1
-	long  map[uint32]string // the keys of ones longer than inlineKey
-	keys  []string          // the slots' keys when words is more
-	slab  []int64           // the slots' states when words is more
+	first []oneWord                 // the first chunk of slots when words is 1
+	ones  []*[1 << oneShift]oneWord // the others, full
+	long  map[uint32]string         // the keys of ones longer than inlineKey
+	many  []manyChunk               // chunks of the slots when words is more
+	shift uint8                     // log2 of the slots of a full chunk of many
+	n     int                       // slots handed out, used or freed
 	free  []uint32
 
 	logs map[string][]int64
+
+	sk    *sketch // the summaries of evicted states; nil until one is evicted
+	bytes int64   // what t counts against MaxBytes: see slab.go
 }
 
 // oneWord is a slot of a one-word state and its key: 48 bytes, with no
@@ -76,6 +73,9 @@ type oneWord struct {
 	n     uint8 // the key's length, or longKey when the key is in long
 	key   [inlineKey]byte
 }
+
+// oneWordBytes is the size of a oneWord.
+const oneWordBytes = int64(unsafe.Sizeof(oneWord{}))
 
 // inlineKey is the longest key a oneWord holds: a namespace and action of
 // 15 bytes ("sluice:default:") with an IPv4 address, or an IPv6 one of up
@@ -91,6 +91,7 @@ func newTable(l sluice.Limit) *table {
 		t.logs = make(map[string][]int64)
 	} else {
 		t.words = algorithm.Words(l)
+		t.shift = chunkShift(t.slotBytes())
 	}
 	return t
 }
@@ -103,27 +104,22 @@ func (t *table) len() int {
 	return t.index.n
 }
 
-// slots returns the number of slots t has, used or free.
-func (t *table) slots() int {
-	if t.words == 1 {
-		return len(t.ones)
-	}
-	return len(t.keys)
-}
+// slots returns the number of slots t has handed out, used or free.
+func (t *table) slots() int { return t.n }
 
 // slot returns the state in slot i.
 func (t *table) slot(i uint32) []int64 {
 	if t.words == 1 {
-		return t.ones[i].state[:]
+		return t.one(i).state[:]
 	}
-	j := int(i) * t.words
-	return t.slab[j : j+t.words : j+t.words]
+	c, j := i>>t.shift, int(i&(1<<t.shift-1))*t.words
+	return t.many[c].states[j : j+t.words : j+t.words]
 }
 
 // key returns the key of slot i.
 func (t *table) key(i uint32) string {
 	if t.words == 1 {
-		e := &t.ones[i]
+		e := t.one(i)
 		if e.n == longKey {
 			return t.long[i]
 		}
@@ -131,7 +127,14 @@ func (t *table) key(i uint32) string {
 		// reused, which no caller outlives (see each).
 		return unsafe.String(&e.key[0], int(e.n))
 	}
-	return t.keys[i]
+	return t.many[i>>t.shift].keys[i&(1<<t.shift-1)]
+}
+
+// charge writes to s, the fresh state of a key missing from t, what the
+// sketch charges it under l: its name is key (needed only by a staggered
+// window) and its hash h. It requires that t has a sketch.
+func (t *table) charge(l sluice.Limit, s []int64, key string, h uint64) {
+	t.sk.charge(l, s, key, tagOf(h))
 }
 
 // get returns the state of key, whose hash is h, for l, in place. A
@@ -145,8 +148,9 @@ func (t *table) get(key string, h uint64, l sluice.Limit) (s []int64, ok bool, d
 	s, ok = t.logs[key]
 	if ok && len(s) != algorithm.Words(l) {
 		fitted := algorithm.Fit(l, s)
-		t.logs[strings.Clone(key)] = fitted // key may be the caller's scratch
-		delta = 8 * int64(len(fitted)-len(s))
+		t.logs[cloneKey(key)] = fitted // key may be the caller's scratch
+		delta = t.keyBytes(key, len(fitted)) - t.keyBytes(key, len(s))
+		t.bytes += delta
 		s = fitted
 	}
 	return s, ok, delta
@@ -174,75 +178,126 @@ func find(t *table, prefix, key string, h uint64) int {
 }
 
 // lookup returns the fixed-size state of prefix+key, whose hash is h, in
-// place.
+// place. Like lookupOne, it finds each candidate's chunk once.
 func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
-	if p := find(t, prefix, key, h); p >= 0 {
-		return t.slot(t.index.slot(p)), true
+	if t.words == 1 {
+		if w, ok := t.lookupOne(prefix, key, h); ok {
+			return w.state[:], true
+		}
+		return nil, false
 	}
-	return nil, false
+	x := &t.index
+	if x.n == 0 {
+		return nil, false
+	}
+	tag, mask := tagOf(h), uint32(1)<<t.shift-1
+	for p := x.home(tag); ; p = (p + 1) & x.mask {
+		e := x.pos[p]
+		if e == 0 {
+			return nil, false
+		}
+		if uint32(e>>32) != tag {
+			continue
+		}
+		i := uint32(e) - 1
+		c, o := &t.many[i>>t.shift], int(i&mask)
+		if k := c.keys[o]; len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+			j := o * t.words
+			return c.states[j : j+t.words : j+t.words], true
+		}
+	}
+}
+
+// lookupOne is lookup for a table of one-word states (GCRA), the hottest
+// path of the store: it finds each candidate's slot once, and returns it.
+func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
+	x := &t.index
+	if x.n == 0 {
+		return nil, false
+	}
+	tag := tagOf(h)
+	for p := x.home(tag); ; p = (p + 1) & x.mask {
+		e := x.pos[p]
+		if e == 0 {
+			return nil, false
+		}
+		if uint32(e>>32) != tag {
+			continue
+		}
+		i := uint32(e) - 1
+		w := t.one(i)
+		var k string
+		if w.n == longKey {
+			k = t.long[i]
+		} else {
+			k = unsafe.String(&w.key[0], int(w.n))
+		}
+		if len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+			return w, true
+		}
+	}
 }
 
 // insert stores a copy of s as the state of key, whose hash is h, and
-// returns the bytes it counts. key must not be in t.
-func (t *table) insert(key string, h uint64, s []int64) int64 {
+// returns the bytes it adds to what t counts. key must not be in t; it
+// may be a view of scratch space (insert copies what it keeps). A new
+// slot grows t by no more than room bytes where it can choose (see grow).
+func (t *table) insert(key string, h uint64, s []int64, room int64) int64 {
+	before := t.bytes
+	t.bytes += t.keyBytes(key, len(s))
 	if t.logs != nil {
-		t.logs[key] = append([]int64(nil), s...)
-		return entryBytes(key, len(s))
+		t.logs[cloneKey(key)] = append([]int64(nil), s...)
+		return t.bytes - before
 	}
-	var i uint32
-	switch n := len(t.free); {
-	case n > 0:
-		i, t.free = t.free[n-1], t.free[:n-1]
-	case t.words == 1:
-		i = uint32(len(t.ones))
-		t.ones = append(t.ones, oneWord{})
-	default:
-		i = uint32(len(t.keys))
-		t.keys = append(t.keys, "")
-		t.slab = append(t.slab, make([]int64, t.words)...)
-	}
+	i := t.newSlot(room)
 	copy(t.slot(i), s)
 	if t.words == 1 {
-		e := &t.ones[i]
+		e := t.one(i)
 		if len(key) <= inlineKey {
 			e.n = uint8(copy(e.key[:], key))
 		} else {
 			if t.long == nil {
 				t.long = make(map[uint32]string)
 			}
-			e.n, t.long[i] = longKey, key
+			e.n, t.long[i] = longKey, cloneKey(key)
 		}
 	} else {
-		t.keys[i] = key
+		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = cloneKey(key)
 	}
+	positions := len(t.index.pos)
 	t.index.add(tagOf(h), i)
-	return entryBytes(key, t.words)
+	t.bytes += 8 * int64(len(t.index.pos)-positions)
+	return t.bytes - before
 }
 
 // remove forgets key, whose hash is h and whose state is s, and returns
-// the bytes it counted.
+// the bytes it takes off what t counts.
 func (t *table) remove(key string, h uint64, s []int64) int64 {
+	before := t.bytes
 	if t.logs != nil {
 		delete(t.logs, key)
-		return entryBytes(key, len(s))
+		t.bytes -= t.keyBytes(key, len(s))
+		return before - t.bytes
 	}
 	p := find(t, "", key, h)
 	if p < 0 {
 		return 0
 	}
+	t.bytes -= t.keyBytes(key, len(s))
 	i := t.index.slot(p)
 	t.index.del(uint64(p))
 	clear(t.slot(i))
 	if t.words == 1 {
-		if t.ones[i].n == longKey {
+		e := t.one(i)
+		if e.n == longKey {
 			delete(t.long, i)
 		}
-		t.ones[i].n = 0 // the bytes stay until the slot is reused: see key
+		e.n = 0 // the bytes stay until the slot is reused: see key
 	} else {
-		t.keys[i] = ""
+		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = ""
 	}
-	t.free = append(t.free, i)
-	return entryBytes(key, t.words)
+	t.freeSlot(i)
+	return before - t.bytes
 }
 
 // each calls fn for the states of t, starting at a position chosen by
@@ -281,26 +336,23 @@ func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool
 }
 
 // compact rebuilds t's index and slots when most of their room is unused,
-// and lets go of the room a burst of actors that went idle held.
-func (t *table) compact() {
+// lets go of the room a burst of actors that went idle held, and returns
+// the change in what t counts.
+func (t *table) compact() int64 {
 	if t.logs != nil {
-		return // a log's slice is freed with its entry; Go map slots stay
+		return 0 // a log's slice is freed with its entry; Go map slots stay
 	}
 	n, slots := t.len(), t.slots()
 	if slots < 1024 || n > slots/4 {
-		return
+		return 0
 	}
 	old := *t
-	t.index, t.ones, t.long, t.keys, t.slab, t.free = index{}, nil, nil, nil, nil, nil
-	if t.words == 1 {
-		t.ones = make([]oneWord, 0, n)
-	} else {
-		t.keys, t.slab = make([]string, 0, n), make([]int64, 0, n*t.words)
-	}
+	t.index, t.first, t.ones, t.long, t.many, t.n, t.free, t.bytes = index{}, nil, nil, nil, nil, 0, nil, 0
 	old.each(0, func(key string, h uint64, s []int64) bool {
-		t.insert(key, h, s)
+		t.insert(key, h, s, math.MaxInt64)
 		return true
 	})
+	return t.bytes - old.bytes
 }
 
 // An index is an open-addressing hash table with linear probing from a
@@ -363,10 +415,6 @@ func (x *index) del(p uint64) {
 	}
 	x.pos[p] = 0
 	x.n--
-}
-
-func entryBytes(key string, words int) int64 {
-	return int64(len(key)) + entryOverhead + 8*int64(words)
 }
 
 // idle reports whether state s of kind k is back to empty at t and will

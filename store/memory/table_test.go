@@ -2,6 +2,7 @@ package memory
 
 import (
 	"hash/maphash"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -20,7 +21,7 @@ func TestTableCollisions(t *testing.T) {
 	// Keys a0..a2 share hash 7; b has hash 8.
 	put := map[string]uint64{"a0": 7, "a1": 7, "a2": 7, "b": 8}
 	for k, h := range put {
-		tb.insert(k, h, []int64{int64(len(k)), int64(k[len(k)-1])})
+		tb.insert(k, h, []int64{int64(len(k)), int64(k[len(k)-1])}, math.MaxInt64)
 	}
 	check := func(want map[string]uint64) {
 		t.Helper()
@@ -46,7 +47,7 @@ func TestTableCollisions(t *testing.T) {
 	tb.remove("a2", 7, s)
 	delete(put, "a2")
 	check(put)
-	tb.insert("a0", 7, []int64{2, '0'})
+	tb.insert("a0", 7, []int64{2, '0'}, math.MaxInt64)
 	put["a0"] = 7
 	check(put)
 	// each visits every state once; overflow keys are rehashed with the
@@ -90,12 +91,13 @@ func TestIndexRandom(t *testing.T) {
 		if s, ok, _ := tb.get(k, h, tb.limit); ok != in {
 			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
 		} else if ok {
-			if tb.remove(k, h, s) == 0 {
-				t.Fatalf("step %d: remove(%q) removed nothing", step, k)
+			tb.remove(k, h, s)
+			if _, ok, _ := tb.get(k, h, tb.limit); ok {
+				t.Fatalf("step %d: remove(%q) left it", step, k)
 			}
 			delete(want, k)
 		} else {
-			tb.insert(k, h, []int64{int64(len(k))})
+			tb.insert(k, h, []int64{int64(len(k))}, math.MaxInt64)
 			want[k] = h
 		}
 		if tb.len() != len(want) {
@@ -126,7 +128,7 @@ func TestTableKeyLengths(t *testing.T) {
 		n := []int{0, 1, inlineKey - 1, inlineKey, inlineKey + 1, 200}[i%6]
 		k := strings.Repeat("\x00{é", 100)[:n] + strconv.Itoa(i)
 		want[k] = int64(i + 1)
-		tb.insert(k, maphash.String(seed, k), []int64{int64(i + 1)})
+		tb.insert(k, maphash.String(seed, k), []int64{int64(i + 1)}, math.MaxInt64)
 	}
 	check := func(stage string) {
 		t.Helper()
@@ -163,7 +165,7 @@ func TestTableKeyLengths(t *testing.T) {
 	for j := range 50 {
 		k := strings.Repeat("r", j*3) + "!"
 		want[k] = int64(-j - 1)
-		tb.insert(k, maphash.String(seed, k), []int64{int64(-j - 1)})
+		tb.insert(k, maphash.String(seed, k), []int64{int64(-j - 1)}, math.MaxInt64)
 	}
 	check("reused")
 	tb.compact()
@@ -179,5 +181,93 @@ func TestTableKeyLengths(t *testing.T) {
 	}
 	if len(tb.long) != long {
 		t.Errorf("%d keys kept apart, want %d: removals must forget theirs", len(tb.long), long)
+	}
+}
+
+// TestAllocSize checks allocSize against Go's size classes: never less
+// than what the runtime allocates for an object of that size.
+func TestAllocSize(t *testing.T) {
+	for n := int64(1); n <= 40<<10; n++ {
+		if got, class := allocSize(n), int64(cap(append([]byte(nil), make([]byte, n)...))); got < class {
+			t.Fatalf("allocSize(%d) = %d, want at least %d", n, got, class)
+		}
+	}
+	if got := allocSize(0); got != 0 {
+		t.Errorf("allocSize(0) = %d, want 0", got)
+	}
+}
+
+// TestTableChunks fills tables of one-word and of larger states past
+// several chunks, through removals, reuse and a compaction: every state
+// stays found, every chunk but the last is full, and what the table
+// counts is what its chunks, index and keys take.
+func TestTableChunks(t *testing.T) {
+	for _, l := range []sluice.Limit{
+		{Rate: 1, Period: time.Second},
+		{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow},
+		{Rate: 1, Period: time.Second, Algorithm: sluice.SlidingWindow, Buckets: 60},
+	} {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			tb := newTable(l)
+			seed := maphash.MakeSeed()
+			n := 3*tb.fullSlots() + tb.fullSlots()/3
+			state := func(i int) []int64 {
+				s := make([]int64, tb.words)
+				s[0] = int64(i + 1)
+				return s
+			}
+			for i := range n {
+				k := strconv.Itoa(i)
+				tb.insert(k, maphash.String(seed, k), state(i), math.MaxInt64)
+			}
+			check := func(stage string, present func(int) bool) {
+				t.Helper()
+				for i := range n {
+					k := strconv.Itoa(i)
+					s, ok, _ := tb.get(k, maphash.String(seed, k), l)
+					if ok != present(i) || ok && s[0] != int64(i+1) {
+						t.Fatalf("%s: get(%q) = %v, %v; want present %v", stage, k, s, ok, present(i))
+					}
+				}
+				full, counted := tb.fullSlots(), 8*int64(len(tb.index.pos))
+				if tb.words == 1 {
+					counted += tb.chunkCost(len(tb.first)) + int64(len(tb.ones))*tb.chunkCost(full)
+				}
+				for j, c := range tb.many {
+					if j < len(tb.many)-1 && len(c.keys) != full {
+						t.Errorf("%s: chunk %d of %d holds %d slots, want %d", stage, j, len(tb.many), len(c.keys), full)
+					}
+					counted += tb.chunkCost(len(c.keys))
+				}
+				tb.each(0, func(k string, _ uint64, s []int64) bool {
+					counted += tb.keyBytes(k, len(s))
+					return true
+				})
+				if tb.bytes != counted || tb.n > tb.capSlots() {
+					t.Errorf("%s: bytes %d, want %d; %d slots handed out of %d", stage, tb.bytes, counted, tb.n, tb.capSlots())
+				}
+			}
+			check("inserted", func(int) bool { return true })
+			for i := 0; i < n; i += 5 {
+				k := strconv.Itoa(i)
+				s, _, _ := tb.get(k, maphash.String(seed, k), l)
+				tb.remove(k, maphash.String(seed, k), s)
+			}
+			check("removed", func(i int) bool { return i%5 != 0 })
+			for i := 0; i < n; i += 5 {
+				k := strconv.Itoa(i)
+				tb.insert(k, maphash.String(seed, k), state(i), math.MaxInt64)
+			}
+			check("reused", func(int) bool { return true })
+			for i := range n {
+				if i%8 != 0 {
+					k := strconv.Itoa(i)
+					s, _, _ := tb.get(k, maphash.String(seed, k), l)
+					tb.remove(k, maphash.String(seed, k), s)
+				}
+			}
+			tb.compact()
+			check("compacted", func(i int) bool { return i%8 == 0 })
+		})
 	}
 }
