@@ -20,7 +20,7 @@ import (
 // the connection within HandshakeTimeout.
 func TestAttackSilentConnection(t *testing.T) {
 	t.Parallel()
-	c, err := net.Dial("tcp", rlstest.Listen(t, newService(t, false, 0)))
+	c, err := net.Dial("tcp", rlstest.Listen(t, newService(t, false)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestAttackSilentConnection(t *testing.T) {
 // returns its framer and the server's settings.
 func handshake(t *testing.T) (*http2.Framer, map[http2.SettingID]uint32) {
 	t.Helper()
-	c, err := net.Dial("tcp", rlstest.Listen(t, newService(t, false, 0)))
+	c, err := net.Dial("tcp", rlstest.Listen(t, newService(t, false)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func postAs(h http.Handler, method, ctype, body string) *httptest.ResponseRecord
 // TestJSONCrossSite checks that a body a cross-site form can send (or
 // one without a type) spends nothing: only application/json is decided.
 func TestJSONCrossSite(t *testing.T) {
-	h := envoyrls.JSONHandler(newService(t, false, 0))
+	h := envoyrls.JSONHandler(newService(t, false))
 	const req = `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "203.0.113.9"}]}], "hitsAddend": 10}`
 	for _, ctype := range []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
 		if w := postAs(h, http.MethodPost, ctype, req); w.Code != http.StatusUnsupportedMediaType {

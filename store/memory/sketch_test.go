@@ -67,3 +67,33 @@ func TestSketchLapses(t *testing.T) {
 		t.Errorf("after the sweep two hours on: Bytes() = %d, %d tables; want 0, 0", got, n)
 	}
 }
+
+// TestSketchSparesPrivilege checks that a key the store evicted is
+// charged from the sketch unless its request marks a privilege: then it
+// starts fresh, for a collision in the sketch must not grant one.
+func TestSketchSparesPrivilege(t *testing.T) {
+	for _, alg := range []sluice.Algorithm{sluice.GCRA, sluice.FixedWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			s, room := capStore(t)
+			hourly := []sluice.Limit{{Rate: 1, Period: time.Hour, Algorithm: alg}}
+			for i := range 4 * room {
+				mustDecide(t, s, sluice.Request{Key: key(i), Limits: hourly, Cost: 1, Now: t0})
+			}
+			fresh := 0
+			for i := range 4 * room {
+				r := sluice.Request{Key: key(i), Limits: hourly, Op: sluice.OpPeek, Cost: 1, Now: t0, Privilege: true}
+				if !mustDecide(t, s, r).Allowed {
+					continue // held: spent, privilege or not
+				}
+				fresh++
+				r.Privilege = false
+				if mustDecide(t, s, r).Allowed {
+					t.Errorf("evicted %s, spent, was not charged from the sketch", r.Key)
+				}
+			}
+			if fresh < 3*room {
+				t.Errorf("%d of %d keys fresh as privileges, want the %d or more evicted", fresh, 4*room, 3*room)
+			}
+		})
+	}
+}

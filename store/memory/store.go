@@ -377,7 +377,7 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 	switch {
 	case ok:
 		tat = w.state[0]
-	case t.sk != nil: // the key may have been evicted: charge it
+	case t.sk != nil && !r.Privilege: // the key may have been evicted: charge it
 		sh.zeros = append(sh.zeros[:0], 0)
 		t.charge(*l, sh.zeros[:1], "", sh.hash)
 		tat = sh.zeros[0]
@@ -474,7 +474,7 @@ func (sh *shard) gather(r *sluice.Request, name string) int {
 		if sh.missing[i] {
 			w := algorithm.Words(r.Limits[i])
 			sh.list[i], zeros = zeros[:w:w], zeros[w:]
-			if t.sk != nil { // it may have been evicted
+			if t.sk != nil && !r.Privilege { // it may have been evicted; a privilege is fresh
 				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
 			}
 		}
