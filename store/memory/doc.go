@@ -23,7 +23,10 @@
 // eviction costs least: the one with the most allowance left, or the one
 // over its limit that will be back under it soonest. A full store keeps
 // deciding: it fails a request, with [sluice.ErrStoreFull], only when the
-// request's own states need more than MaxBytes.
+// request's own states need more than MaxBytes. An insert that no eviction makes
+// room for (a limit's first states in a shard) goes ahead: the store may
+// run over MaxBytes by a small chunk of slots per limit and shard until
+// the sweeper compacts its tables.
 //
 // Eviction never hands an actor back what it had spent. A state evicted
 // before it is back to empty is summarised (see the algorithm package's
