@@ -87,39 +87,11 @@ func (k *knownGood) add(ctx context.Context, user string, ip netip.Addr) error {
 		return err
 	}
 	inSet = inSet && (!evicted || old.After(floor))
-	// Read the slots: the store's time of the last read is "now" for the
-	// new floor, since the ends are by the store's clock.
-	ends := make([]time.Time, k.max)
-	var now time.Time
-	for i := range ends {
-		d, err := k.slot.lim.PeekN(ctx, slotKey(user, i), k.slot.depth)
-		if err != nil {
-			return err
-		}
-		now = d.Time
-		if !d.Allowed {
-			ends[i] = d.Time.Add(d.RetryAfter)
-		}
+	ends, now, err := k.slotEnds(ctx, user)
+	if err != nil {
+		return err
 	}
-	pick, victim := -1, time.Time{}
-	if inSet { // renew the slot whose end is nearest the address's
-		for i, e := range ends {
-			if !e.IsZero() && (pick < 0 || absDur(e.Sub(old)) < absDur(ends[pick].Sub(old))) {
-				pick = i
-			}
-		}
-	}
-	if pick < 0 { // a new address: a free slot, or evict the oldest
-		for i, e := range ends {
-			if e.IsZero() {
-				pick, victim = i, time.Time{}
-				break
-			}
-			if pick < 0 || e.Before(ends[pick]) {
-				pick, victim = i, e
-			}
-		}
-	}
+	pick, victim := pickSlot(ends, inSet, old)
 	// The address first, then its slot: the slot's end is never before
 	// the address's, so when the slot is evicted the floor covers it.
 	if err := k.addr.set(ctx, key, k.period); err != nil {
@@ -132,6 +104,51 @@ func (k *knownGood) add(ctx context.Context, user string, ip netip.Addr) error {
 		return nil
 	}
 	return k.floor.set(ctx, user, victim.Sub(now))
+}
+
+// slotEnds reads the ends of user's slots (zero for a free one), and
+// the store's time of the last read: "now" for a new floor, since the
+// ends are by the store's clock.
+func (k *knownGood) slotEnds(ctx context.Context, user string) ([]time.Time, time.Time, error) {
+	ends := make([]time.Time, k.max)
+	var now time.Time
+	for i := range ends {
+		d, err := k.slot.lim.PeekN(ctx, slotKey(user, i), k.slot.depth)
+		if err != nil {
+			return nil, now, err
+		}
+		now = d.Time
+		if !d.Allowed {
+			ends[i] = d.Time.Add(d.RetryAfter)
+		}
+	}
+	return ends, now, nil
+}
+
+// pickSlot chooses the slot an address takes: for an address inSet, the
+// slot whose end is nearest its old end; else a free slot, or the one
+// that ends first, whose end, the victim's, it returns too.
+func pickSlot(ends []time.Time, inSet bool, old time.Time) (pick int, victim time.Time) {
+	pick = -1
+	if inSet {
+		for i, e := range ends {
+			if !e.IsZero() && (pick < 0 || absDur(e.Sub(old)) < absDur(ends[pick].Sub(old))) {
+				pick = i
+			}
+		}
+	}
+	if pick >= 0 {
+		return pick, time.Time{}
+	}
+	for i, e := range ends {
+		if e.IsZero() {
+			return i, time.Time{}
+		}
+		if pick < 0 || e.Before(ends[pick]) {
+			pick, victim = i, e
+		}
+	}
+	return pick, victim
 }
 
 func slotKey(user string, i int) string { return user + "|" + strconv.Itoa(i) }

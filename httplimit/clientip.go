@@ -86,17 +86,10 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 		v := values[i]
 		for v != "" {
 			var elem string
-			if forwarded {
-				var ok bool
-				v, elem, ok = lastForwardedElement(v)
-				if !ok {
-					return netip.Addr{}, false
-				}
-			} else {
-				j := strings.LastIndexByte(v, ',')
-				v, elem = v[:max(j, 0)], v[j+1:]
+			var ok bool
+			if v, elem, ok = lastHop(v, forwarded); !ok {
+				return netip.Addr{}, false
 			}
-			elem = strings.Trim(elem, " \t")
 			if elem == "" {
 				continue // tolerate empty list members ("a,,b")
 			}
@@ -116,6 +109,21 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 	}
 	// Every hop is a trusted proxy: the request started inside.
 	return last, true
+}
+
+// lastHop splits the last element off a forwarding header's value v
+// (of Forwarded when forwarded, else of a comma-separated list): the
+// rest, the element trimmed of spaces, and false if v is malformed.
+func lastHop(v string, forwarded bool) (rest, elem string, ok bool) {
+	if forwarded {
+		if rest, elem, ok = lastForwardedElement(v); !ok {
+			return "", "", false
+		}
+	} else {
+		j := strings.LastIndexByte(v, ',')
+		rest, elem = v[:max(j, 0)], v[j+1:]
+	}
+	return rest, strings.Trim(elem, " \t"), true
 }
 
 var _ KeyAppender = (*ClientIP)(nil)

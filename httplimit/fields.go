@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/ratelimitheader"
 )
 
@@ -81,15 +82,19 @@ func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny
 	}
 	st.set(h, hdrRateLimit, st.str(start))
 	if m.fields == FieldsDraftAndLegacy {
-		d := as[bind].d
-		for _, f := range [...]struct {
-			key string
-			n   int64
-		}{{hdrLegacyLimit, int64(d.Limit.Rate)}, {hdrLegacyRemaining, int64(max(d.Remaining, 0))}, {hdrLegacyReset, ratelimitheader.CeilSeconds(d.ResetAfter)}} {
-			start := len(st.b)
-			st.b = strconv.AppendInt(st.b, f.n, 10)
-			st.set(h, f.key, st.str(start))
-		}
+		writeLegacy(h, st, as[bind].d)
+	}
+}
+
+// writeLegacy sets the X-RateLimit-* fields of d, the binding decision.
+func writeLegacy(h http.Header, st *reqState, d sluice.Decision) {
+	for _, f := range [...]struct {
+		key string
+		n   int64
+	}{{hdrLegacyLimit, int64(d.Limit.Rate)}, {hdrLegacyRemaining, int64(max(d.Remaining, 0))}, {hdrLegacyReset, ratelimitheader.CeilSeconds(d.ResetAfter)}} {
+		start := len(st.b)
+		st.b = strconv.AppendInt(st.b, f.n, 10)
+		st.set(h, f.key, st.str(start))
 	}
 }
 
