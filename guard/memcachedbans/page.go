@@ -6,11 +6,10 @@ import (
 	"encoding/binary"
 	"hash/fnv"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 )
 
 // pageFormat is the first byte of an encoded page.
@@ -68,12 +67,6 @@ func sameEntry(a, b entry) bool {
 // process knows and what memcached holds; neither is changed in place
 // once shared.
 type page map[string]entry
-
-// field names an entry: the jail's length, a colon, the jail, then the
-// key, so that any bytes in either stay apart.
-func field(jail, key string) string {
-	return strconv.Itoa(len(jail)) + ":" + jail + key
-}
 
 // pageOf returns the page of field among n.
 func pageOf(f string, n int) int {
@@ -152,7 +145,7 @@ func decodePage(data []byte) (page, bool) {
 		if d.bad {
 			return nil, false
 		}
-		if jail, key, ok := parseField(f); ok && key != "" {
+		if jail, key, ok := banfield.Parse(f); ok && key != "" {
 			e.ban.Jail, e.ban.Key = jail, key
 			pg[f] = e
 		}
@@ -213,17 +206,4 @@ func (d *decoder) string() string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
-}
-
-// parseField splits a field into jail and key.
-func parseField(f string) (jail, key string, ok bool) {
-	n, rest, ok := strings.Cut(f, ":")
-	if !ok {
-		return "", "", false
-	}
-	l, err := strconv.Atoi(n)
-	if err != nil || l < 0 || l > len(rest) {
-		return "", "", false
-	}
-	return rest[:l], rest[l:], true
 }

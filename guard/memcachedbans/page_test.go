@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -28,7 +29,7 @@ func TestMerge(t *testing.T) {
 		{"tie: the lift", mk("k", 2, false, time.Hour), mk("k", 2, true, time.Hour), mk("k", 2, true, time.Hour)},
 		{"tie: the longer", mk("k", 2, false, time.Hour), mk("k", 2, false, 2*time.Hour), mk("k", 2, false, 2*time.Hour)},
 	} {
-		f := field("j", "k")
+		f := banfield.Name("j", "k")
 		for _, order := range [][2]entry{{tt.a, tt.b}, {tt.b, tt.a}} {
 			got := merge(page{f: order[0]}, page{f: order[1]}, t0)
 			if len(got) != 1 || !sameEntry(got[f], tt.want) {
@@ -36,7 +37,7 @@ func TestMerge(t *testing.T) {
 			}
 		}
 	}
-	old := page{field("j", "old"): mk("old", 1, false, time.Minute), field("j", "new"): mk("new", 1, true, time.Hour)}
+	old := page{banfield.Name("j", "old"): mk("old", 1, false, time.Minute), banfield.Name("j", "new"): mk("new", 1, true, time.Hour)}
 	if got := merge(old, nil, t0.Add(time.Minute+pruneGrace/2)); len(got) != 2 {
 		t.Errorf("within the grace, merge kept %d entries, want 2", len(got))
 	}
@@ -53,7 +54,7 @@ func TestPageCodec(t *testing.T) {
 		e := mk(key, int64(i), i%2 == 1, time.Duration(i+1)*time.Hour)
 		e.ban.Reason = "reason \xfe " + key
 		e.into = "198.51.100.0/24"
-		pg[field("j", key)] = e
+		pg[banfield.Name("j", key)] = e
 	}
 	data := pg.encode()
 	got, ok := decodePage(data)
@@ -78,7 +79,7 @@ func TestPageCodec(t *testing.T) {
 // FuzzDecodePage decodes arbitrary bytes: no panic, and what decodes
 // encodes to what decodes the same.
 func FuzzDecodePage(f *testing.F) {
-	f.Add(page{field("j", "k"): mk("k", 1, false, time.Hour)}.encode())
+	f.Add(page{banfield.Name("j", "k"): mk("k", 1, false, time.Hour)}.encode())
 	f.Add([]byte{pageFormat, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pg, ok := decodePage(data)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 	"github.com/sluicehq/sluice/internal/meta"
 )
 
@@ -208,7 +209,7 @@ func (r *Registry) Put(ctx context.Context, b guard.Ban) (guard.Ban, error) {
 // same, and the lift written at the next poll).
 func (r *Registry) Delete(ctx context.Context, jail, key string) error {
 	key = guard.BanKey(key)
-	f := field(jail, key)
+	f := banfield.Name(jail, key)
 	p := pageOf(f, len(r.keys))
 	rd, serr := r.readPage(ctx, p) // learn of a ban made elsewhere since the last poll
 	if serr == nil {

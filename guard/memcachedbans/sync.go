@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 	"github.com/sluicehq/sluice/internal/meta"
 )
 
@@ -49,9 +50,9 @@ func maps(pg page) page {
 // r.mu.
 func (r *Registry) noteBan(rec guard.Ban, merged []guard.Ban) []int {
 	stamp := r.nextStamp()
-	pages := []int{r.note(field(rec.Jail, rec.Key), entry{ban: rec, stamp: stamp})}
+	pages := []int{r.note(banfield.Name(rec.Jail, rec.Key), entry{ban: rec, stamp: stamp})}
 	for _, m := range merged {
-		p := r.note(field(m.Jail, m.Key), entry{ban: m, lifted: true, into: rec.Key, stamp: stamp})
+		p := r.note(banfield.Name(m.Jail, m.Key), entry{ban: m, lifted: true, into: rec.Key, stamp: stamp})
 		if !slices.Contains(pages, p) {
 			pages = append(pages, p)
 		}

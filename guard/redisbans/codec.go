@@ -3,12 +3,12 @@ package redisbans
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 )
 
 // record is what the hash of bans holds per ban; the jail and key are in
@@ -20,25 +20,6 @@ type record struct {
 	Offences int    `json:"offences"`
 }
 
-// field names a ban in every key: the jail's length, a colon, the jail,
-// then the key, so that any bytes in either stay apart.
-func field(jail, key string) string {
-	return strconv.Itoa(len(jail)) + ":" + jail + key
-}
-
-// parseField splits a field into jail and key.
-func parseField(f string) (jail, key string, ok bool) {
-	n, rest, ok := strings.Cut(f, ":")
-	if !ok {
-		return "", "", false
-	}
-	l, err := strconv.Atoi(n)
-	if err != nil || l < 0 || l > len(rest) {
-		return "", "", false
-	}
-	return rest[:l], rest[l:], true
-}
-
 // encode returns b's record.
 func encode(b guard.Ban) string {
 	rec, _ := json.Marshal(record{Reason: b.Reason, Since: b.Since.UnixNano(), Until: b.Until.UnixNano(), Offences: b.Offences})
@@ -48,7 +29,7 @@ func encode(b guard.Ban) string {
 // decode returns the ban of field f and record v, or false if either was
 // written by something else.
 func decode(f, v string) (guard.Ban, bool) {
-	jail, key, ok := parseField(f)
+	jail, key, ok := banfield.Parse(f)
 	if !ok || key == "" {
 		return guard.Ban{}, false
 	}
@@ -62,7 +43,7 @@ func decode(f, v string) (guard.Ban, bool) {
 // decodeLift returns the lift of field f whose mark v is the lifted
 // ban's end in Unix ms, as a Ban of that key until then.
 func decodeLift(f, v string) (guard.Ban, bool) {
-	jail, key, ok := parseField(f)
+	jail, key, ok := banfield.Parse(f)
 	ms, err := strconv.ParseFloat(v, 64)
 	if !ok || key == "" || err != nil {
 		return guard.Ban{}, false
@@ -113,7 +94,7 @@ func parseEntry(e rueidis.XRangeSlice) (int64, []change, bool) {
 	for i := 1; i < len(fv); i++ {
 		switch fv[i].Field {
 		case "d":
-			if jail, key, ok := parseField(fv[i].Value); ok && key != "" {
+			if jail, key, ok := banfield.Parse(fv[i].Value); ok && key != "" {
 				out = append(out, change{ban: guard.Ban{Jail: jail, Key: key}})
 			}
 		case "p":

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 )
 
 // follow applies the change log to the set until ctx is done: it reads
@@ -124,8 +125,8 @@ func putIn(set *guard.BanSet, b guard.Ban, now time.Time) *op {
 	if err != nil || len(merged) == 0 {
 		return nil
 	}
-	fs := append(fields(merged), field(b.Jail, guard.BanKey(b.Key)))
-	return &op{field: field(rec.Jail, rec.Key), ban: rec, merged: fs}
+	fs := append(fields(merged), banfield.Name(b.Jail, guard.BanKey(b.Key)))
+	return &op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fs}
 }
 
 // check returns errGap if Redis lost changes this replica applied: its

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 )
 
 var (
@@ -313,7 +314,7 @@ func (r *Registry) Put(ctx context.Context, b guard.Ban) (guard.Ban, error) {
 		r.mu.Unlock()
 		return rec, fmt.Errorf("redisbans: %w", err)
 	}
-	o := r.queue(&op{field: field(rec.Jail, rec.Key), ban: rec, merged: fields(merged)})
+	o := r.queue(&op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fields(merged)})
 	r.mu.Unlock()
 	if _, err := r.write(ctx, o); err != nil {
 		r.retry.Store(true)
@@ -332,7 +333,7 @@ func (r *Registry) Delete(ctx context.Context, jail, key string) error {
 	r.mu.Lock()
 	old, held := r.set.Get(jail, key)
 	r.set.Delete(jail, key)
-	o := r.queue(&op{field: field(jail, key), lift: true, ban: guard.Ban{Jail: jail, Key: key, Until: old.Until}})
+	o := r.queue(&op{field: banfield.Name(jail, key), lift: true, ban: guard.Ban{Jail: jail, Key: key, Until: old.Until}})
 	r.mu.Unlock()
 	inRedis, err := r.write(ctx, o)
 	if err != nil {

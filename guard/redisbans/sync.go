@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/banfield"
 )
 
 // flushBatch bounds the changes one round trip of a flush writes.
@@ -36,7 +37,7 @@ type op struct {
 func fields(bans []guard.Ban) []string {
 	out := make([]string, len(bans))
 	for i, b := range bans {
-		out[i] = field(b.Jail, b.Key)
+		out[i] = banfield.Name(b.Jail, b.Key)
 	}
 	return out
 }
@@ -262,11 +263,11 @@ func (r *Registry) merge(s snapshot, now time.Time) {
 	}
 	held := r.set.List(time.Time{}) // every ban, lapsed or not: List(now) would drop some
 	for _, b := range held {
-		if r.pending[field(b.Jail, b.Key)] != nil || !lost(b, next, lifted, now) {
+		if r.pending[banfield.Name(b.Jail, b.Key)] != nil || !lost(b, next, lifted, now) {
 			continue
 		}
 		if rec, merged, err := next.PutMerged(b, now); err == nil {
-			r.queue(&op{field: field(rec.Jail, rec.Key), ban: rec, merged: fields(merged), restore: true})
+			r.queue(&op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fields(merged), restore: true})
 			r.writtenBack.Add(1)
 		}
 	}
