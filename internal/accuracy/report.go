@@ -89,16 +89,8 @@ const fullHeader = "store full"
 
 // table returns the header and rows of rs.
 func table(rs []Result) (head []string, rows [][]string) {
-	full := false
-	for _, r := range rs {
-		full = full || r.Full > 0
-	}
-	head = header
-	if full {
-		head = append(head[:len(head):len(head)], fullHeader)
-	}
-	for _, r := range rs {
-		row := []string{
+	return tableOf(rs, header, func(r Result) []string {
+		return []string{
 			Label(r.Limit),
 			r.Trace,
 			fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
@@ -110,28 +102,15 @@ func table(rs []Result) (head []string, rows [][]string) {
 			strconv.Itoa(r.Under),
 			strconv.Itoa(r.OverBound),
 		}
-		if full {
-			row = append(row, strconv.Itoa(r.Full))
-		}
-		rows = append(rows, row)
-	}
-	return head, rows
+	})
 }
 
 var evictionHeader = []string{"algorithm", "case", "admitted", "exact admits", "over-admitted", "under-admitted", "max in window", "bound", "over bound"}
 
 // evictionTable returns the header and rows of results of RunEviction.
 func evictionTable(rs []Result) (head []string, rows [][]string) {
-	full := false
-	for _, r := range rs {
-		full = full || r.Full > 0
-	}
-	head = evictionHeader
-	if full {
-		head = append(head[:len(head):len(head)], fullHeader)
-	}
-	for _, r := range rs {
-		row := []string{
+	return tableOf(rs, evictionHeader, func(r Result) []string {
+		return []string{
 			Label(r.Limit),
 			r.Trace,
 			fmt.Sprintf("%d/%d", r.Admitted, r.Requests),
@@ -142,6 +121,22 @@ func evictionTable(rs []Result) (head []string, rows [][]string) {
 			strconv.Itoa(r.Bound),
 			strconv.Itoa(r.OverBound),
 		}
+	})
+}
+
+// tableOf returns header and a row of cells per result, with the column
+// of takes failed with ErrStoreFull when some result has one.
+func tableOf(rs []Result, header []string, cells func(Result) []string) (head []string, rows [][]string) {
+	full := false
+	for _, r := range rs {
+		full = full || r.Full > 0
+	}
+	head = header
+	if full {
+		head = append(head[:len(head):len(head)], fullHeader)
+	}
+	for _, r := range rs {
+		row := cells(r)
 		if full {
 			row = append(row, strconv.Itoa(r.Full))
 		}
