@@ -13,6 +13,14 @@ type Decision struct {
 	// Allowed reports whether the request may proceed. For a take, it also
 	// means its cost was consumed; a denied take consumes nothing.
 	Allowed bool
+	// Estimated reports that the store decided from a conservative
+	// estimate of the key's state rather than from the state itself: a
+	// store at its memory cap that forgot the key (store/memory) charged
+	// it as the most spent of the forgotten keys that share its summary.
+	// An estimated denial may be of an actor that spent nothing: the
+	// service's jails do not count it as a failure. Only a denial of a
+	// key the store does not hold can be estimated.
+	Estimated bool
 	// Limit is the limit this decision describes.
 	Limit Limit
 	// Remaining is how many more units of cost the limit would admit right

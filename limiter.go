@@ -33,10 +33,10 @@ type Config struct {
 	// Clock returns the time of each request. Default nil: the store's
 	// clock (for Redis, the server's, so skewed hosts agree).
 	Clock func() time.Time
-	// Privilege marks the limiter's states as privileges, whose loss is
-	// the safe direction (see Request.Privilege): a flag that lets an
-	// actor through rather than holds it back. Default false.
-	Privilege bool
+	// SafeToForget marks the limiter's states as ones whose loss is the
+	// safe direction (see Request.SafeToForget): a flag that lets an actor
+	// through, a count that leads to a ban. Default false.
+	SafeToForget bool
 }
 
 // A Limiter limits how often each actor may perform one action: each
@@ -47,12 +47,12 @@ type Config struct {
 // The zero value is not usable; create Limiters with New. A Limiter is
 // safe for concurrent use.
 type Limiter struct {
-	store     Store
-	bound     Bound // store's binding of prefix and limits, if store is a Binder
-	limits    []Limit
-	prefix    string
-	clock     func() time.Time
-	privilege bool
+	store        Store
+	bound        Bound // store's binding of prefix and limits, if store is a Binder
+	limits       []Limit
+	prefix       string
+	clock        func() time.Time
+	safeToForget bool
 }
 
 // New returns a Limiter that applies c to actors, keeping state in store.
@@ -76,13 +76,13 @@ func New(store Store, c Config) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{
-		store:     store,
-		limits:    append([]Limit(nil), c.Limits...),
-		prefix:    c.Namespace + ":" + c.Action + ":",
-		clock:     c.Clock,
-		privilege: c.Privilege,
+		store:        store,
+		limits:       append([]Limit(nil), c.Limits...),
+		prefix:       c.Namespace + ":" + c.Action + ":",
+		clock:        c.Clock,
+		safeToForget: c.SafeToForget,
 	}
-	if b, ok := store.(Binder); ok && !c.Privilege { // a Bound's requests carry no Privilege
+	if b, ok := store.(Binder); ok && !c.SafeToForget { // a Bound's requests carry no SafeToForget
 		bound, err := b.Bind(store, l.prefix, l.limits)
 		if err != nil {
 			return nil, err
@@ -151,7 +151,7 @@ func (l *Limiter) do(ctx context.Context, op Op, actor string, n int, at time.Ti
 	if l.bound != nil && op != OpRefund {
 		return l.bound.Decide(ctx, actorKey(actor), op, n, l.now())
 	}
-	return l.store.Decide(ctx, Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, Now: l.now(), At: at, Privilege: l.privilege, limitsChecked: true})
+	return l.store.Decide(ctx, Request{Prefix: l.prefix, Key: actorKey(actor), Limits: l.limits, Op: op, Cost: n, Now: l.now(), At: at, SafeToForget: l.safeToForget, limitsChecked: true})
 }
 
 // now returns the time of a request: zero, for the store's clock, unless

@@ -124,14 +124,16 @@ type Request struct {
 	Now time.Time
 	// At is, for OpRefund, the Decision.Time of the take being refunded.
 	At time.Time
-	// Privilege marks a state that grants something rather than limits
-	// it (a known-good address, a notice already sent): forgetting it is
-	// the safe direction. A store that must forget states to stay within
-	// its memory, and charges a key it no longer holds conservatively
-	// from what it forgot of other keys (store/memory), never does so
-	// for a privilege, whose key it treats as fresh: a collision must not
-	// grant it. Default false.
-	Privilege bool
+	// SafeToForget marks a state whose loss is the safe direction: one
+	// that grants something (a known-good address, a notice already
+	// sent), or that escalates a penalty (a jail's count of failures,
+	// whose loss delays a ban while the actor's limits still hold). A
+	// store that must forget states to stay within its memory, and
+	// charges a key it no longer holds conservatively from what it forgot
+	// of other keys (store/memory), never does so for such a state, whose
+	// key it treats as fresh: a collision must not grant a privilege or
+	// ban an innocent. Default false.
+	SafeToForget bool
 
 	// limitsChecked is set by a Limiter, whose Limits were validated by
 	// New and cannot change since: Validate then skips re-checking them on

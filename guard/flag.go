@@ -26,13 +26,13 @@ type flag struct {
 }
 
 // newFlag returns the flag of action. A privilege flag (one that lets an
-// actor through, see sluice.Config.Privilege) is never set by a store
+// actor through, see sluice.Config.SafeToForget) is never set by a store
 // that forgot other keys' states; another flag may be, which must then
 // hold an actor back, never let it through.
 func newFlag(store sluice.Store, namespace, action string, clock func() time.Time, privilege bool) (*flag, error) {
 	depth := int(sluice.MaxPeriod / flagResolution)
 	l := sluice.Limit{Rate: depth, Period: time.Duration(depth) * flagResolution}
-	lim, err := sluice.New(store, sluice.Config{Limits: []sluice.Limit{l}, Action: action, Namespace: namespace, Clock: clock, Privilege: privilege})
+	lim, err := sluice.New(store, sluice.Config{Limits: []sluice.Limit{l}, Action: action, Namespace: namespace, Clock: clock, SafeToForget: privilege})
 	if err != nil {
 		return nil, err
 	}

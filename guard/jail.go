@@ -106,12 +106,15 @@ func NewJail(store sluice.Store, c JailConfig) (*Jail, error) {
 	}
 	j := &Jail{c: c}
 	var err error
+	// Both counts lead to bans, which the actor's own limits back up: safe
+	// to forget, never charged from the counts of other actors that a
+	// store at its cap forgot (an innocent must not be banned for them).
 	if j.failures, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: c.MaxFailures, Period: c.FindTime, Algorithm: sluice.SlidingLog}},
-		Action: "jail-failures:" + c.Name, Namespace: c.Namespace, Clock: c.Clock}); err != nil {
+		Action: "jail-failures:" + c.Name, Namespace: c.Namespace, Clock: c.Clock, SafeToForget: true}); err != nil {
 		return nil, err
 	}
 	if j.offences, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: MaxOffences, Period: c.OffenceMemory, Algorithm: sluice.SlidingLog}},
-		Action: "jail-offences:" + c.Name, Namespace: c.Namespace, Clock: c.Clock}); err != nil {
+		Action: "jail-offences:" + c.Name, Namespace: c.Namespace, Clock: c.Clock, SafeToForget: true}); err != nil {
 		return nil, err
 	}
 	return j, nil

@@ -26,13 +26,14 @@ func guardStatus(ru *Rule, v guard.Verdict, now time.Time) Status {
 
 // strike counts, in the jails of its rule, each take of a named rule's
 // descriptor that its limits denied (not the guard, not a shadow rule,
-// not a peek of zero hits).
+// not a peek of zero hits, not a denial a store at its cap estimated:
+// that actor may have spent nothing).
 func (e *Engine) strike(ctx context.Context, q *query) {
 	if q.d.named == nil || e.guard == nil || !e.guard.Counts(q.d.named.Name) {
 		return
 	}
 	for i, st := range q.res.Statuses {
-		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed ||
+		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Decision.Estimated || st.Shadowed ||
 			q.r.Descriptors[i].NoHits || len(q.r.Descriptors[i].Entries) != 1 {
 			continue
 		}

@@ -68,10 +68,11 @@ func TestSketchLapses(t *testing.T) {
 	}
 }
 
-// TestSketchSparesPrivilege checks that a key the store evicted is
-// charged from the sketch unless its request marks a privilege: then it
-// starts fresh, for a collision in the sketch must not grant one.
-func TestSketchSparesPrivilege(t *testing.T) {
+// TestSketchSparesSafeToForget checks that a key the store evicted is
+// charged from the sketch, and its denial marked Estimated, unless its
+// request marks it safe to forget: then it starts fresh, for a collision
+// in the sketch must not grant a privilege (or ban an innocent).
+func TestSketchSparesSafeToForget(t *testing.T) {
 	for _, alg := range []sluice.Algorithm{sluice.GCRA, sluice.FixedWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			s, room := capStore(t)
@@ -81,18 +82,21 @@ func TestSketchSparesPrivilege(t *testing.T) {
 			}
 			fresh := 0
 			for i := range 4 * room {
-				r := sluice.Request{Key: key(i), Limits: hourly, Op: sluice.OpPeek, Cost: 1, Now: t0, Privilege: true}
-				if !mustDecide(t, s, r).Allowed {
-					continue // held: spent, privilege or not
+				r := sluice.Request{Key: key(i), Limits: hourly, Op: sluice.OpPeek, Cost: 1, Now: t0, SafeToForget: true}
+				if d := mustDecide(t, s, r); !d.Allowed {
+					if d.Estimated {
+						t.Errorf("held %s: denial marked Estimated", r.Key)
+					}
+					continue // held: spent, safe to forget or not
 				}
 				fresh++
-				r.Privilege = false
-				if mustDecide(t, s, r).Allowed {
-					t.Errorf("evicted %s, spent, was not charged from the sketch", r.Key)
+				r.SafeToForget = false
+				if d := mustDecide(t, s, r); d.Allowed || !d.Estimated {
+					t.Errorf("evicted %s, spent: %+v, want an Estimated denial, charged from the sketch", r.Key, d)
 				}
 			}
 			if fresh < 3*room {
-				t.Errorf("%d of %d keys fresh as privileges, want the %d or more evicted", fresh, 4*room, 3*room)
+				t.Errorf("%d of %d keys fresh when safe to forget, want the %d or more evicted", fresh, 4*room, 3*room)
 			}
 		})
 	}

@@ -131,6 +131,7 @@ type shard struct {
 	list    [][]int64
 	tabs    []*table
 	missing []bool
+	charged bool // a missing state was charged from a sketch, not empty
 	tgt     []*table
 	zeros   []int64
 
@@ -349,13 +350,26 @@ func (sh *shard) table(l *sluice.Limit) *table {
 func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decision) error {
 	sh.hw = max(sh.hw, now)
 	sh.hash = h
+	sh.charged = false
+	var err error
 	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op != sluice.OpReset {
-		return sh.decideGCRA(r, now, d)
+		err = sh.decideGCRA(r, now, d)
+	} else {
+		sh.setKey(r)
+		err = sh.decideAll(r, now, d)
+		sh.trimScratch()
 	}
-	sh.setKey(r)
-	defer sh.trimScratch()
-	return sh.decideAll(r, now, d)
+	estimated(d, sh.charged)
+	return err
 }
+
+// estimated marks d, a denial, Estimated if it was decided from a state
+// charged from a sketch (charged).
+func estimated(d *sluice.Decision, charged bool) {
+	d.Estimated = charged && !d.Allowed
+}
+
+func nonzero(w int64) bool { return w != 0 }
 
 // setKey makes sh.key the name of r's state, Prefix+Key: what a request
 // that may add or drop states needs (and what sweeps spare meanwhile).
@@ -377,10 +391,11 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 	switch {
 	case ok:
 		tat = w.state[0]
-	case t.sk != nil && !r.Privilege: // the key may have been evicted: charge it
+	case t.sk != nil && !r.SafeToForget: // the key may have been evicted: charge it
 		sh.zeros = append(sh.zeros[:0], 0)
 		t.charge(*l, sh.zeros[:1], "", sh.hash)
 		tat = sh.zeros[0]
+		sh.charged = tat != 0
 	}
 	if r.Op == sluice.OpRefund {
 		if !ok {
@@ -474,8 +489,9 @@ func (sh *shard) gather(r *sluice.Request, name string) int {
 		if sh.missing[i] {
 			w := algorithm.Words(r.Limits[i])
 			sh.list[i], zeros = zeros[:w:w], zeros[w:]
-			if t.sk != nil && !r.Privilege { // it may have been evicted; a privilege is fresh
+			if t.sk != nil && !r.SafeToForget { // it may have been evicted, unless safe to forget
 				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
+				sh.charged = sh.charged || slices.ContainsFunc(sh.list[i], nonzero)
 			}
 		}
 	}
