@@ -159,6 +159,11 @@ func TestAttackFullStore(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Errorf("/readyz on a full store = %d, want 200: it still decides", w.Code)
 	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(w.Body.String(), `sluice_decisions_total{op="take",result="estimated",rule="hourly"}`) {
+		t.Errorf("/metrics does not count the estimated denials:\n%s", grepLines(w.Body.String(), "sluice_decisions_total"))
+	}
 	// A limit's first states in a shard may run the store over its cap
 	// by a chunk of slots (see memory.Store): with 64 shards and four
 	// limits, a tenth of so small a cap.

@@ -19,7 +19,7 @@ import (
 // Label values of sluice_decisions_total.
 var (
 	opLabels     = [...]string{sluice.OpTake: "take", sluice.OpPeek: "peek", sluice.OpRefund: "refund", sluice.OpReset: "reset"}
-	resultLabels = [...]string{"allowed", "denied", "error"}
+	resultLabels = [...]string{"allowed", "denied", "error", "estimated"}
 )
 
 // jailsRule labels the decisions of the jails' limiters (failures and
@@ -52,7 +52,7 @@ func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
-		Help: "Decisions of the store by rule, operation and result (allowed, denied, error).",
+		Help: "Decisions of the store by rule, operation and result (allowed, denied, error; estimated: denied by a memory store at its cap that forgot the actor, no jail strike).",
 	}, []string{"rule", "op", "result"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_decision_duration_seconds",
@@ -200,6 +200,9 @@ func (mt *meter) record(r *sluice.Request, d sluice.Decision, err error, start t
 		res = 2
 	case !d.Allowed:
 		res = 1
+		if d.Estimated {
+			res = 3
+		}
 		if r.Op == sluice.OpTake && mt.denials != nil {
 			mt.denials.add(Denial{Time: start, Rule: mt.rm.name, Key: r.Key, RetryAfter: d.RetryAfter})
 		}
