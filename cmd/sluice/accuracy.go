@@ -16,6 +16,18 @@ import (
 // seconds.
 const evictionRate = 10
 
+const accuracyHelp = `usage: sluice accuracy [-seed N] [-format text|markdown] [-store direct|memory]
+
+Measures every algorithm against a brute-force oracle on adversarial
+traces, and fails if one admits beyond its stated bound. With -store
+memory, the algorithms run through the memory store, and a second table
+holds the store at its cap (eviction) to the same bounds.
+
+Example:
+
+  sluice accuracy -format markdown -store memory
+`
+
 // runAccuracy implements "sluice accuracy": it replays the adversarial
 // traces of package internal/accuracy through every algorithm, judges each
 // decision with a brute-force oracle, prints the table (algorithm, trace,
@@ -28,21 +40,15 @@ const evictionRate = 10
 // bound.
 func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("accuracy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice accuracy [-seed N] [-format text|markdown] [-store direct|memory]")
-		fmt.Fprintln(stderr, "\nMeasures every algorithm against a brute-force oracle on adversarial traces.")
-		fs.PrintDefaults()
-	}
 	seed := fs.Uint64("seed", 1, "seed of the random traces (the same seed gives the same table)")
 	format := fs.String("format", "text", "table format: text or markdown")
 	store := fs.String("store", "direct", "where the algorithms run: direct (package algorithm on states in a map) or memory (store/memory, plus its eviction at a small cap)")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseFlags(fs, accuracyHelp, args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("accuracy: unexpected argument %q", fs.Arg(0))
+	if len(pos) > 0 {
+		return usageError(fmt.Sprintf("accuracy: unexpected argument %q", pos[0]))
 	}
 	write, writeEviction := accuracy.WriteTable, accuracy.WriteEvictionTable
 	switch *format {

@@ -30,24 +30,16 @@ Usage:
 
 Commands:
 
-  serve      serve the HTTP API, forward-auth, /metrics, probes and the admin API
-               sluice serve -config sluice.yaml -listen 127.0.0.1:8080
+  serve      serve the HTTP API, forward-auth, gRPC, /metrics and the admin API
   check      ask a running server whether KEY may act now under RULE
-               sluice check -server http://127.0.0.1:8080 login 203.0.113.7 -cost 1
-  bans       list, add, lift or export the bans of a running server (admin API)
-               sluice bans add -for 1h -reason scraping 203.0.113.7
-               sluice bans export -format nftables | nft -f -
+  bans       list, add, lift or export the bans of a running server
   config     validate rule files, or print the built-in sample rules
-               sluice config validate sluice.yaml
-               sluice config sample > sluice.yaml
-  bench      load a running server (gRPC or HTTP, loopback only): throughput, latency
-               sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'ip={key}' -keys 10000
+  bench      load a running server on loopback: throughput and latency
   accuracy   measure every algorithm against a brute-force oracle
-               sluice accuracy -format markdown
-  version    print the version of this binary
-               sluice version
+  version    print the version and commit of this binary
+  help       print this list
 
-Run "sluice <command> -h" for a command's flags.
+Run "sluice <command> -h" for a command's flags and examples.
 Exit status: 0 success, 1 failure, 2 bad usage, 3 "check" denied.
 `
 

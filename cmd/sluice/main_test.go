@@ -295,12 +295,13 @@ func TestHelpAndUsage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, cmd := range []string{"serve", "check", "config", "accuracy", "version"} {
-		if !strings.Contains(out, "  "+cmd+" ") || !strings.Contains(out, "sluice "+cmd) {
-			t.Errorf("--help does not describe %q with an example:\n%s", cmd, out)
+	commands := []string{"serve", "check", "bans", "config", "bench", "accuracy", "version"}
+	for _, cmd := range append(commands, "help") {
+		if !strings.Contains(out, "\n  "+cmd+" ") {
+			t.Errorf("--help does not list %q on a line of its own:\n%s", cmd, out)
 		}
 	}
-	for _, cmd := range []string{"serve", "check", "config", "version"} {
+	for _, cmd := range commands {
 		out, _, err := runCmd(t, cmd, "-h")
 		if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 || !strings.Contains(out, "usage: sluice "+cmd) || !strings.Contains(out, "Example:") {
 			t.Errorf("%s -h = %q, %v; want its usage with an example, exit 0", cmd, out, err)
