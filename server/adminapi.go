@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -101,7 +102,9 @@ func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
 	return out, nil
 }
 
-// Ban bans key in jail for d, or the jail's own length when d is 0.
+// Ban bans key in jail for d, or the jail's own length when d is 0. key
+// is written as in the allow and deny lists: an address, a network, or
+// "key:" and a key (a bare key is a key too).
 func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (admin.Ban, error) {
 	j := s.state.Load().jails[jail]
 	if j == nil {
@@ -110,17 +113,31 @@ func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, re
 	if reason == "" {
 		reason = "banned by an admin"
 	}
-	b, err := j.Ban(ctx, key, d, reason)
+	b, err := j.Ban(ctx, banKey(key), d, reason)
 	return admin.Ban(b), err
 }
 
-// Lift ends the ban of key in jail.
+// Lift ends the ban of key, written as Ban reads it, in jail. It returns
+// admin.ErrNotFound if the jail has no such ban in force.
 func (s *Service) Lift(ctx context.Context, jail, key string) error {
 	j := s.state.Load().jails[jail]
 	if j == nil {
 		return fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
 	}
-	return j.Lift(ctx, key)
+	err := j.Lift(ctx, banKey(key))
+	if errors.Is(err, guard.ErrNotBanned) {
+		return fmt.Errorf("no ban of %s in jail %q: %w", key, jail, admin.ErrNotFound)
+	}
+	return err
+}
+
+// banKey reads an admin's ban entry: "key:K" is the key K, as in the
+// lists; anything else is itself (an address, a network, or a key).
+func banKey(entry string) string {
+	if k, ok := strings.CutPrefix(entry, "key:"); ok && k != "" {
+		return k
+	}
+	return entry
 }
 
 func (st *state) list(name string) (*guard.List, error) {

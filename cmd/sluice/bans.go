@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -25,8 +28,10 @@ const bansHelp = `usage: sluice bans list [-json]
        sluice bans export -format F [-set NAME]
 
 Lists, adds and lifts the bans of a running sluice server through its admin
-API, or exports them for a firewall. KEY is an address, a network or any
-key. The admin token comes from $SLUICE_ADMIN_TOKEN or -token-file (never
+API, or exports them for a firewall. KEY is written as in the allow and
+deny lists: an address, a network, or key:K for the key K (a bare word that
+is no address is a key too); "list" writes keys so. Lifting a ban that is
+not in force in the jail fails. The admin token comes from $SLUICE_ADMIN_TOKEN or -token-file (never
 from a flag, which other users could read in the process list); the server
 from -admin or $SLUICE_ADMIN.
 
@@ -85,7 +90,7 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		token = strings.TrimSpace(string(b))
 	}
 	if token == "" {
-		return usageError("bans: no admin token: set $SLUICE_ADMIN_TOKEN or -token-file")
+		return usageError("bans: no admin token: set $SLUICE_ADMIN_TOKEN or -token-file to the token of the server's admin.token (or admin.token_env)")
 	}
 	ac := &adminClient{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: *timeout}}
 
@@ -110,7 +115,7 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "JAIL\tKEY\tLEFT\tOFFENCES\tREASON")
 		for _, b := range bans {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Jail, b.Key, time.Until(b.Until).Round(time.Second), b.Offences, b.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Jail, banEntry(b.Key), time.Until(b.Until).Round(time.Second), b.Offences, b.Reason)
 		}
 		return tw.Flush()
 	case "add":
@@ -122,7 +127,7 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		if err := ac.do(ctx, http.MethodPost, "/admin/api/bans", req, &b); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "banned %s in %s until %s (offence %d)\n", b.Key, b.Jail, b.Until.Format(time.RFC3339), b.Offences)
+		fmt.Fprintf(stdout, "banned %s in %s until %s (offence %d)\n", banEntry(b.Key), b.Jail, b.Until.Format(time.RFC3339), b.Offences)
 		return nil
 	case "lift":
 		q := url.Values{"jail": {*jail}, "key": {rest[0]}}
@@ -179,6 +184,9 @@ func (ac *adminClient) do(ctx context.Context, method, path string, in, out any)
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := ac.hc.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("bans: no admin API at %s: is sluice serve running with an admin token (admin.token or admin.token_env in its file), and is -admin or $SLUICE_ADMIN its admin listener? %w", ac.base, err)
+	}
 	if err != nil {
 		return fmt.Errorf("bans: %w", err)
 	}
@@ -200,4 +208,18 @@ func (ac *adminClient) do(ctx context.Context, method, path string, in, out any)
 		}
 	}
 	return nil
+}
+
+// banEntry writes a ban's key as the lists and "bans add" and "bans lift"
+// read it: an address or a network as itself, any other key as "key:"
+// and the key, quoted if it is not printable (a key is any bytes a
+// client sent, which must not drive the terminal).
+func banEntry(key string) string {
+	if _, err := guard.ParsePrefix(key); err == nil {
+		return key
+	}
+	if !strconv.CanBackquote(key) || strings.ContainsAny(key, " \t`") {
+		key = strconv.Quote(key)
+	}
+	return "key:" + key
 }
