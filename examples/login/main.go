@@ -4,7 +4,7 @@
 // of docs/login.md; its tests drive it over real HTTP through the
 // attacks.
 //
-//	go run ./examples/login -addr localhost:8080
+//	go run ./examples/login            # on localhost:8090; see README.md
 package main
 
 import (
@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -40,7 +41,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
-	addr := fs.String("addr", "localhost:8080", "listen address")
+	addr := fs.String("addr", "localhost:8090", "listen address (8090: sluice serve's quick start has 8080)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,13 +53,17 @@ func run(ctx context.Context, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	srv := &http.Server{Addr: *addr, Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err // before saying it listens
+	}
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Shutdown(context.WithoutCancel(ctx))
 	}()
-	slog.Info("listening", "addr", *addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	slog.Info("listening", "url", "http://"+ln.Addr().String(), "demo", "alice / correct horse battery staple")
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -178,21 +183,16 @@ func (a *app) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !at.Allowed && at.Listed {
 		// A frozen account or a name no one logs in as: the same answer,
-		// after the same work, as a wrong password.
-		a.c.Logger.Info("login refused", "ip", ip, "reason", at.Reason)
+		// after the same work, as a wrong password. No log line per
+		// refusal: an attack would write one per request (the jail's
+		// bans and the login's attack notices are logged).
 		got := hashPassword(user, password)
 		subtle.ConstantTimeCompare(got[:], a.dummy[:])
 		http.Error(w, "wrong username or password", http.StatusUnauthorized)
 		return
 	}
 	if !at.Allowed {
-		a.c.Logger.Info("login refused", "ip", ip, "reason", at.Reason)
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((at.RetryAfter+time.Second-1)/time.Second), 10))
-		msg := "too many attempts"
-		if at.Captcha {
-			msg += "; solve the captcha"
-		}
-		http.Error(w, msg, http.StatusTooManyRequests)
+		refuse(w, at)
 		return
 	}
 	if err := at.Wait(r.Context()); err != nil {
@@ -210,6 +210,30 @@ func (a *app) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _, _ = at.Fail(r.Context())
 	http.Error(w, "wrong username or password", http.StatusUnauthorized)
+}
+
+// refuse answers a login attempt the login's limits did not allow: 429
+// with problem details as httplimit writes them, naming the login's
+// policy, and "captcha" in the detail when a solved CAPTCHA would let it
+// through. The fields of the per-address rule come off: that rule did
+// not deny it, and its "r=599" would tell the client the opposite.
+func refuse(w http.ResponseWriter, at *guard.Attempt) {
+	h := w.Header()
+	h.Del("RateLimit")
+	h.Del("RateLimit-Policy")
+	secs := max(int64((at.RetryAfter+time.Second-1)/time.Second), 1)
+	detail := fmt.Sprintf("Too many login attempts; retry after %d s.", secs)
+	if at.Captcha {
+		detail += " Or solve the captcha."
+	}
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_ = json.NewEncoder(w).Encode(httplimit.Problem{
+		Type: httplimit.ProblemType, Title: "Too Many Requests", Status: http.StatusTooManyRequests,
+		Detail: detail, ViolatedPolicies: []string{"login"},
+	})
 }
 
 // serveInvite always says the invitation was sent; a shadow-banned

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -56,6 +58,7 @@ func start(t *testing.T) *harness {
 type reply struct {
 	status int
 	body   string
+	header http.Header
 }
 
 func (h *harness) post(from, path string, form url.Values) reply {
@@ -72,7 +75,7 @@ func (h *harness) post(from, path string, form url.Values) reply {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	return reply{resp.StatusCode, strings.TrimSpace(string(body))}
+	return reply{resp.StatusCode, strings.TrimSpace(string(body)), resp.Header}
 }
 
 func (h *harness) login(from, user, pw string, extra ...string) reply {
@@ -101,8 +104,19 @@ func TestDictionaryAttackFromOneAddress(t *testing.T) {
 	if want := []int{401, 401, 401, 401, 401, 429, 429, 429}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("attacker on alice: statuses %v, want %v", got, want)
 	}
-	if r := h.login(attacker, "alice", password); r.status != 429 {
+	r := h.login(attacker, "alice", password)
+	if r.status != 429 {
 		t.Errorf("attacker with the right password after the limit: %v, want 429", r)
+	}
+	// The 429 is the login's, as httplimit writes one: problem details
+	// naming its policy, a wait, and no fields of the per-address rule.
+	var p httplimit.Problem
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil || r.header.Get("Content-Type") != "application/problem+json" ||
+		p.Status != 429 || fmt.Sprint(p.ViolatedPolicies) != "[login]" || r.header.Get("Retry-After") == "" {
+		t.Errorf("the login's 429: %s %q (%v), want problem details of the login's policy with Retry-After", r.header, r.body, err)
+	}
+	if f := r.header.Get("RateLimit"); f != "" {
+		t.Errorf("the login's 429 carries another rule's fields: RateLimit: %s", f)
 	}
 	// Spreading over accounts: each gets 5, the jail bans at 30 failures.
 	banned := 0
@@ -207,7 +221,7 @@ func TestNoUserEnumeration(t *testing.T) {
 	for i := range 7 {
 		real := h.login("198.51.100.1", "alice", "wrong")
 		fake := h.login("198.51.100.2", "mallory-does-not-exist", "wrong")
-		if real != fake {
+		if real.status != fake.status || real.body != fake.body {
 			t.Errorf("attempt %d: existing user %v, unknown user %v", i, real, fake)
 		}
 	}
@@ -284,7 +298,7 @@ func TestListsAtRunTime(t *testing.T) {
 		t.Errorf("bad entry: %d, want 400", got)
 	}
 	frozen, wrong := h.login("203.0.113.10", " Alice", password), h.login("203.0.113.11", "alice", "wrong")
-	if frozen.status != 401 || frozen != wrong {
+	if frozen.status != 401 || frozen.status != wrong.status || frozen.body != wrong.body {
 		t.Errorf("frozen alice with her password: %v; wrong password: %v; want the same 401", frozen, wrong)
 	}
 	for i := range 50 { // more than the per-address limits and the jail allow
