@@ -96,31 +96,55 @@ func Default() (*Config, error) {
 // directory is read as envoyproxy/ratelimit reads its config directory:
 // see [LoadDir].
 func Load(path string) (*Config, error) {
+	return load(path, &checks{})
+}
+
+// Validate is Load for checking a configuration without serving it, as
+// "sluice config validate" does: an environment variable that a secret
+// names (admin.token_env, a password_env) and that is unset here is a
+// warning, not an error, since the machine that validates need not hold
+// the production secrets. The Config then holds a placeholder for the
+// secret, and is for reading only.
+func Validate(path string) (c *Config, warnings []string, err error) {
+	ck := &checks{lenientSecrets: true}
+	c, err = load(path, ck)
+	return c, ck.warnings, err
+}
+
+// checks is how a load treats what the machine lacks, and what it found
+// that is not an error.
+type checks struct {
+	lenientSecrets bool     // an unset secret's variable is a warning
+	warnings       []string // what a lenient load let through
+}
+
+func load(path string, ck *checks) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
-		return LoadDir(path)
+		return loadDir(path, ck)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return Parse(path, data)
+	return parse(path, data, false, ck)
 }
 
 // Parse parses and validates a configuration. name is the file name used
 // in error messages. Every error names the file and, where the input has
-// one, the line and the field at fault.
+// one, the line and the field at fault; the error joins one per section
+// of the file, and per rule, that is at fault.
 func Parse(name string, data []byte) (*Config, error) {
-	return parse(name, data, false)
+	return parse(name, data, false, &checks{})
 }
 
 // parse is Parse; inDir parses a file of a directory (see LoadDir), whose
 // rules may all be in other files.
-func parse(name string, data []byte, inDir bool) (*Config, error) {
+func parse(name string, data []byte, inDir bool, ck *checks) (*Config, error) {
 	if len(data) > MaxSize {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
 	}
@@ -152,7 +176,7 @@ func parse(name string, data []byte, inDir bool) (*Config, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(name, err)
 	}
-	return f.config(&validator{name: name, root: &root})
+	return f.config(&validator{name: name, root: &root, checks: ck})
 }
 
 // file is the YAML form of a Config.
@@ -182,44 +206,35 @@ type fileRule struct {
 
 var ruleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
+// config validates every section of f, and returns the errors of all
+// that are at fault: a file with three mistakes takes one run to fix.
 func (f *file) config(v *validator) (*Config, error) {
 	c := &Config{Listen: f.Listen}
-	var err error
-	if c.Store, err = f.Store.store(v); err != nil {
-		return nil, err
-	}
+	var errs [6]error
+	c.Store, errs[0] = f.Store.store(v)
 	if c.Listen == "" {
 		c.Listen = DefaultListen
-	} else if err := listenAddr(v, at("listen"), c.Listen); err != nil {
+	} else {
+		errs[1] = listenAddr(v, at("listen"), c.Listen)
+	}
+	errs[2] = f.rules(v, c) // the sections below may name its rules
+	c.Failure, errs[3] = f.Failure.failure(v, c)
+	c.Admin, errs[4] = f.Admin.admin(v)
+	var guardErr, authErr error
+	c.Guard, guardErr = f.Guard.guard(v, c.Rules)
+	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
+	errs[5] = errors.Join(guardErr, authErr)
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
-	if err := f.rules(v, c); err != nil {
-		return nil, err
-	}
-	return c, f.service(v, c)
-}
-
-// service validates the sections that configure the service around the
-// rules, which it may name.
-func (f *file) service(v *validator, c *Config) error {
-	var err error
-	if c.Failure, err = f.Failure.failure(v, c); err != nil {
-		return err
-	}
-	if c.Admin, err = f.Admin.admin(v); err != nil {
-		return err
-	}
-	if c.Guard, err = f.Guard.guard(v, c.Rules); err != nil {
-		return err
-	}
-	c.ForwardAuth, err = f.ForwardAuth.forwardAuth(v, c.Rules)
-	return err
+	return c, nil
 }
 
 // validator builds errors that name the file, line and field.
 type validator struct {
 	name string
 	root *yaml.Node
+	*checks
 }
 
 // errorf returns the error "file:line: path: message" for the field at

@@ -239,3 +239,57 @@ func checkParseErrors(t *testing.T, file, prefix string, tests []parseError) {
 		})
 	}
 }
+
+// TestParseReportsEveryError checks that one parse reports a mistake in
+// each rule and section at fault, not only the first, and nothing for a
+// section that only names a rule at fault.
+func TestParseReportsEveryError(t *testing.T) {
+	text := `rules:
+  - name: a
+    limits: ["5/foo"]
+  - name: b
+    limits: ["x"]
+  - name: c
+    limits: ["1/s"]
+listen: "nowhere"
+guard:
+  jails:
+    - {name: j, rules: [a], max_failures: 3, find_time: 1m, ban_time: 1m}
+forward_auth: {rule: nope}
+`
+	_, err := Parse("t.yaml", []byte(text))
+	if err == nil {
+		t.Fatal("Parse accepted three mistakes")
+	}
+	for _, want := range []string{"t.yaml:3: rules[0].limits[0]", "t.yaml:5: rules[1].limits[0]", "t.yaml:8: listen", "forward_auth.rule"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not report %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "guard") {
+		t.Errorf("error blames the jail for naming rule a, which is at fault itself:\n%v", err)
+	}
+}
+
+// TestValidateSecrets checks that Validate warns of a secret's unset
+// variable where Load fails, and still reports the other errors.
+func TestValidateSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	text := "rules:\n  - name: a\n    limits: [\"1/s\"]\nadmin:\n  token_env: SLUICE_TEST_UNSET_TOKEN\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "SLUICE_TEST_UNSET_TOKEN is not set") {
+		t.Errorf("Load = %v, want the unset variable as an error", err)
+	}
+	c, warnings, err := Validate(path)
+	if err != nil || c == nil || len(warnings) != 1 || !strings.Contains(warnings[0], "s.yaml:5: admin.token_env") {
+		t.Errorf("Validate = %v, %q, %v; want the configuration and one warning naming line 5", c, warnings, err)
+	}
+	if err := os.WriteFile(path, []byte(text+"listen: nowhere\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, warnings, err := Validate(path); err == nil || len(warnings) != 1 {
+		t.Errorf("Validate of a file with an error too = %q, %v; want the warning and the error", warnings, err)
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,6 +41,11 @@ func envoyFormat(data []byte) bool {
 // A domain defined twice, or named like a rule, is an error that names
 // both files.
 func LoadDir(dir string) (*Config, error) {
+	return loadDir(dir, &checks{})
+}
+
+// loadDir is LoadDir; it reports the errors of every file.
+func loadDir(dir string, ck *checks) (*Config, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -47,6 +53,7 @@ func LoadDir(dir string) (*Config, error) {
 	var base *Config
 	var baseName string
 	var domains []Domain
+	var errs []error
 	for _, e := range entries {
 		name := e.Name()
 		ext := strings.ToLower(filepath.Ext(name))
@@ -58,9 +65,10 @@ func LoadDir(dir string) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := parse(path, data, true)
+		c, err := parse(path, data, true, ck)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		if envoyFormat(data) {
 			domains = append(domains, c.Domains...)
@@ -74,6 +82,9 @@ func LoadDir(dir string) (*Config, error) {
 		}
 		base, baseName = c, path
 		domains = append(c.Domains, domains...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if base == nil {
 		return nil, fmt.Errorf("%s: no *.yaml or *.yml configuration files", dir)

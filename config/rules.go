@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -282,48 +283,67 @@ func (f *file) rules(v *validator, c *Config) error {
 		return v.errorf(at("rules"), "no rules: a configuration needs at least one")
 	}
 	seen := make(map[string]int, len(f.Rules))
+	var errs []error
 	for i, fr := range f.Rules {
-		name, field, kind := fr.Name, "name", "rule"
-		if fr.Domain != "" {
-			name, field, kind = fr.Domain, "domain", "domain"
-		}
-		switch prev, dup := seen[name]; {
-		case fr.Name != "" && fr.Domain != "":
-			return v.errorf(at("rules", i), "give a rule a name (with limits) or a domain (with descriptors), not both")
-		case name == "":
-			return v.errorf(at("rules", i), "rule has no name (or domain)")
-		case !ruleName.MatchString(name):
-			return v.errorf(at("rules", i, field), "%s name %q must be 1 to 64 letters, digits, '_', '-' or '.'", kind, name)
-		case dup:
-			return v.errorf(at("rules", i, field), "%s %q is already defined at line %d", kind, name, v.line("rules", prev))
-		}
-		seen[name] = i
-		if fr.Domain != "" {
-			if len(fr.Limits) > 0 || fr.Shadow {
-				return v.errorf(at("rules", i, "domain"), "domain %q takes descriptors; limits and shadow go on each descriptor", name)
+		if err := v.rule(c, seen, i, fr); err != nil {
+			errs = append(errs, err)
+			if fr.Name != "" { // named for the sections that refer to it
+				c.Rules = append(c.Rules, NamedRule{Name: fr.Name})
 			}
-			if len(fr.Descriptors) == 0 {
-				return v.errorf(at("rules", i, "descriptors"), "domain %q has no descriptors", name)
-			}
-			d, err := v.domain(at("rules", i), name, fr.Descriptors)
-			if err != nil {
-				return err
-			}
-			c.Domains = append(c.Domains, d)
-			continue
 		}
-		if len(fr.Descriptors) > 0 {
-			return v.errorf(at("rules", i, "descriptors"), "rule %q has descriptors: name a domain instead (domain: %s)", name, name)
-		}
-		if len(fr.Limits) == 0 {
-			return v.errorf(at("rules", i, "limits"), "rule %q has no limits", name)
-		}
-		ls, err := v.limits(at("rules", i, "limits"), fr.Limits)
-		if err != nil {
-			return err
-		}
-		c.Rules = append(c.Rules, NamedRule{Name: name, Limits: ls, Shadow: fr.Shadow})
 	}
+	return errors.Join(errs...)
+}
+
+// rule validates the rule of index i, fr, and adds it to c; seen holds
+// the index of each name defined so far.
+func (v *validator) rule(c *Config, seen map[string]int, i int, fr fileRule) error {
+	name, field, kind := fr.Name, "name", "rule"
+	if fr.Domain != "" {
+		name, field, kind = fr.Domain, "domain", "domain"
+	}
+	switch prev, dup := seen[name]; {
+	case fr.Name != "" && fr.Domain != "":
+		return v.errorf(at("rules", i), "give a rule a name (with limits) or a domain (with descriptors), not both")
+	case name == "":
+		return v.errorf(at("rules", i), "rule has no name (or domain)")
+	case !ruleName.MatchString(name):
+		return v.errorf(at("rules", i, field), "%s name %q must be 1 to 64 letters, digits, '_', '-' or '.'", kind, name)
+	case dup:
+		return v.errorf(at("rules", i, field), "%s %q is already defined at line %d", kind, name, v.line("rules", prev))
+	}
+	seen[name] = i
+	if fr.Domain != "" {
+		return v.domainRule(c, i, name, fr)
+	}
+	if len(fr.Descriptors) > 0 {
+		return v.errorf(at("rules", i, "descriptors"), "rule %q has descriptors: name a domain instead (domain: %s)", name, name)
+	}
+	if len(fr.Limits) == 0 {
+		return v.errorf(at("rules", i, "limits"), "rule %q has no limits", name)
+	}
+	ls, err := v.limits(at("rules", i, "limits"), fr.Limits)
+	if err != nil {
+		return err
+	}
+	c.Rules = append(c.Rules, NamedRule{Name: name, Limits: ls, Shadow: fr.Shadow})
+	return nil
+}
+
+// domainRule validates the rule of index i, fr, a domain named name,
+// and adds it to c.
+func (v *validator) domainRule(c *Config, i int, name string, fr fileRule) error {
+	if len(fr.Limits) > 0 || fr.Shadow {
+		return v.errorf(at("rules", i, "domain"), "domain %q takes descriptors; limits and shadow go on each descriptor", name)
+	}
+	if len(fr.Descriptors) == 0 {
+		return v.errorf(at("rules", i, "descriptors"), "domain %q has no descriptors", name)
+	}
+	d, err := v.domain(at("rules", i), name, fr.Descriptors)
+	if err != nil {
+		return err
+	}
+	c.Domains = append(c.Domains, d)
 	return nil
 }
 

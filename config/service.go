@@ -548,10 +548,15 @@ func secret(v *validator, path []any, literal, env, what string) (string, error)
 		return "", v.errorf(path, "set %s or %s_env, not both", what, what)
 	case env != "":
 		s, ok := os.LookupEnv(env)
-		if !ok || s == "" {
-			return "", v.errorf(append(path, what+"_env"), "environment variable %s is not set", env)
+		switch {
+		case ok && s != "":
+			return s, nil
+		case v.lenientSecrets:
+			v.warnings = append(v.warnings, fmt.Sprintf("%s:%d: %s: environment variable %s is not set here (needed to serve)",
+				v.name, v.line(append(path, what+"_env")...), fieldPath(append(path, what+"_env")), env))
+			return "unset-secret-placeholder-" + env, nil
 		}
-		return s, nil
+		return "", v.errorf(append(path, what+"_env"), "environment variable %s is not set", env)
 	}
 	return literal, nil
 }

@@ -15,7 +15,10 @@ const configHelp = `usage: sluice config validate FILE...
        sluice config sample
 
 "validate" parses and checks each rules file as "sluice serve -config"
-would, and prints its rules; errors name the file, line and field.
+would, and prints its rules; it reports every error it finds, each naming
+the file, line and field. A secret's environment variable (token_env,
+password_env) that is unset is a warning here, not an error, so that CI
+can validate without the production secrets.
 "sample" prints the built-in sample rules, a starting point for a file.
 
 Example:
@@ -27,7 +30,7 @@ Example:
     ...
 `
 
-func runConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
+func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("config", flag.ContinueOnError)
 	pos, err := parseFlags(fs, configHelp, args, stdout)
 	if err != nil {
@@ -43,7 +46,10 @@ func runConfig(_ context.Context, args []string, stdout, _ io.Writer) error {
 		}
 		var errs []error
 		for _, f := range files {
-			c, err := config.Load(f)
+			c, warnings, err := config.Validate(f)
+			for _, w := range warnings {
+				fmt.Fprintln(stderr, "warning:", w)
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue
