@@ -207,7 +207,9 @@ type Jail struct {
 // auth_request, Traefik ForwardAuth and Caddy forward_auth.
 type ForwardAuth struct {
 	// Rule is the rule applied when the request names none (?rule=).
-	// Default the first rule of the file.
+	// Default: the file's rule when it has only one; else none, and a
+	// request that names no rule is answered 400 (which of several rules
+	// applies is not guessed).
 	Rule string
 	// Key lists the parts of the key, joined by '|': "ip" (the client
 	// address), "method", "path" (the original URI without its query),
@@ -483,7 +485,7 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule) (Guard, error) {
 func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardAuth, error) {
 	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus, IPv6Prefix: f.IPv6Prefix, IPv6Adaptive: f.IPv6Adaptive}
 	if fa.Rule == "" {
-		if len(rules) > 0 { // an Envoy file has domains and no named rules
+		if len(rules) == 1 { // the only rule: no doubt which applies
 			fa.Rule = rules[0].Name
 		}
 	} else if !hasRule(rules, fa.Rule) {

@@ -28,7 +28,7 @@ func TestParseService(t *testing.T) {
 			want: Config{
 				Store:       Store{Type: StoreMemory},
 				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
-				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64},
+				ForwardAuth: ForwardAuth{Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64}, // two rules: none by default
 			},
 		},
 		{
@@ -84,7 +84,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 				}}},
 				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
 				Admin:       Admin{Listen: "[::1]:9091", Token: "a-token-of-sixteen+"},
-				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64},
+				ForwardAuth: ForwardAuth{Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64}, // two rules: none by default
 			},
 		},
 		{
@@ -93,7 +93,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 			want: Config{
 				Store:       Store{Type: StoreMemcached, Memcached: MemcachedStore{Addrs: []string{"m1:11211", "m2:11211"}, Weights: []int{1, 2}}},
 				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
-				ForwardAuth: ForwardAuth{Rule: "login", Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64},
+				ForwardAuth: ForwardAuth{Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64}, // two rules: none by default
 			},
 		},
 	}

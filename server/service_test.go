@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -124,6 +125,25 @@ func TestForwardAuthBadInput(t *testing.T) {
 		if w := auth(t, h, tt.query, tt.ip); w.Code != tt.want {
 			t.Errorf("auth(%q, XFF %q) = %d %s, want %d", tt.query, tt.ip, w.Code, w.Body, tt.want)
 		}
+	}
+}
+
+// TestForwardAuthWhichRule checks that forward-auth never guesses which
+// of several rules a request that names none is for: 400, saying how to
+// name one; with one rule, that rule applies.
+func TestForwardAuthWhichRule(t *testing.T) {
+	two := strings.Replace(serviceConfig, "forward_auth:\n  rule: api\n", "", 1)
+	s, _ := newService(t, two)
+	if w := auth(t, s.Handler(), "", "203.0.113.7"); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "forward_auth.rule") {
+		t.Errorf("no rule named, two in the file: %d %s, want 400 saying how to name one", w.Code, w.Body)
+	}
+	if w := auth(t, s.Handler(), "?rule=login", "203.0.113.7"); w.Code != http.StatusOK {
+		t.Errorf("?rule=login: %d %s, want 200", w.Code, w.Body)
+	}
+	one, _ := newService(t, "rules:\n  - name: only\n    limits: [\"1/min\"]\n")
+	codes := []int{auth(t, one.Handler(), "", "203.0.113.7").Code, auth(t, one.Handler(), "", "203.0.113.7").Code}
+	if fmt.Sprint(codes) != "[200 429]" {
+		t.Errorf("the only rule, 1/min: %v, want [200 429]", codes)
 	}
 }
 

@@ -130,6 +130,10 @@ func (h *Handler) params(w http.ResponseWriter, r *http.Request) (rule string, d
 	if v := q.Get("rule"); v != "" {
 		rule = v
 	}
+	if rule == "" {
+		jsonhttp.Error(w, http.StatusBadRequest, "which rule? name one with ?rule=NAME, or set forward_auth.rule in the configuration (it defaults only when the file has one rule)")
+		return "", 0, false
+	}
 	if !h.engine.IsNamed(rule) {
 		jsonhttp.Error(w, http.StatusBadRequest, "unknown rule "+strconv.Quote(rule)+" (forward-auth applies the named rules of the configuration)")
 		return "", 0, false
