@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -172,21 +173,70 @@ func (s *Service) List(name string) ([]string, error) {
 }
 
 // Edit adds entry to the allow or deny list, or removes it. Edits apply
-// at once and last until the configuration is reloaded or the process
-// restarts: put lasting entries in the file.
+// at once and are replayed onto the lists of every configuration a
+// reload builds, until the process restarts: put lasting entries in the
+// file. At most maxEdits entries are kept edited.
 func (s *Service) Edit(name, entry string, add bool) error {
-	l, err := s.state.Load().list(name)
+	s.reload.Lock() // a reload meanwhile would build lists without it
+	defer s.reload.Unlock()
+	st := s.state.Load()
+	if _, err := st.list(name); err != nil {
+		return err
+	}
+	e := listEdit{list: name, entry: entry, add: add}
+	if err := s.edits.room(e); err != nil {
+		return err
+	}
+	if err := st.apply(e); err != nil {
+		return err
+	}
+	s.edits.record(e)
+	return nil
+}
+
+// maxEdits bounds the list edits the admin API keeps for reloads.
+const maxEdits = 10_000
+
+// A listEdit is an admin's change to the allow or deny list.
+type listEdit struct {
+	list, entry string
+	add         bool
+}
+
+// listEdits are the edits made through the admin API, latest last, one
+// per list and entry, to replay after a reload. Service.reload guards it.
+type listEdits []listEdit
+
+// room returns an error if keeping e would exceed maxEdits.
+func (es listEdits) room(e listEdit) error {
+	if len(es) >= maxEdits && !slices.ContainsFunc(es, e.same) {
+		return fmt.Errorf("%d entries edited through the admin API, the most it keeps: put lasting entries in the configuration file", maxEdits)
+	}
+	return nil
+}
+
+// record keeps e in place of an earlier edit of its entry.
+func (es *listEdits) record(e listEdit) {
+	*es = append(slices.DeleteFunc(*es, e.same), e)
+}
+
+// same reports whether o edits the entry e edits.
+func (e listEdit) same(o listEdit) bool { return o.list == e.list && o.entry == e.entry }
+
+// apply makes edit e to the state's list.
+func (st *state) apply(e listEdit) error {
+	l, err := st.list(e.list)
 	if err != nil {
 		return err
 	}
-	if add {
-		return l.Add(entry)
+	if e.add {
+		return l.Add(e.entry)
 	}
-	if k, ok := strings.CutPrefix(entry, "key:"); ok {
+	if k, ok := strings.CutPrefix(e.entry, "key:"); ok {
 		l.RemoveKey(k)
 		return nil
 	}
-	p, err := guard.ParsePrefix(entry)
+	p, err := guard.ParsePrefix(e.entry)
 	if err != nil {
 		return err
 	}

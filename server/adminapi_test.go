@@ -2,11 +2,13 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/admin"
 )
 
@@ -123,6 +125,24 @@ func TestAdminAPI(t *testing.T) {
 	call("POST", "/admin/api/lists/allow", `{"entry":"not an address"}`, 400)
 	call("GET", "/admin/api/lists/other", "", 404)
 
+	// Edits outlive a reload of the file: an entry added, and an entry
+	// of the file removed.
+	call("POST", "/admin/api/lists/deny", `{"entry":"key:mallory"}`, 204)
+	call("DELETE", "/admin/api/lists/deny?entry=198.51.100.0/24", "", 204)
+	c, err := config.Parse("test.yaml", []byte(serviceConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(c); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(call("GET", "/admin/api/lists/deny", "", 200).Body.Bytes(), &lists)
+	if got := strings.Join(lists.Entries, " "); got != "key:mallory" {
+		t.Errorf("deny list after a reload = %q, want the admin's edits kept (key:mallory, 198.51.100.0/24 removed)", got)
+	}
+	call("POST", "/admin/api/lists/deny", `{"entry":"198.51.100.0/24"}`, 204)
+	call("DELETE", "/admin/api/lists/deny?entry=key:mallory", "", 204)
+
 	// Rules, peek (which takes nothing) and denials.
 	var rules []admin.RuleView
 	_ = json.Unmarshal(call("GET", "/admin/api/rules", "", 200).Body.Bytes(), &rules)
@@ -169,5 +189,29 @@ func TestAdminDashboard(t *testing.T) {
 	}
 	if strings.Contains(body, evil) {
 		t.Error("dashboard shows a key as markup")
+	}
+}
+
+// TestListEditsBound checks that the edits kept for reloads are one per
+// entry and at most maxEdits.
+func TestListEditsBound(t *testing.T) {
+	var es listEdits
+	for i := range maxEdits {
+		e := listEdit{list: "deny", entry: fmt.Sprintf("key:k%d", i), add: true}
+		if err := es.room(e); err != nil {
+			t.Fatalf("edit %d: %v", i, err)
+		}
+		es.record(e)
+	}
+	again := listEdit{list: "deny", entry: "key:k0"}
+	if err := es.room(again); err != nil {
+		t.Errorf("editing an entry again at the bound: %v, want room", err)
+	}
+	es.record(again)
+	if len(es) != maxEdits || es[len(es)-1] != again {
+		t.Errorf("%d kept, last %+v; want %d, the edit replaced and last", len(es), es[len(es)-1], maxEdits)
+	}
+	if err := es.room(listEdit{list: "deny", entry: "key:one-more", add: true}); err == nil {
+		t.Errorf("edit beyond %d: no error", maxEdits)
 	}
 }

@@ -64,7 +64,8 @@ type Service struct {
 	st      *stores
 	denials denialLog
 	state   atomic.Pointer[state]
-	reload  sync.Mutex // serializes reloads
+	reload  sync.Mutex // serializes reloads and list edits
+	edits   listEdits  // the admin API's list edits, replayed by build
 	rls     *envoyrls.Service
 	handler http.Handler
 }
@@ -149,6 +150,9 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	n := &state{cfg: c, allow: &guard.List{}, deny: &guard.List{}, policies: map[string]string{}}
 	if err := n.fillLists(c.Guard); err != nil {
 		return nil, err
+	}
+	for _, e := range s.edits {
+		_ = n.apply(e) // checked when made
 	}
 	g, err := s.buildGuard(n, c)
 	if err != nil {
