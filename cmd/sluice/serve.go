@@ -138,7 +138,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := ls.start(ctx, f, cfg, svc); err != nil {
 		return errors.Join(err, ls.shutdown(ctx, f.grace))
 	}
-	log.Info("serving", "addrs", ls.addrs, "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
+	log.Info("serving", "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
 	stopReloads := reloads(ctx, f, svc, hup, log)
 	defer stopReloads()
 	return ls.serve(ctx, f.grace, stopReloads)
@@ -151,7 +151,6 @@ type listeners struct {
 	stdout io.Writer
 	https  []*http.Server
 	grpc   *grpc.Server
-	addrs  []string
 	served chan error // each server's Serve's return
 }
 
@@ -189,9 +188,9 @@ func (ls *listeners) startHTTP(ctx context.Context, name, addr string, h http.Ha
 }
 
 // announce prints where a server listens, for the people and scripts
-// that started sluice serve.
+// that started sluice serve (once: the log's "serving" line does not
+// repeat it).
 func (ls *listeners) announce(name, addr string) {
-	ls.addrs = append(ls.addrs, name+"="+addr)
 	fmt.Fprintf(ls.stdout, "sluice: %s on %s\n", name, addr)
 }
 

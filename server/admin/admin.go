@@ -7,10 +7,10 @@
 // Every request must carry the token, as "Authorization: Bearer TOKEN" or,
 // for a browser opening the dashboard, as the password of HTTP Basic
 // authentication (any user name), which is accepted for GET only: a
-// browser replays Basic credentials on forms other sites post. Tokens are compared in constant time
-// (of their SHA-256 digests, so not even the length leaks). A request
-// without the token, or with a wrong one, gets 401 with a body that says
-// only that, whatever it asked for.
+// browser replays Basic credentials on forms other sites post. Tokens are
+// compared in constant time (of their SHA-256 digests, so not even the
+// length leaks). A request without the token, or with a wrong one, gets
+// 401 with a body that says only that, whatever it asked for.
 //
 // # Endpoints
 //
@@ -19,14 +19,16 @@
 //	POST   /admin/api/peek                 {"rule":"login","key":"203.0.113.7"}
 //	GET    /admin/api/bans                 the bans in force
 //	POST   /admin/api/bans                 {"jail":"manual","key":"203.0.113.7","duration":"1h","reason":"..."}
-//	DELETE /admin/api/bans?jail=J&key=K    lift a ban
+//	DELETE /admin/api/bans?jail=J&key=K    lift a ban (404 if J has none of K)
 //	GET    /admin/api/lists/{allow|deny}   the entries of a list
 //	POST   /admin/api/lists/{allow|deny}   {"entry":"10.0.0.0/8"} (or "key:NAME")
 //	DELETE /admin/api/lists/{allow|deny}?entry=E
 //	GET    /admin/api/denials              the latest denials, newest first
 //
-// Bodies are JSON; errors are {"error":"..."} with 400 (bad input), 404
-// (no such jail or list) or 503 (the store failed).
+// A ban's key is written as in the lists: an address, a network, or
+// "key:NAME" (a bare name is a key too). Bodies are JSON; errors are
+// {"error":"..."} with 400 (bad input), 404 (no such jail, list or ban) or
+// 503 (the store failed).
 package admin
 
 import (
