@@ -26,7 +26,7 @@
 //	429  over the limit (or 403 with deny_status 403, for nginx), with
 //	     Retry-After and the RateLimit fields
 //	403  refused by the deny list, or banned (with Retry-After)
-//	400  an unknown rule or deny_status
+//	400  an unknown rule or deny_status, or no rule where several could apply
 //	503  the store failed under a rule that fails closed
 package forwardauth
 
