@@ -312,14 +312,16 @@ func TestFlood(t *testing.T) {
 	t.Logf("%d addresses, %d banned (the others covered already), coarsened %d and %d", n, puts, p[0].Bans().Stats().Coarsened, p[1].Bans().Stats().Coarsened)
 	p = append(p, newRegistry(t, conf))
 	for i, r := range p {
-		if d, ok := eventually(bound, func() bool {
+		d, ok := eventually(bound, func() bool {
 			for _, a := range addrs {
 				if !matched(r, a) {
 					return false
 				}
 			}
 			return true
-		}); !ok {
+		})
+		t.Logf("process %d: every banned address banned after %v", i, d)
+		if !ok {
 			t.Errorf("process %d: not every banned address is banned after %v", i, d)
 		}
 		if st := r.Bans().Stats(); st.Bans > max || st.Refused != 0 {

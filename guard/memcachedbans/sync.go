@@ -163,7 +163,9 @@ func (r *Registry) put(b guard.Ban) {
 	if err != nil || len(merged) == 0 {
 		return // refused at capacity: counted by the set's Stats
 	}
-	merged = append(merged, b)
+	if guard.BanKey(b.Key) != rec.Key { // b merged into a wider ban; not a network that absorbed others
+		merged = append(merged, b)
+	}
 	r.noteBan(rec, merged)
 }
 

@@ -412,3 +412,48 @@ func TestSentinel(t *testing.T) {
 		t.Error("a lift after the failover did not reach the other process")
 	}
 }
+
+// TestNetworkAbsorbsAtCapacity: a process at its capacity learns of a
+// network ban made elsewhere that covers more bans than one write deletes
+// (mergeChunk); it merges them into the network ban, which Redis must
+// then hold: it once deleted the network ban too, in the last chunk, as
+// merged into itself, and every process dropped it (a lost ban).
+func TestNetworkAbsorbsAtCapacity(t *testing.T) {
+	ctx := context.Background()
+	s, c := startRedis(t)
+	const members = 1001 // more than mergeChunk
+	full := newRegistry(t, newClient(t, s.Addr), redisbans.Config{Prefix: "absorb", MaxBans: members + 1})
+	other := newRegistry(t, newClient(t, s.Addr), redisbans.Config{Prefix: "absorb"})
+	now := time.Now()
+	for i := range members {
+		if _, err := full.Put(ctx, ban("j", fmt.Sprintf("10.9.%d.%d", i/250, 1+i%250), now, time.Hour, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := full.Put(ctx, ban("j", "192.0.2.1", now, time.Hour, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Put(ctx, ban("j", "10.9.0.0/16", now, time.Hour, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// The merge is done when Redis holds no ban within the network.
+	hlen := func() int64 {
+		n, err := c.Do(ctx, c.B().Hlen().Key("{absorb}:bans").Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if d, ok := eventually(bound, func() bool { return hlen() <= 2 }); !ok {
+		t.Fatalf("after %v Redis holds %d bans, want the merge done (2)", d, hlen())
+	}
+	late := newRegistry(t, newClient(t, s.Addr), redisbans.Config{Prefix: "absorb"})
+	for i, r := range []*redisbans.Registry{full, other, late} {
+		if _, ok := eventually(bound, func() bool { return matched(r, "j", "10.9.200.7") && matched(r, "j", "192.0.2.1") }); !ok {
+			t.Errorf("process %d: the network ban is not in force after the merge: %+v", i, r.Bans().Stats())
+		}
+	}
+	if n := hlen(); n != 2 {
+		t.Errorf("Redis holds %d bans, want the network's and 192.0.2.1's", n)
+	}
+}

@@ -118,14 +118,18 @@ func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
 
 // putIn puts b, a ban Redis holds, in set, judging lapsed bans at now.
 // If the set coarsened it, it returns the op that writes the network ban
-// in its place, deleting b and the bans merged with it; else nil. A ban
+// in its place, deleting the bans merged with it (b among them, unless b
+// is that network ban, which absorbed bans within it); else nil. A ban
 // the set refuses (a key at capacity) is counted by the set's Stats.
 func putIn(set *guard.BanSet, b guard.Ban, now time.Time) *op {
 	rec, merged, err := set.PutMerged(b, now)
 	if err != nil || len(merged) == 0 {
 		return nil
 	}
-	fs := append(fields(merged), banfield.Name(b.Jail, guard.BanKey(b.Key)))
+	fs := fields(merged)
+	if k := guard.BanKey(b.Key); k != rec.Key { // b merged into a wider ban; not a network that absorbed others
+		fs = append(fs, banfield.Name(b.Jail, k))
+	}
 	return &op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fs}
 }
 
