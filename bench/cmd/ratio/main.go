@@ -40,7 +40,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ratio", flag.ContinueOnError)
 	ours := fs.String("ours", "sluice", "name prefix of the implementations compared with the others")
 	units := fs.String("units", "ns/op,B/key", "comma-separated units to compute ratios for")
-	admitted := fs.String("admitted", "admitted/op", "unit telling how much an implementation admitted; peers that differ from ours are marked")
+	admitted := fs.String("admitted", results.Admitted, "unit telling how much an implementation admitted; peers that differ from ours are marked")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func writeRatios(w io.Writer, t *results.Table, unit, ours, admitted string) {
 					continue
 				}
 				cell := fmt.Sprintf("%.2f", ms.Median/ps.Median)
-				same := sameWork(t.Summary(key(sc, m, admitted)), t.Summary(key(sc, p, admitted)))
+				same := results.SameWork(t.Summary(key(sc, m, admitted)), t.Summary(key(sc, p, admitted)))
 				if !same {
 					cell += "†"
 				}
@@ -140,17 +140,6 @@ func writeRatios(w io.Writer, t *results.Table, unit, ours, admitted string) {
 	fmt.Fprintf(w, "\n### %s: ratio of medians %s/peer (below 1: %s is smaller; † admitted a different amount)\n\n", unit, ours, ours)
 	header := append([]string{"scenario", ours, unit, "fastest like peer", unit, "ratio"}, peers...)
 	writeTable(w, header, rows)
-}
-
-// sameWork reports whether two admitted/op summaries agree: within 5%, or
-// both below 1 in 1000 (deny-heavy runs admit a few requests as time
-// refills). Without the metric, it assumes they do.
-func sameWork(a, b results.Summary) bool {
-	if !a.OK || !b.OK {
-		return true
-	}
-	d := math.Abs(a.Median - b.Median)
-	return d <= 0.001 || d <= 0.05*math.Max(a.Median, b.Median)
 }
 
 // writeMedians prints the median ± spread of every implementation in

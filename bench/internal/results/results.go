@@ -108,6 +108,23 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
+// Admitted is the unit in which comparative benchmarks report how much
+// they admitted.
+const Admitted = "admitted/op"
+
+// SameWork reports whether two admitted/op summaries agree: within 5%, or
+// both below 1 in 1000 (deny-heavy runs admit a few requests as time
+// refills). Without the metric, it assumes they do. Implementations that
+// disagree did not do the same work, and comparing their speed says
+// little.
+func SameWork(a, b Summary) bool {
+	if !a.OK || !b.OK {
+		return true
+	}
+	d := math.Abs(a.Median - b.Median)
+	return d <= 0.001 || d <= 0.05*math.Max(a.Median, b.Median)
+}
+
 // Summary is the median of a sample and its spread: benchstat's 95%
 // confidence interval of the median, as the largest distance from the
 // median in percent. OK is false when there was no sample.

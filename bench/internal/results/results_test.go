@@ -83,3 +83,22 @@ func readFile(t *testing.T, name string) *Table {
 	}
 	return tab
 }
+
+func TestSameWork(t *testing.T) {
+	s := func(v float64) Summary { return Summary{Median: v, OK: true} }
+	for _, tc := range []struct {
+		a, b Summary
+		want bool
+	}{
+		{s(1), s(1), true},
+		{s(1), s(0.96), true},
+		{s(1), s(0.94), false},
+		{s(6.6e-5), s(1.1e-4), true}, // deny-heavy: both admit next to nothing
+		{s(1), s(8.8e-5), false},     // sethvargo's under-refill
+		{s(1), Summary{}, true},      // no admitted/op: assumed alike
+	} {
+		if got := SameWork(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameWork(%v, %v) = %v, want %v", tc.a.Median, tc.b.Median, got, tc.want)
+		}
+	}
+}
