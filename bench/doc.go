@@ -30,3 +30,6 @@
 // checks that every implementation admits the expected count on fixed
 // traces, with the known deviations of the peers written down there.
 package bench
+
+// Draw the charts of docs/benchmarks.md from the results it quotes.
+//go:generate go run ./cmd/charts

@@ -26,8 +26,7 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/perf/benchfmt"
-	"golang.org/x/perf/benchmath"
+	"github.com/sluicehq/sluice/bench/internal/results"
 )
 
 func main() {
@@ -41,13 +40,13 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ratio", flag.ContinueOnError)
 	ours := fs.String("ours", "sluice", "name prefix of the implementations compared with the others")
 	units := fs.String("units", "ns/op,B/key", "comma-separated units to compute ratios for")
-	admitted := fs.String("admitted", "admitted/op", "unit telling how much an implementation admitted; peers that differ from ours are marked")
+	admitted := fs.String("admitted", results.Admitted, "unit telling how much an implementation admitted; peers that differ from ours are marked")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	t := newTable()
+	t := results.New()
 	if fs.NArg() == 0 {
-		if err := t.read(stdin, "stdin"); err != nil {
+		if err := t.Read(stdin, "stdin"); err != nil {
 			return err
 		}
 	}
@@ -56,90 +55,28 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		err = t.read(f, name)
+		err = t.Read(f, name)
 		f.Close()
 		if err != nil {
 			return err
 		}
 	}
-	if len(t.scenarios) == 0 {
+	if len(t.Scenarios) == 0 {
 		return fmt.Errorf("no benchmark results with an impl= element")
 	}
 	// Ours first, then the peers, each in the order they ran.
-	slices.SortStableFunc(t.impls, func(a, b string) int {
+	slices.SortStableFunc(t.Impls, func(a, b string) int {
 		return cmpBool(!strings.HasPrefix(a, *ours), !strings.HasPrefix(b, *ours))
 	})
 	w := bufio.NewWriter(stdout)
 	for _, unit := range strings.Split(*units, ",") {
-		t.writeRatios(w, unit, *ours, *admitted)
+		writeRatios(w, t, unit, *ours, *admitted)
 	}
-	for _, unit := range t.units {
-		t.writeMedians(w, unit)
+	for _, unit := range t.Units {
+		writeMedians(w, t, unit)
 	}
-	t.writeOthers(w)
+	writeOthers(w, t)
 	return w.Flush()
-}
-
-// key identifies one sample: a scenario, an implementation and a unit.
-type key struct{ scenario, impl, unit string }
-
-// table collects samples in the order benchmarks first appear. Benchmarks
-// without an impl= element (the clock, say) are kept apart, as others.
-type table struct {
-	scenarios, impls, units, others []string
-	samples                         map[key][]float64
-}
-
-func newTable() *table { return &table{samples: map[key][]float64{}} }
-
-// read adds the results of one benchmark output. Values keep the unit
-// the benchmark printed (ns/op rather than benchfmt's sec/op).
-func (t *table) read(r io.Reader, name string) error {
-	br := benchfmt.NewReader(r, name)
-	for br.Scan() {
-		res, ok := br.Result().(*benchfmt.Result)
-		if !ok {
-			continue // syntax errors are other output: test logs, PASS
-		}
-		scenario, impl := split(res.Name)
-		for _, v := range res.Values {
-			unit, val := v.Unit, v.Value
-			if v.OrigUnit != "" {
-				unit, val = v.OrigUnit, v.OrigValue
-			}
-			k := key{scenario, impl, unit}
-			if _, seen := t.samples[k]; !seen {
-				if impl == "" {
-					t.others = appendNew(t.others, scenario)
-				} else {
-					t.scenarios = appendNew(t.scenarios, scenario)
-					t.impls = appendNew(t.impls, impl)
-					t.units = appendNew(t.units, unit)
-				}
-			}
-			t.samples[k] = append(t.samples[k], val)
-		}
-	}
-	return br.Err()
-}
-
-// split returns the scenario, the name without its impl= element and
-// GOMAXPROCS suffix, and the implementation.
-func split(n benchfmt.Name) (scenario, impl string) {
-	base, parts := n.Parts()
-	var b strings.Builder
-	b.WriteString(strings.TrimPrefix(string(base), "Benchmark"))
-	for _, p := range parts {
-		s := string(p)
-		switch {
-		case strings.HasPrefix(s, "/impl="):
-			impl = strings.TrimPrefix(s, "/impl=")
-		case strings.HasPrefix(s, "-"): // GOMAXPROCS
-		default:
-			b.WriteString(s)
-		}
-	}
-	return b.String(), impl
 }
 
 func cmpBool(a, b bool) int {
@@ -152,55 +89,14 @@ func cmpBool(a, b bool) int {
 	return -1
 }
 
-func appendNew(list []string, s string) []string {
-	if slices.Contains(list, s) {
-		return list
-	}
-	return append(list, s)
-}
-
-// summary is the median of a sample and its spread.
-type summary struct {
-	median float64
-	spread string
-	ok     bool
-}
-
-func (t *table) summary(k key) summary {
-	vals := t.samples[k]
-	if len(vals) == 0 {
-		return summary{}
-	}
-	s := benchmath.AssumeNothing.Summary(benchmath.NewSample(slices.Clone(vals), &benchmath.DefaultThresholds), 0.95)
-	return summary{median: s.Center, spread: s.PctRangeString(), ok: true}
-}
-
-func (s summary) String() string {
-	if !s.ok {
-		return ""
-	}
-	return format(s.median) + " ±" + s.spread
-}
-
-func format(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case math.Abs(v) >= 100:
-		return fmt.Sprintf("%.0f", v)
-	default:
-		return fmt.Sprintf("%.3g", v)
-	}
-}
-
 // writeRatios prints, for every scenario and each of our implementations
 // in it, our median, the fastest (smallest) peer's among those that
 // admitted as much as ours, their ratio, and the ratio to every peer. A
 // ratio to a peer that admitted a different amount is marked with "†":
 // it did not do the same work.
-func (t *table) writeRatios(w io.Writer, unit, ours, admitted string) {
+func writeRatios(w io.Writer, t *results.Table, unit, ours, admitted string) {
 	var mine, peers []string
-	for _, impl := range t.impls {
+	for _, impl := range t.Impls {
 		if strings.HasPrefix(impl, ours) {
 			mine = append(mine, impl)
 		} else {
@@ -208,27 +104,27 @@ func (t *table) writeRatios(w io.Writer, unit, ours, admitted string) {
 		}
 	}
 	var rows [][]string
-	for _, sc := range t.scenarios {
+	for _, sc := range t.Scenarios {
 		for _, m := range mine {
-			ms := t.summary(key{sc, m, unit})
-			if !ms.ok || ms.median == 0 {
+			ms := t.Summary(key(sc, m, unit))
+			if !ms.OK || ms.Median == 0 {
 				continue
 			}
 			row := []string{sc, m, ms.String(), "", "", ""}
 			best := math.Inf(1)
 			for _, p := range peers {
-				ps := t.summary(key{sc, p, unit})
-				if !ps.ok || ps.median == 0 {
+				ps := t.Summary(key(sc, p, unit))
+				if !ps.OK || ps.Median == 0 {
 					row = append(row, "")
 					continue
 				}
-				cell := fmt.Sprintf("%.2f", ms.median/ps.median)
-				same := sameWork(t.summary(key{sc, m, admitted}), t.summary(key{sc, p, admitted}))
+				cell := fmt.Sprintf("%.2f", ms.Median/ps.Median)
+				same := results.SameWork(t.Summary(key(sc, m, admitted)), t.Summary(key(sc, p, admitted)))
 				if !same {
 					cell += "†"
 				}
-				if same && ps.median < best {
-					best = ps.median
+				if same && ps.Median < best {
+					best = ps.Median
 					row[3], row[4], row[5] = p, ps.String(), cell
 				}
 				row = append(row, cell)
@@ -246,27 +142,16 @@ func (t *table) writeRatios(w io.Writer, unit, ours, admitted string) {
 	writeTable(w, header, rows)
 }
 
-// sameWork reports whether two admitted/op summaries agree: within 5%, or
-// both below 1 in 1000 (deny-heavy runs admit a few requests as time
-// refills). Without the metric, it assumes they do.
-func sameWork(a, b summary) bool {
-	if !a.ok || !b.ok {
-		return true
-	}
-	d := math.Abs(a.median - b.median)
-	return d <= 0.001 || d <= 0.05*math.Max(a.median, b.median)
-}
-
 // writeMedians prints the median ± spread of every implementation in
 // every scenario that reports unit.
-func (t *table) writeMedians(w io.Writer, unit string) {
+func writeMedians(w io.Writer, t *results.Table, unit string) {
 	var rows [][]string
-	for _, sc := range t.scenarios {
+	for _, sc := range t.Scenarios {
 		row := []string{sc}
 		any := false
-		for _, impl := range t.impls {
-			s := t.summary(key{sc, impl, unit})
-			any = any || s.ok
+		for _, impl := range t.Impls {
+			s := t.Summary(key(sc, impl, unit))
+			any = any || s.OK
 			row = append(row, s.String())
 		}
 		if any {
@@ -274,15 +159,15 @@ func (t *table) writeMedians(w io.Writer, unit string) {
 		}
 	}
 	fmt.Fprintf(w, "\n### %s: median ±95%% confidence interval\n\n", unit)
-	writeTable(w, append([]string{"scenario"}, t.impls...), rows)
+	writeTable(w, append([]string{"scenario"}, t.Impls...), rows)
 }
 
 // writeOthers prints the ns/op of the benchmarks that name no
 // implementation, such as the cost of reading the clock.
-func (t *table) writeOthers(w io.Writer) {
+func writeOthers(w io.Writer, t *results.Table) {
 	var rows [][]string
-	for _, name := range t.others {
-		if s := t.summary(key{name, "", "ns/op"}); s.ok {
+	for _, name := range t.Others {
+		if s := t.Summary(key(name, "", "ns/op")); s.OK {
 			rows = append(rows, []string{name, s.String()})
 		}
 	}
@@ -299,4 +184,9 @@ func writeTable(w io.Writer, header []string, rows [][]string) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 	}
+}
+
+// key returns the key of one scenario, implementation and unit.
+func key(scenario, impl, unit string) results.Key {
+	return results.Key{Scenario: scenario, Impl: impl, Unit: unit}
 }

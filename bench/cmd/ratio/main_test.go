@@ -44,16 +44,3 @@ func TestRunNoResults(t *testing.T) {
 		t.Fatalf("run(no results) = nil, want an error")
 	}
 }
-
-func TestSplit(t *testing.T) {
-	for _, tc := range []struct{ name, scenario, impl string }{
-		{"BenchmarkMemory/keys=hot/impl=sluice-gcra/run=serial-2", "Memory/keys=hot/run=serial", "sluice-gcra"},
-		{"BenchmarkMemoryBytes/keys=1M/impl=ulule-8", "MemoryBytes/keys=1M", "ulule"},
-		{"BenchmarkClock/time.Now", "Clock/time.Now", ""},
-	} {
-		sc, impl := split([]byte(tc.name))
-		if sc != tc.scenario || impl != tc.impl {
-			t.Errorf("split(%q) = %q, %q, want %q, %q", tc.name, sc, impl, tc.scenario, tc.impl)
-		}
-	}
-}
