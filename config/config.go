@@ -48,6 +48,8 @@ type Config struct {
 	Guard Guard
 	// ForwardAuth configures GET /v1/auth for proxies.
 	ForwardAuth ForwardAuth
+	// Telemetry configures OpenTelemetry (OTLP); off by default.
+	Telemetry Telemetry
 }
 
 // A NamedRule is a rule of the file's rules section, asked by its name and
@@ -188,6 +190,7 @@ type file struct {
 	Admin       fileAdmin        `yaml:"admin"`
 	Guard       fileGuard        `yaml:"guard"`
 	ForwardAuth fileForwardAuth  `yaml:"forward_auth"`
+	Telemetry   fileTelemetry    `yaml:"telemetry"`
 
 	// envoy holds the file when it is in Envoy's format (a domain and
 	// its descriptors), whose settings are all defaults.
@@ -223,7 +226,9 @@ func (f *file) config(v *validator) (*Config, error) {
 	var guardErr, authErr error
 	c.Guard, guardErr = f.Guard.guard(v, c.Rules)
 	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
-	errs[5] = errors.Join(guardErr, authErr)
+	var telemetryErr error
+	c.Telemetry, telemetryErr = f.Telemetry.telemetry(v)
+	errs[5] = errors.Join(guardErr, authErr, telemetryErr)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}

@@ -127,8 +127,30 @@ func TestParseErrors(t *testing.T) {
 		{"shared state", "rules:\n  - name: a\n    limits: [\"5/min\", \"9/min burst 20\"]\n", []string{"f.yaml:3: rules[0].limits:", "share their state"}},
 		{"two documents", ok + "---\nrules: []\n", []string{"f.yaml:4: only one YAML document"}},
 		{"too large", strings.Repeat("#", MaxSize+1), []string{"f.yaml: larger than"}},
+		{"telemetry without endpoint", ok + "telemetry: {traces: true}\n", []string{"f.yaml:4: telemetry:", "needs an endpoint"}},
+		{"telemetry endpoint", ok + "telemetry: {endpoint: collector}\n", []string{"f.yaml:4: telemetry.endpoint:", "not host:port"}},
+		{"telemetry ratio", ok + "telemetry: {endpoint: \"c:4318\", sample_ratio: 0}\n", []string{"f.yaml:4: telemetry.sample_ratio:", "not in (0, 1]"}},
+		{"telemetry interval", ok + "telemetry: {endpoint: \"c:4318\", interval: 10ms}\n", []string{"f.yaml:4: telemetry.interval:", "a second or more"}},
 	}
 	checkParseErrors(t, "f.yaml", "", tests)
+}
+
+// TestParseTelemetry checks the telemetry section's defaults and fields.
+func TestParseTelemetry(t *testing.T) {
+	const ok = "rules:\n  - name: a\n    limits: [\"5/min\"]\n"
+	for _, tt := range []struct {
+		in   string
+		want Telemetry
+	}{
+		{"", Telemetry{}},
+		{"telemetry: {endpoint: \"127.0.0.1:4318\"}\n", Telemetry{Endpoint: "127.0.0.1:4318", Traces: true, Metrics: true, SampleRatio: 1, Interval: DefaultTelemetryInterval}},
+		{"telemetry: {endpoint: \"c:4318\", insecure: true, traces: false, sample_ratio: 0.01, interval: 5s}\n", Telemetry{Endpoint: "c:4318", Insecure: true, Metrics: true, SampleRatio: 0.01, Interval: 5 * time.Second}},
+	} {
+		c, err := Parse("t.yaml", []byte(ok+tt.in))
+		if err != nil || c.Telemetry != tt.want {
+			t.Errorf("Parse(%q): %+v, %v; want %+v", tt.in, c.Telemetry, err, tt.want)
+		}
+	}
 }
 
 func TestDefault(t *testing.T) {

@@ -9,6 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
@@ -166,29 +169,59 @@ func (m *metrics) rule(name string) *ruleMetrics {
 type meter struct {
 	next    sluice.Store
 	rm      *ruleMetrics
-	denials *denialLog // nil: denials not kept
+	denials *denialLog   // nil: denials not kept
+	tracer  trace.Tracer // nil: no spans
 }
 
 var _ sluice.Batcher = (*meter)(nil)
 
 func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	if mt.tracer != nil {
+		var span trace.Span
+		ctx, span = mt.span(ctx, "sluice.store.decide", 1)
+		defer span.End()
+	}
 	start := time.Now()
 	d, err := mt.next.Decide(ctx, r)
 	mt.record(&r, d, err, start, time.Since(start))
+	if err != nil && mt.tracer != nil {
+		failed(ctx, err)
+	}
 	return d, err
+}
+
+// failed marks the span of ctx failed with err.
+func failed(ctx context.Context, err error) {
+	span := trace.SpanFromContext(ctx)
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
 }
 
 // DecideBatch decides rs in one call of the store under it when that
 // store can batch (one round trip on Redis), else one Decide each, and
 // counts each request as Decide does; each is timed as the whole batch.
 func (mt *meter) DecideBatch(ctx context.Context, rs []sluice.Request) ([]sluice.Decision, []error) {
+	if mt.tracer != nil {
+		var span trace.Span
+		ctx, span = mt.span(ctx, "sluice.store.decide_batch", len(rs))
+		defer span.End()
+	}
 	start := time.Now()
 	ds, errs := sluice.DecideBatch(ctx, mt.next, rs)
 	took := time.Since(start)
 	for i := range rs {
 		mt.record(&rs[i], ds[i], errs[i], start, took)
+		if errs[i] != nil && mt.tracer != nil {
+			failed(ctx, errs[i])
+		}
 	}
 	return ds, errs
+}
+
+// span starts a span of a call of the store for the rule, of n requests.
+func (mt *meter) span(ctx context.Context, name string, n int) (context.Context, trace.Span) {
+	return mt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("sluice.rule", mt.rm.name), attribute.Int("sluice.requests", n)))
 }
 
 // record counts and times the decision d, err of r, asked at start.

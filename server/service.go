@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -46,6 +47,10 @@ type Options struct {
 	// configuration names (for embedding the service, and for tests);
 	// the Service does not close it. Default nil.
 	Store sluice.Store
+	// TracerProvider, when set, receives the service's spans instead of
+	// the OTLP exporter of the configuration's telemetry section (for
+	// embedding the service, and for tests). Default nil.
+	TracerProvider trace.TracerProvider
 }
 
 // A Service is sluice serve without its listeners: the store a
@@ -68,6 +73,7 @@ type Service struct {
 	edits   listEdits  // the admin API's list edits, replayed by build
 	rls     *envoyrls.Service
 	handler http.Handler
+	tel     *telemetry
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -104,16 +110,19 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
+	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
+		return nil, errors.Join(err, st.close())
+	}
 	next, err := s.build(c)
 	if err != nil {
-		return nil, errors.Join(err, st.close())
+		return nil, errors.Join(err, s.Close())
 	}
 	s.state.Store(next)
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
-		return nil, errors.Join(err, st.close())
+		return nil, errors.Join(err, s.Close())
 	}
-	s.handler = s.routes()
+	s.handler = s.tel.traceContext(s.routes())
 	return s, nil
 }
 
@@ -161,13 +170,13 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	stores := map[string]sluice.Store{}
 	for _, name := range scopes(c) {
 		n.policies[name] = c.Failure.PolicyOf(name)
-		stores[name] = &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials}
+		stores[name] = &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials, tracer: s.tel.tracer}
 	}
 	n.engine, err = rules.New(rules.Config{
 		Store:    s.st.policy(c.Failure.Policy),
 		StoreFor: func(ru *rules.Rule) sluice.Store { return stores[scopeOf(ru)] },
 		Rules:    c.Rules, Domains: c.Domains,
-		Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: g,
+		Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: g, Tracer: s.tel.tracer,
 		OnGuard: func(ru *rules.Rule, a guard.Action) { s.m.guard.WithLabelValues(scopeOf(ru), a.String()).Inc() },
 	})
 	if err != nil {
@@ -205,7 +214,7 @@ func (n *state) fillLists(g config.Guard) error {
 // buildGuard builds the jails of c (and ManualJail) over the jails'
 // store, and the guard of the state's lists and jails.
 func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
-	store := &meter{next: s.st.policy(config.FailClosed), rm: s.m.rule(jailsRule)}
+	store := &meter{next: s.st.policy(config.FailClosed), rm: s.m.rule(jailsRule), tracer: s.tel.tracer}
 	n.jails = map[string]*guard.Jail{}
 	var all []*guard.Jail
 	for _, jc := range append([]config.Jail{{Name: ManualJail}}, c.Guard.Jails...) {
@@ -292,6 +301,8 @@ func (s *Service) swap(c *config.Config) error {
 		return errors.New("the admin listener changed: restart to apply it")
 	case old.Guard.MaxBans != c.Guard.MaxBans:
 		return errors.New("guard.max_bans changed: restart to apply it")
+	case old.Telemetry != c.Telemetry:
+		return errors.New("the telemetry section changed: restart to apply it")
 	}
 	next, err := s.build(c)
 	if err != nil {
@@ -334,5 +345,10 @@ func probe(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// Close closes the store. Requests still being served may fail.
-func (s *Service) Close() error { return s.st.close() }
+// Close sends what telemetry still holds (for up to 5 s), then closes the
+// store. Requests still being served may fail.
+func (s *Service) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // flush what telemetry holds
+	defer cancel()
+	return errors.Join(s.tel.close(ctx), s.st.close())
+}

@@ -138,7 +138,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := ls.start(ctx, f, cfg, svc); err != nil {
 		return errors.Join(err, ls.shutdown(ctx, f.grace))
 	}
-	log.Info("serving", "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled())
+	log.Info("serving", "rules", len(cfg.Rules), "domains", len(cfg.Domains), "store", cfg.Store.Type, "config", source, "admin", cfg.Admin.Enabled(), "telemetry", cfg.Telemetry.String())
 	stopReloads := reloads(ctx, f, svc, hup, log)
 	defer stopReloads()
 	return ls.serve(ctx, f.grace, stopReloads)

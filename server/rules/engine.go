@@ -10,6 +10,10 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
@@ -68,6 +72,10 @@ type Config struct {
 	// Pass, with the rule it was about: for metrics. It must be fast.
 	// Default nil.
 	OnGuard func(rule *Rule, action guard.Action)
+	// Tracer, when set, traces each Check in a span "sluice.check" (the
+	// store calls under it join it through the context). Default nil:
+	// no spans, at the cost of one nil check.
+	Tracer trace.Tracer
 }
 
 // An Engine decides requests against the rules of a configuration: for
@@ -90,6 +98,7 @@ type Engine struct {
 	log      *slog.Logger
 	guard    *guard.Guard
 	onGuard  func(*Rule, guard.Action)
+	tracer   trace.Tracer // nil: no spans
 }
 
 // New builds an Engine for c, validating every rule now.
@@ -115,6 +124,7 @@ func New(c Config) (*Engine, error) {
 		log:     c.Logger,
 		guard:   c.Guard,
 		onGuard: c.OnGuard,
+		tracer:  c.Tracer,
 	}
 	e.storeFor = func(ru *Rule) sluice.Store {
 		if c.StoreFor != nil {
@@ -285,6 +295,31 @@ func (st Status) Verdict() sluice.Decision {
 // them taken meanwhile), so one limit's denial does not spend another's
 // allowance.
 func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
+	if e.tracer != nil {
+		return e.traced(ctx, r)
+	}
+	return e.check(ctx, r)
+}
+
+// traced is Check in a span of its own, "sluice.check", which the store
+// calls under it join.
+func (e *Engine) traced(ctx context.Context, r Request) (Result, error) {
+	ctx, span := e.tracer.Start(ctx, "sluice.check", trace.WithAttributes(
+		attribute.String("sluice.domain", r.Domain), attribute.Int("sluice.descriptors", len(r.Descriptors)),
+		attribute.String("sluice.op", r.Op.String())))
+	defer span.End()
+	res, err := e.check(ctx, r)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return res, err
+	}
+	span.SetAttributes(attribute.Bool("sluice.allowed", res.Allowed))
+	return res, nil
+}
+
+// check is Check.
+func (e *Engine) check(ctx context.Context, r Request) (Result, error) {
 	d, err := e.domain(r)
 	if err != nil {
 		return Result{}, err
