@@ -1,9 +1,9 @@
 package guard
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/logthrottle"
@@ -72,12 +72,22 @@ func Middleware(c MiddlewareConfig) func(http.Handler) http.Handler {
 				log.LogAttrs(r.Context(), slog.LevelInfo, "guard: denied by list", slog.String("ip", a.Addr.String()), slog.String("path", r.URL.Path))
 			case Banned:
 				log.LogAttrs(r.Context(), slog.LevelInfo, "guard: banned", slog.String("jail", v.Ban.Jail), slog.String("ban", v.Ban.Key), slog.String("ip", a.Addr.String()), slog.Duration("left", v.Left))
-				w.Header().Set("Retry-After", strconv.FormatInt(max(ratelimitheader.CeilSeconds(v.Left), 1), 10))
 			default:
 				next.ServeHTTP(w, r)
 				return
 			}
-			http.Error(w, http.StatusText(http.StatusForbidden), http.StatusForbidden)
+			WriteRefusal(w, v)
 		})
 	}
+}
+
+// WriteRefusal answers a request the guard refused (Refuse or Banned) as
+// every surface of sluice does: 403 with RFC 9457 problem details, and,
+// for a ban, Retry-After until it ends (see httplimit.WriteProblem).
+func WriteRefusal(w http.ResponseWriter, v Verdict) {
+	p := httplimit.Problem{Status: http.StatusForbidden, Detail: "Refused by the deny list."}
+	if v.Action == Banned {
+		p.Detail = fmt.Sprintf("Banned; retry after %d s.", max(ratelimitheader.CeilSeconds(v.Left), 1))
+	}
+	httplimit.WriteProblem(w, p, v.Left)
 }

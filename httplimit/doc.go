@@ -40,7 +40,7 @@
 // # Responses
 //
 // Allowed and denied responses carry the RateLimit-Policy and RateLimit
-// fields of draft-ietf-httpapi-ratelimit-headers (structured fields:
+// fields of draft-ietf-httpapi-ratelimit-headers-11 (structured fields:
 // `"login";q=10;w=180` and `"login";r=3;t=54`), optionally the legacy
 // X-RateLimit-* trio. A denied request gets Retry-After in whole seconds,
 // rounded up, and, from the default [ProblemHandler], 429 with an

@@ -1,9 +1,11 @@
 package httplimit
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/ratelimitheader"
@@ -105,6 +107,33 @@ type Problem struct {
 	Status           int      `json:"status"`
 	Detail           string   `json:"detail,omitempty"`
 	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+}
+
+// WriteProblem answers with p, an RFC 9457 problem details document, as
+// application/problem+json, with p.Status, Cache-Control: no-store and,
+// when retryAfter is positive, Retry-After in whole seconds (rounded up,
+// at least 1). It is how every surface of sluice that refuses a request
+// answers: the guard's 403s, forward-auth's denials and refusals, the
+// HTTP APIs' errors; the middleware writes its 429s in the same form
+// without allocating (ProblemHandler). A zero Type is "about:blank", a
+// zero Title the status text.
+func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(ratelimitheader.CeilSeconds(retryAfter), 1), 10))
+	}
+	body, _ := json.Marshal(p) // strings and numbers: always marshals
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
 }
 
 // ProblemHandler answers a denied request with 429 Too Many Requests and

@@ -57,7 +57,7 @@ type Fields uint8
 
 const (
 	// FieldsDraft writes the IETF RateLimit and RateLimit-Policy fields
-	// (draft-ietf-httpapi-ratelimit-headers). The default.
+	// (draft-ietf-httpapi-ratelimit-headers-11, May 2026; the form has not changed since -08). The default.
 	FieldsDraft Fields = iota
 	// FieldsDraftAndLegacy also writes X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now).

@@ -32,7 +32,7 @@ func TestAdminAuth(t *testing.T) {
 	if h == nil {
 		t.Fatal("AdminHandler() = nil with a token configured")
 	}
-	const unauthorized = `{"error":"unauthorized"}` + "\n"
+	const unauthorized = `{"type":"about:blank","title":"Unauthorized","status":401,"detail":"unauthorized","error":"unauthorized"}` + "\n"
 	tests := []struct {
 		name, method, path, authz string
 		want                      int

@@ -11,25 +11,37 @@ import (
 	"net/http"
 )
 
-// ErrorBody is the body of every error answer: {"error":"..."}.
+// ErrorBody is the body of every error answer: RFC 9457 problem details
+// (type, title, status, detail), with an "error" member that repeats the
+// detail for clients written before (it was the whole body then).
 type ErrorBody struct {
-	// Error says what was wrong, for a human.
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// Error says what was wrong, for a human: the detail.
 	Error string `json:"error"`
 }
 
 // Write answers status with v in JSON, not to be cached.
 func Write(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "application/json")
+	write(w, status, v)
+}
+
+// write answers status with v, of the Content-Type already set.
+func write(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	// The client may be gone; there is no one to tell.
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// Error answers status with {"error": msg}.
+// Error answers status with the problem details of msg, as
+// application/problem+json.
 func Error(w http.ResponseWriter, status int, msg string) {
-	Write(w, status, ErrorBody{Error: msg})
+	w.Header().Set("Content-Type", "application/problem+json")
+	write(w, status, ErrorBody{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: msg, Error: msg})
 }
 
 // IsJSON reports whether r's body is declared JSON: an application/json

@@ -32,6 +32,7 @@ package forwardauth
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -158,12 +159,8 @@ func (h *Handler) answer(w http.ResponseWriter, res rules.Result, denyStatus int
 		w.Header().Set("X-Sluice-Exempt", "allow-list")
 		w.WriteHeader(http.StatusOK)
 		return
-	case guard.Refuse:
-		http.Error(w, "forbidden", http.StatusForbidden)
-		return
-	case guard.Banned:
-		w.Header().Set("Retry-After", strconv.FormatInt(max(ratelimitheader.CeilSeconds(st.Decision.RetryAfter), 1), 10))
-		http.Error(w, "banned", http.StatusForbidden)
+	case guard.Refuse, guard.Banned:
+		guard.WriteRefusal(w, guard.Verdict{Action: st.Guard, Left: st.Decision.RetryAfter})
 		return
 	}
 	st.Rule.SetHeaders(w.Header(), st.Decision)
@@ -174,7 +171,11 @@ func (h *Handler) answer(w http.ResponseWriter, res rules.Result, denyStatus int
 	case res.Allowed:
 		w.WriteHeader(http.StatusOK)
 	default:
-		http.Error(w, "rate limited", denyStatus)
+		httplimit.WriteProblem(w, httplimit.Problem{
+			Type: httplimit.ProblemType, Title: "Too Many Requests", Status: denyStatus,
+			Detail:           fmt.Sprintf("Too many requests; retry after %d s.", max(ratelimitheader.CeilSeconds(st.Decision.RetryAfter), 1)),
+			ViolatedPolicies: []string{st.Rule.ID},
+		}, st.Decision.RetryAfter)
 	}
 }
 
