@@ -46,7 +46,9 @@ func TestOneDenialFormat(t *testing.T) {
 		}, 429, true, true},
 		{"forward-auth, banned", func() *httptest.ResponseRecorder { return auth(t, s.Handler(), "?rule=api", "203.0.113.66") }, 403, true, false},
 		{"forward-auth, deny list", func() *httptest.ResponseRecorder { return auth(t, s.Handler(), "?rule=api", "198.51.100.7") }, 403, false, false},
-		{"HTTP API error", func() *httptest.ResponseRecorder { return do(t, s.Handler(), http.MethodPost, "/v1/check", `{"rule":"nope","key":"k"}`) }, 400, false, false},
+		{"HTTP API error", func() *httptest.ResponseRecorder {
+			return do(t, s.Handler(), http.MethodPost, "/v1/check", `{"rule":"nope","key":"k"}`)
+		}, 400, false, false},
 	} {
 		w := tt.answer()
 		var p httplimit.Problem
