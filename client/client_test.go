@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -143,5 +144,67 @@ func TestReset(t *testing.T) {
 	defer c.Close()
 	if err := c.Reset(ctx, "once", "k"); !errors.Is(err, client.ErrUnsupported) {
 		t.Errorf("Reset without URL = %v, want ErrUnsupported", err)
+	}
+}
+
+// TestCacheFlood denies many distinct keys through a real service: the
+// client's cache holds no more than its cap.
+func TestCacheFlood(t *testing.T) {
+	const size = 16
+	s := startService(t, &clock{now: t0})
+	c := newClient(t, s, "http", client.Config{CacheSize: size})
+	checks := make([]httpapi.CheckRequest, 0, 400)
+	for i := range 200 {
+		key := "flood-" + strconv.Itoa(i)
+		checks = append(checks, httpapi.CheckRequest{Rule: "once", Key: key}, httpapi.CheckRequest{Rule: "once", Key: key})
+	}
+	rs, err := c.CheckMany(t.Context(), checks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Err != nil || r.Decision.Allowed != (i%2 == 0) {
+			t.Fatalf("result %d = %+v; want the first check of each key allowed, the second denied", i, r)
+		}
+	}
+	if st := c.Stats(); st.Cached != size || st.RoundTrips != 4 {
+		t.Errorf("Stats() = %+v after 200 denied keys; want %d cached (the cap), 4 round trips (batches of %d)", st, size, httpapi.DefaultMaxBatch)
+	}
+}
+
+// TestCheckMany decides a batch over each transport: each check on its
+// own, in order, refused checks in their result, cached denials without
+// a round trip.
+func TestCheckMany(t *testing.T) {
+	s := startService(t, &clock{now: t0})
+	for _, tr := range transports {
+		c := newClient(t, s, tr, client.Config{})
+		k := "many-" + tr
+		checks := []httpapi.CheckRequest{
+			{Rule: "login", Key: k},
+			{Rule: "login", Key: k, Peek: true},
+			{Rule: "nope", Key: k},
+			{Rule: "login", Key: k},
+			{Rule: "login", Key: k},
+			{Rule: "login", Key: k},
+		}
+		rs, err := c.CheckMany(t.Context(), checks)
+		if err != nil || len(rs) != len(checks) {
+			t.Fatalf("%s: CheckMany = %d results, %v; want %d, nil", tr, len(rs), err, len(checks))
+		}
+		want := []bool{true, true, false, true, false, false}
+		for i, r := range rs {
+			if r.Decision.Allowed != want[i] || (r.Err != nil) != (i == 2) {
+				t.Errorf("%s: result %d = %+v; want allowed %v, an error only for the unknown rule", tr, i, r, want[i])
+			}
+		}
+		if i := 2; !errors.Is(rs[i].Err, sluice.ErrInvalidRequest) {
+			t.Errorf("%s: result %d error = %v, want sluice.ErrInvalidRequest", tr, i, rs[i].Err)
+		}
+		before := c.Stats()
+		rs, _ = c.CheckMany(t.Context(), checks[3:])
+		if st := c.Stats(); st.RoundTrips != before.RoundTrips || rs[0].Decision.Allowed {
+			t.Errorf("%s: CheckMany of cached denials = %+v, %d round trips; want denied, none", tr, rs, st.RoundTrips-before.RoundTrips)
+		}
 	}
 }

@@ -41,6 +41,9 @@ func (c *Client) checkGRPC(ctx context.Context, req httpapi.CheckRequest) (sluic
 		if status.Code(err) == codes.InvalidArgument {
 			return sluice.Decision{}, fmt.Errorf("client: %w: %v", sluice.ErrInvalidRequest, status.Convert(err).Message())
 		}
+		if ctx.Err() != nil { // a status does not wrap the context's error
+			err = fmt.Errorf("%w: %v", ctx.Err(), err)
+		}
 		return sluice.Decision{}, c.unavailable(err)
 	}
 	if len(resp.GetStatuses()) != 1 {
