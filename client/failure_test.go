@@ -3,9 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,12 +103,7 @@ func failingClient(t *testing.T, transport, addr string, c client.Config) *clien
 // concurrent, reuse a few connections rather than dial one each.
 func TestConnectionReuse(t *testing.T) {
 	s := startService(t, nil)
-	var conns atomic.Int64
-	s.HTTP.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			conns.Add(1)
-		}
-	}
+	conns := s.Conns
 	c := newClient(t, s, "http", client.Config{CacheSize: -1})
 	for range 50 {
 		if _, err := c.Check(t.Context(), "hot", "reuse"); err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,8 +62,8 @@ func (c *clock) Advance(d time.Duration) {
 type service struct {
 	*server.Service
 	URL, GRPC, Admin string
-	HTTP             *httptest.Server
-	Clock            *clock // nil for the real clock
+	Conns            *atomic.Int64 // connections the HTTP API accepted
+	Clock            *clock        // nil for the real clock
 }
 
 // startService starts the service of rulesConfig until the test ends,
@@ -81,11 +83,18 @@ func startService(t testing.TB, clk *clock) *service {
 		t.Fatalf("NewService: %v", err)
 	}
 	t.Cleanup(func() { svc.Close() })
-	hs := httptest.NewServer(svc.Handler())
+	var conns atomic.Int64
+	hs := httptest.NewUnstartedServer(svc.Handler())
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hs.Start()
 	t.Cleanup(hs.Close)
 	as := httptest.NewServer(svc.AdminHandler())
 	t.Cleanup(as.Close)
-	return &service{Service: svc, URL: hs.URL, GRPC: rlstest.Listen(t, svc.RateLimitService()), Admin: as.URL, HTTP: hs, Clock: clk}
+	return &service{Service: svc, URL: hs.URL, GRPC: rlstest.Listen(t, svc.RateLimitService()), Admin: as.URL, Conns: &conns, Clock: clk}
 }
 
 // transports are the two ways a client reaches the service.
