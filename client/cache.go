@@ -32,7 +32,8 @@ func cacheKey(rule, key string) string {
 type denial struct {
 	cost  int
 	limit sluice.Limit
-	until time.Time // when a check of cost may pass
+	until time.Time // when the cache stops denying: before a check of cost may pass
+	retry time.Time // when the service said a check of cost may pass
 	reset time.Time // when the limit's state is empty again
 }
 

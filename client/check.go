@@ -145,16 +145,25 @@ func (c *Client) cached(ck string, cost int) (sluice.Decision, bool) {
 		return sluice.Decision{}, false
 	}
 	c.hits.Add(1)
-	return sluice.Decision{Limit: e.limit, RetryAfter: e.until.Sub(now), ResetAfter: max(e.reset.Sub(now), e.until.Sub(now)), Time: now}, true
+	retry := e.retry.Sub(now)
+	return sluice.Decision{Limit: e.limit, RetryAfter: retry, ResetAfter: max(e.reset.Sub(now), retry), Time: now}, true
 }
 
 // remember caches a denial that says when the key may pass: a denial
-// by the deny list, without a wait, is asked again each time.
+// by the deny list, without a wait, is asked again each time. The wait
+// comes rounded up (to the millisecond over HTTP, to the second over
+// gRPC), so the true wait is more than one unit less: the denial is
+// cached for that, and the cache never denies a check that the service
+// would allow.
 func (c *Client) remember(ck string, req httpapi.CheckRequest, d sluice.Decision) {
-	if c.cache == nil || d.Allowed || d.RetryAfter <= 0 {
+	unit := time.Millisecond
+	if c.rls != nil {
+		unit = time.Second
+	}
+	if c.cache == nil || d.Allowed || d.RetryAfter <= unit {
 		return
 	}
-	c.cache.put(ck, denial{cost: max(req.Cost, 1), limit: d.Limit, until: d.Time.Add(d.RetryAfter), reset: d.Time.Add(d.ResetAfter)}, d.Time)
+	c.cache.put(ck, denial{cost: max(req.Cost, 1), limit: d.Limit, until: d.Time.Add(d.RetryAfter - unit), retry: d.Time.Add(d.RetryAfter), reset: d.Time.Add(d.ResetAfter)}, d.Time)
 }
 
 // A Result answers one check of CheckMany.

@@ -34,20 +34,20 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("Check(api, k) over the limit = %+v, %v; want denied, retry after 20s, limit 3/min", d, err)
 			}
 			before := c.Stats()
-			clk.Advance(19 * time.Second)
+			clk.Advance(18 * time.Second)
 			for name, check := range map[string]func() (sluice.Decision, error){
 				"Check":  func() (sluice.Decision, error) { return c.Check(ctx, "api", "k") },
 				"CheckN": func() (sluice.Decision, error) { return c.CheckN(ctx, "api", "k", 2) },
 				"Peek":   func() (sluice.Decision, error) { return c.Peek(ctx, "api", "k") },
 			} {
-				if d, err := check(); err != nil || d.Allowed || d.RetryAfter != time.Second {
-					t.Errorf("%s(api, k) cached = %+v, %v; want denied, retry after 1s", name, d, err)
+				if d, err := check(); err != nil || d.Allowed || d.RetryAfter != 2*time.Second {
+					t.Errorf("%s(api, k) cached = %+v, %v; want denied, retry after 2s", name, d, err)
 				}
 			}
 			if got := c.Stats(); got.RoundTrips != before.RoundTrips || got.CacheHits != before.CacheHits+3 || got.Cached != 1 {
 				t.Errorf("Stats() = %+v after 3 cached denials, was %+v: want no round trip, 3 more hits, 1 cached", got, before)
 			}
-			clk.Advance(time.Second)
+			clk.Advance(2 * time.Second)
 			if d, err := c.Check(ctx, "api", "k"); err != nil || !d.Allowed {
 				t.Errorf("Check(api, k) after retry_after = %+v, %v; want allowed", d, err)
 			}

@@ -41,8 +41,12 @@
 // The cache trades freshness for round trips: a denial is believed until
 // its retry_after even if the key's state is reset, or its ban lifted,
 // meanwhile by another client. This client's own Reset and Lift forget
-// what they undo. Over gRPC, where the wait is rounded up to whole
-// seconds, a cached denial may outlast the service's by up to a second.
+// what they undo. Otherwise a cached denial never outlasts the
+// service's: the service rounds waits up (to the millisecond over HTTP,
+// to whole seconds over gRPC), so the client caches a denial for one
+// unit less than its wait, and not at all for a wait of one unit or
+// less. Over gRPC, a limit whose denials wait less than a second (100/s)
+// gains nothing from the cache.
 //
 // # Failures
 //
