@@ -30,6 +30,12 @@
 // request with Config.AttachOutcome (off by default, since it costs a
 // copy of the request).
 //
+// A rule decides with its Limiter, or with another [Decider]: a rule of
+// the shared sluice serve service (client.Rule in package client), so
+// that an application moves from in-process limits to the service by
+// configuration. The service cannot give a take back: such a rule cannot
+// Count, and its take of a request another rule denies stays counted.
+//
 // # Cost
 //
 // An allowed request costs one allocation: the key's bytes (for keys that

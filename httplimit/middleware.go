@@ -66,14 +66,44 @@ const (
 	FieldsNone
 )
 
-// A Rule limits the requests it matches, per actor key, with a Limiter.
+// A Decider decides one rule's takes for actor keys: a *sluice.Limiter
+// (in process, or on a store shared by the fleet), or a rule of the
+// sluice serve service (client.Rule). Limits is the rule's policy, for
+// the RateLimit-Policy field: at least one limit.
+type Decider interface {
+	Allow(ctx context.Context, key string) (sluice.Decision, error)
+	Reset(ctx context.Context, key string) error
+	Limits() []sluice.Limit
+}
+
+// A Reserver is a Decider whose takes can be given back: Rule.Count
+// needs one, and the takes of a request that another rule denies are
+// given back only when their Decider is one. *sluice.Limiter is a
+// Reserver.
+type Reserver interface {
+	Reserve(ctx context.Context, key string, n int) (*sluice.Reservation, error)
+}
+
+var _ Reserver = (*sluice.Limiter)(nil)
+
+// A Rule limits the requests it matches, per actor key, with a Limiter
+// or another Decider.
 type Rule struct {
 	// Name identifies the rule in the RateLimit fields, problem details
 	// and logs; printable ASCII. Default "default" for the first rule and
 	// "rule2", "rule3"… for the others. Names must be distinct.
 	Name string
-	// Limiter holds the policy and the store. Required.
+	// Limiter holds the policy and the store. Required unless Decider
+	// is set.
 	Limiter *sluice.Limiter
+	// Decider decides instead of Limiter, such as a rule of the shared
+	// sluice serve service (client.Rule), so that an application moves
+	// from in-process limits to the service by configuration. Set one of
+	// Limiter and Decider. A Decider that is not a Reserver (the
+	// service's API has no refund) cannot Count; and its take of a
+	// request that another rule denies stays counted, as a failed refund
+	// does: the safe side. Default nil.
+	Decider Decider
 	// Key derives the actor from the request. Default the client's
 	// address, as Config.ClientIP finds it.
 	Key Keyer
@@ -156,11 +186,14 @@ type rule struct {
 	tails       [][]byte // problem details' tail naming each limit
 	policyField string   // this rule's items of RateLimit-Policy
 	appender    KeyAppender
+	dec         Decider  // Limiter, or the Rule's Decider
+	reserver    Reserver // dec, if it is one
 }
 
 // New returns a Middleware for c, or an error wrapping
-// sluice.ErrInvalidRequest if a rule lacks its Limiter or two rules share
-// a name.
+// sluice.ErrInvalidRequest if a rule lacks its Limiter (or Decider), has
+// both, counts by status with a Decider that cannot give a take back,
+// or if two rules share a name.
 func New(c Config) (*Middleware, error) {
 	if len(c.Rules) == 0 {
 		return nil, fmt.Errorf("%w: httplimit: no rules", sluice.ErrInvalidRequest)
@@ -171,8 +204,9 @@ func New(c Config) (*Middleware, error) {
 	}
 	seen := map[string]bool{}
 	for i, r := range c.Rules {
-		if r.Limiter == nil {
-			return nil, fmt.Errorf("%w: httplimit: rule %d has no Limiter", sluice.ErrInvalidRequest, i)
+		dec, err := decider(i, r)
+		if err != nil {
+			return nil, err
 		}
 		if r.Name == "" {
 			r.Name = "default"
@@ -190,7 +224,14 @@ func New(c Config) (*Middleware, error) {
 				r.Key = &ClientIP{}
 			}
 		}
-		ru := rule{Rule: r, limits: r.Limiter.Limits()}
+		ru := rule{Rule: r, limits: dec.Limits(), dec: dec}
+		ru.reserver, _ = dec.(Reserver)
+		if len(ru.limits) == 0 {
+			return nil, fmt.Errorf("%w: httplimit: rule %q: its Decider has no limits", sluice.ErrInvalidRequest, r.Name)
+		}
+		if r.Count != nil && ru.reserver == nil {
+			return nil, fmt.Errorf("%w: httplimit: rule %q counts by status, which needs a Decider that can give a take back (a Reserver, such as *sluice.Limiter); %T cannot", sluice.ErrInvalidRequest, r.Name, dec)
+		}
 		ru.names, ru.policyField = ratelimitheader.Policy(r.Name, ru.limits)
 		for _, name := range ru.names {
 			ru.tails = append(ru.tails, problemTail(name))
@@ -208,6 +249,20 @@ func New(c Config) (*Middleware, error) {
 	}
 	m.reserves = m.reserves || len(m.rules) > 1
 	return m, nil
+}
+
+// decider returns the Decider of rule i: its Limiter or its Decider,
+// exactly one of which must be set.
+func decider(i int, r Rule) (Decider, error) {
+	switch {
+	case r.Limiter != nil && r.Decider != nil:
+		return nil, fmt.Errorf("%w: httplimit: rule %d has both a Limiter and a Decider", sluice.ErrInvalidRequest, i)
+	case r.Limiter != nil:
+		return r.Limiter, nil
+	case r.Decider != nil:
+		return r.Decider, nil
+	}
+	return nil, fmt.Errorf("%w: httplimit: rule %d has no Limiter", sluice.ErrInvalidRequest, i)
 }
 
 // Handler wraps next: every request passes the rules before next sees it.
@@ -292,12 +347,16 @@ func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, st *reqState
 // by response status, else allowed outright.
 func (m *Middleware) take(ctx context.Context, ru *rule, key string) (applied, error) {
 	a := applied{rule: ru, key: key}
-	if !m.reserves {
-		var err error
+	var err error
+	switch {
+	case ru.Limiter != nil && !m.reserves:
 		a.d, err = ru.Limiter.Allow(ctx, key)
 		return a, err
+	case ru.reserver == nil || !m.reserves:
+		a.d, err = ru.dec.Allow(ctx, key)
+		return a, err
 	}
-	res, err := ru.Limiter.Reserve(ctx, key, 1)
+	res, err := ru.reserver.Reserve(ctx, key, 1)
 	if err != nil {
 		return a, err
 	}
@@ -410,15 +469,18 @@ func (m *Middleware) refund(ctx context.Context, as []applied) {
 // detached from the request, so a client that hangs up cannot stop it.
 func (m *Middleware) settle(ctx context.Context, as []applied, status int) {
 	for _, a := range as {
-		if a.res == nil || !a.d.Allowed {
+		if !a.d.Allowed {
 			continue
 		}
 		ru := a.rule
 		var err error
 		switch {
 		case ru.Reset != nil && ru.Reset(status):
-			_ = a.res.Commit()
-			err = ru.Limiter.Reset(ctx, a.key)
+			if a.res != nil {
+				_ = a.res.Commit()
+			}
+			err = ru.dec.Reset(ctx, a.key)
+		case a.res == nil: // taken outright: nothing to settle
 		case ru.Count != nil && !ru.Count(status):
 			err = a.res.Refund(ctx)
 		default:

@@ -1,0 +1,164 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/server"
+)
+
+// rulesConfig is the configuration of the service the tests start.
+const rulesConfig = `rules:
+  - name: api
+    limits: ["3/min"]
+  - name: login
+    limits: ["2/min"]
+  - name: once
+    limits: ["1/h"]
+  - name: hot
+    limits: ["100/s"]
+guard:
+  deny: ["key:blocked"]
+admin:
+  token: ` + adminToken + `
+`
+
+const adminToken = "test-token-0123456789"
+
+// t0 starts every test clock: a real date, well clear of Unix 0.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is a settable test clock, safe for concurrent use.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// service is a sluice serve started by a test, in process, on loopback
+// listeners: its HTTP API, its Envoy gRPC API (with -grpc-headers) and
+// its admin API.
+type service struct {
+	*server.Service
+	URL, GRPC, Admin string
+	Conns            *atomic.Int64 // connections the HTTP API accepted
+	Clock            *clock        // nil for the real clock
+}
+
+// startService starts the service of rulesConfig until the test ends,
+// on clk (nil: the store's own clock).
+func startService(t testing.TB, clk *clock) *service {
+	t.Helper()
+	c, err := config.Parse("test.yaml", []byte(rulesConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := server.Options{Logger: slog.New(slog.DiscardHandler), EnvoyHeaders: true}
+	if clk != nil {
+		o.Clock = clk.Now
+	}
+	svc, err := server.NewService(context.Background(), c, o)
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	var conns atomic.Int64
+	hs := httptest.NewUnstartedServer(svc.Handler())
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	as := httptest.NewServer(svc.AdminHandler())
+	t.Cleanup(as.Close)
+	return &service{Service: svc, URL: hs.URL, GRPC: rlstest.Listen(t, svc.RateLimitService()), Admin: as.URL, Conns: &conns, Clock: clk}
+}
+
+// transports are the two ways a client reaches the service.
+var transports = []string{"http", "grpc"}
+
+// newClient returns a client of s over transport, with c's other
+// fields, closed when the test ends.
+func newClient(t testing.TB, s *service, transport string, c client.Config) *client.Client {
+	t.Helper()
+	c.URL, c.AdminURL, c.AdminToken = s.URL, s.Admin, adminToken
+	if transport == "grpc" {
+		c.GRPC = s.GRPC
+	}
+	if c.Clock == nil && s.Clock != nil {
+		c.Clock = s.Clock.Now
+	}
+	cl, err := client.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// silentAddr returns the address of a loopback listener that accepts
+// connections and never answers, closed when the test ends.
+func silentAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
