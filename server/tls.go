@@ -163,3 +163,31 @@ func (t *TLS) build(f tlsFiles) (*tlsState, error) {
 	}
 	return &tlsState{files: f, cfg: cfg}, nil
 }
+
+// redisTLS returns the client configuration of t: nil (plain text) when
+// t is nil.
+func redisTLS(t *config.RedisTLS) (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,         // empty: tls.Dialer checks the host dialled
+		InsecureSkipVerify: t.InsecureSkipVerify, // the operator's explicit choice; off by default
+	}
+	if t.CAFile != "" {
+		pool, err := config.LoadCertPool(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		c.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
