@@ -34,6 +34,11 @@ type Config struct {
 	// Listen is the address sluice serve listens on, host:port. Default
 	// DefaultListen.
 	Listen string
+	// TLS, when set, serves the Listen listener over TLS (with
+	// ClientCAFile: mutual TLS). Default nil: plain text.
+	TLS *ServerTLS
+	// GRPC configures the listener of Envoy's rate limit gRPC API.
+	GRPC GRPC
 	// Rules are the named policies clients ask about, in file order,
 	// with unique names. A configuration has at least one rule or domain.
 	Rules []NamedRule
@@ -185,6 +190,8 @@ func parse(name string, data []byte, inDir bool, ck *checks) (*Config, error) {
 type file struct {
 	Store       fileStoreSection `yaml:"store"`
 	Listen      string           `yaml:"listen"`
+	TLS         *fileServerTLS   `yaml:"tls"`
+	GRPC        fileGRPC         `yaml:"grpc"`
 	Rules       []fileRule       `yaml:"rules"`
 	Failure     fileFailure      `yaml:"failure"`
 	Admin       fileAdmin        `yaml:"admin"`
@@ -213,13 +220,17 @@ var ruleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // that are at fault: a file with three mistakes takes one run to fix.
 func (f *file) config(v *validator) (*Config, error) {
 	c := &Config{Listen: f.Listen}
-	var errs [6]error
+	var errs [7]error
 	c.Store, errs[0] = f.Store.store(v)
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	} else {
 		errs[1] = listenAddr(v, at("listen"), c.Listen)
 	}
+	var tlsErr, grpcErr error
+	c.TLS, tlsErr = f.TLS.serverTLS(v, at("tls"))
+	c.GRPC, grpcErr = f.GRPC.grpc(v)
+	errs[6] = errors.Join(tlsErr, grpcErr)
 	errs[2] = f.rules(v, c) // the sections below may name its rules
 	c.Failure, errs[3] = f.Failure.failure(v, c)
 	c.Admin, errs[4] = f.Admin.admin(v)
@@ -337,6 +348,9 @@ func yamlError(name string, err error) error {
 		"in type config.fileMemcached", "in store.memcached",
 		"in type config.fileFailure", "in failure",
 		"in type config.fileAdmin", "in admin",
+		"in type config.fileGRPC", "in grpc",
+		"in type config.fileServerTLS", "in a listener's tls",
+		"in type config.fileRedisTLS", "in store.redis.tls",
 		"in type config.fileGuard", "in guard",
 		"in type config.fileJail", "in a jail",
 		"in type config.fileForwardAuth", "in forward_auth",

@@ -36,5 +36,31 @@
 // envoyproxy/ratelimit's own files (a top-level domain and descriptors)
 // load unchanged, alone or as a directory ([LoadDir]).
 //
+// # TLS and secrets
+//
+// Each listener has its own TLS block, none inherited: tls for listen,
+// grpc.tls for grpc.listen, admin.tls for admin.listen (see [ServerTLS];
+// client_ca_file turns on mutual TLS). store.redis.tls connects to Redis
+// over TLS (see [RedisTLS]):
+//
+//	tls: {cert_file: tls.crt, key_file: tls.key, min_version: "1.3"}
+//	grpc:
+//	  listen: 0.0.0.0:8081
+//	  tls: {cert_file: tls.crt, key_file: tls.key, client_ca_file: envoy-ca.crt}
+//	store:
+//	  type: redis
+//	  redis:
+//	    addrs: ["redis.internal:6380"]
+//	    username: sluice
+//	    password_file: /run/secrets/redis
+//	    tls: {ca_file: redis-ca.crt}
+//
+// Relative paths are read from the configuration file's directory, and
+// every file is read and checked when the configuration is loaded.
+// Secrets (store.redis.password, its sentinel's, admin.token) may be
+// written in the file, or named: NAME_env for an environment variable,
+// NAME_file for a file whose contents, without a trailing line break, are
+// the secret; at most one of the three.
+//
 // [Default] returns the built-in sample rule set, [Sample] its YAML.
 package config

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,10 +83,15 @@ type RedisStore struct {
 	// client detects a cluster), host:port each. Without Sentinel,
 	// required.
 	Addrs []string
-	// Username and Password authenticate to Redis. Default none. The
-	// file may name an environment variable holding the password
-	// (password_env) instead of the password itself.
+	// Username and Password authenticate to Redis: an ACL user, or
+	// Password alone for requirepass (the user "default"). Default none.
+	// The file may name an environment variable (password_env) or a file
+	// (password_file) holding the password instead of the password
+	// itself.
 	Username, Password string
+	// TLS, when set, connects to Redis over TLS: to the servers and to
+	// the sentinels. Default nil: plain text.
+	TLS *RedisTLS
 	// DB selects a database of a single server. Default 0.
 	DB int
 	// Sentinel, when its Master is set, finds the primary through Redis
@@ -108,7 +112,8 @@ type Sentinel struct {
 	// Addrs are the sentinels, host:port each.
 	Addrs []string
 	// Username and Password authenticate to the sentinels. Default none;
-	// password_env names an environment variable instead.
+	// password_env names an environment variable instead, password_file
+	// a file.
 	Username, Password string
 }
 
@@ -156,9 +161,22 @@ type Admin struct {
 	Listen string
 	// Token is the bearer token every admin request must carry: at least
 	// MinTokenLen bytes. Default empty: the admin API is off. The file
-	// may name an environment variable holding it (token_env) rather
-	// than hold it.
+	// may name an environment variable (token_env) or a file
+	// (token_file) holding it rather than hold it.
 	Token string
+	// TLS, when set, serves the admin listener over TLS (with
+	// ClientCAFile: only to clients with a certificate). Default nil:
+	// plain text, which the loopback default suits.
+	TLS *ServerTLS
+}
+
+// GRPC configures the listener of Envoy's rate limit gRPC API.
+type GRPC struct {
+	// Listen is its address, host:port. Default empty: no gRPC listener
+	// (sluice serve -grpc-listen sets one).
+	Listen string
+	// TLS, when set, serves gRPC over TLS. Default nil: plain text.
+	TLS *ServerTLS
 }
 
 // Enabled reports whether the admin API is on.
@@ -251,20 +269,23 @@ type (
 		MaxBytes int64 `yaml:"max_bytes"`
 	}
 	fileRedis struct {
-		Addrs       []string     `yaml:"addrs"`
-		Username    string       `yaml:"username"`
-		Password    string       `yaml:"password"`
-		PasswordEnv string       `yaml:"password_env"`
-		DB          int          `yaml:"db"`
-		Sentinel    fileSentinel `yaml:"sentinel"`
-		InFlight    int          `yaml:"in_flight"`
+		Addrs        []string      `yaml:"addrs"`
+		Username     string        `yaml:"username"`
+		Password     string        `yaml:"password"`
+		PasswordEnv  string        `yaml:"password_env"`
+		PasswordFile string        `yaml:"password_file"`
+		DB           int           `yaml:"db"`
+		Sentinel     fileSentinel  `yaml:"sentinel"`
+		InFlight     int           `yaml:"in_flight"`
+		TLS          *fileRedisTLS `yaml:"tls"`
 	}
 	fileSentinel struct {
-		Master      string   `yaml:"master"`
-		Addrs       []string `yaml:"addrs"`
-		Username    string   `yaml:"username"`
-		Password    string   `yaml:"password"`
-		PasswordEnv string   `yaml:"password_env"`
+		Master       string   `yaml:"master"`
+		Addrs        []string `yaml:"addrs"`
+		Username     string   `yaml:"username"`
+		Password     string   `yaml:"password"`
+		PasswordEnv  string   `yaml:"password_env"`
+		PasswordFile string   `yaml:"password_file"`
 	}
 	fileMemcached struct {
 		Addrs   []string `yaml:"addrs"`
@@ -277,9 +298,15 @@ type (
 		Rules     map[string]string `yaml:"rules"`
 	}
 	fileAdmin struct {
-		Listen   string `yaml:"listen"`
-		Token    string `yaml:"token"`
-		TokenEnv string `yaml:"token_env"`
+		Listen    string         `yaml:"listen"`
+		Token     string         `yaml:"token"`
+		TokenEnv  string         `yaml:"token_env"`
+		TokenFile string         `yaml:"token_file"`
+		TLS       *fileServerTLS `yaml:"tls"`
+	}
+	fileGRPC struct {
+		Listen string         `yaml:"listen"`
+		TLS    *fileServerTLS `yaml:"tls"`
 	}
 	fileGuard struct {
 		Allow   []string   `yaml:"allow"`
@@ -320,12 +347,12 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 	if s.Type == StoreRedis {
 		var err error
 		s.Redis = RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB, InFlight: r.InFlight}
-		if s.Redis.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, "password"); err != nil {
+		if s.Redis.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, r.PasswordFile, "password"); err != nil {
 			return s, err
 		}
 		st := r.Sentinel
 		s.Redis.Sentinel = Sentinel{Master: st.Master, Addrs: st.Addrs, Username: st.Username}
-		if s.Redis.Sentinel.Password, err = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, "password"); err != nil {
+		if s.Redis.Sentinel.Password, err = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, st.PasswordFile, "password"); err != nil {
 			return s, err
 		}
 		switch {
@@ -341,6 +368,9 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 			if err := addrs(v, at("store", "redis", "addrs"), r.Addrs); err != nil {
 				return s, err
 			}
+		}
+		if s.Redis.TLS, err = r.TLS.redisTLS(v); err != nil {
+			return s, err
 		}
 		if r.DB < 0 {
 			return s, v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
@@ -411,14 +441,21 @@ func hasRule(rules []NamedRule, name string) bool {
 
 // admin validates the admin section.
 func (f *fileAdmin) admin(v *validator) (Admin, error) {
-	token, err := secret(v, at("admin"), f.Token, f.TokenEnv, "token")
+	token, err := secret(v, at("admin"), f.Token, f.TokenEnv, f.TokenFile, "token")
 	if err != nil {
 		return Admin{}, err
 	}
 	a := Admin{Listen: f.Listen, Token: token}
+	if a.TLS, err = f.TLS.serverTLS(v, at("admin", "tls")); err != nil {
+		return a, err
+	}
+	field := "listen" // what asks for a listener
+	if f.Listen == "" {
+		field = "tls"
+	}
 	switch {
-	case token == "" && f.Listen != "":
-		return a, v.errorf(at("admin", "listen"), "an admin listener needs a token (admin.token or admin.token_env)")
+	case token == "" && (f.Listen != "" || f.TLS != nil):
+		return a, v.errorf(at("admin", field), "an admin listener needs a token (admin.token, admin.token_env or admin.token_file)")
 	case token == "":
 		return a, nil
 	case len(token) < MinTokenLen:
@@ -430,6 +467,19 @@ func (f *fileAdmin) admin(v *validator) (Admin, error) {
 		a.Listen = DefaultAdminListen
 	}
 	return a, listenAddr(v, at("admin", "listen"), a.Listen)
+}
+
+// grpc validates the grpc section.
+func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
+	g := GRPC{Listen: f.Listen}
+	var err error
+	if g.TLS, err = f.TLS.serverTLS(v, at("grpc", "tls")); err != nil {
+		return g, err
+	}
+	if g.Listen != "" {
+		err = listenAddr(v, at("grpc", "listen"), g.Listen)
+	}
+	return g, err
 }
 
 // guard validates the guard section against the rules.
@@ -539,28 +589,6 @@ func validHeader(h string) bool {
 		}
 	}
 	return true
-}
-
-// secret returns a secret given literally or through an environment
-// variable, not both. An env name of a variable that is unset or empty is
-// an error: the file asks for a secret that is not there.
-func secret(v *validator, path []any, literal, env, what string) (string, error) {
-	switch {
-	case literal != "" && env != "":
-		return "", v.errorf(path, "set %s or %s_env, not both", what, what)
-	case env != "":
-		s, ok := os.LookupEnv(env)
-		switch {
-		case ok && s != "":
-			return s, nil
-		case v.lenientSecrets:
-			v.warnings = append(v.warnings, fmt.Sprintf("%s:%d: %s: environment variable %s is not set here (needed to serve)",
-				v.name, v.line(append(path, what+"_env")...), fieldPath(append(path, what+"_env")), env))
-			return "unset-secret-placeholder-" + env, nil
-		}
-		return "", v.errorf(append(path, what+"_env"), "environment variable %s is not set", env)
-	}
-	return literal, nil
 }
 
 // addrs checks a non-empty list of host:port addresses.

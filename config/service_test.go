@@ -121,7 +121,7 @@ func TestParseServiceErrors(t *testing.T) {
 		{"redis both", "store: {type: redis, redis: {addrs: [\"h:1\"], sentinel: {master: m, addrs: [\"s:1\"]}}}\n", []string{"store.redis.addrs: set addrs or sentinel, not both"}},
 		{"sentinel without master", "store: {type: redis, redis: {sentinel: {addrs: [\"s:1\"]}}}\n", []string{"store.redis.sentinel: sentinel addrs without a master"}},
 		{"sentinel without addrs", "store: {type: redis, redis: {sentinel: {master: m}}}\n", []string{"store.redis.sentinel.addrs: at least one"}},
-		{"password both", "store: {type: redis, redis: {addrs: [\"h:1\"], password: a, password_env: B}}\n", []string{"store.redis: set password or password_env, not both"}},
+		{"password both", "store: {type: redis, redis: {addrs: [\"h:1\"], password: a, password_env: B}}\n", []string{"store.redis: set one of password, password_env and password_file"}},
 		{"password env unset", "store: {type: redis, redis: {addrs: [\"h:1\"], password_env: SLUICE_TEST_UNSET_VAR}}\n", []string{"store.redis.password_env: environment variable SLUICE_TEST_UNSET_VAR is not set"}},
 		{"negative db", "store: {type: redis, redis: {addrs: [\"h:1\"], db: -1}}\n", []string{"store.redis.db:"}},
 		{"in_flight", "store: {type: redis, redis: {addrs: [\"h:1\"], in_flight: -2}}\n", []string{"t.yaml:6: store.redis.in_flight:", "in_flight -2"}},

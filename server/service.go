@@ -295,9 +295,11 @@ func (s *Service) swap(c *config.Config) error {
 		return errors.New("the store section changed: restart to apply it")
 	case old.Failure.Timeout != c.Failure.Timeout || old.Failure.Instances != c.Failure.Instances:
 		return errors.New("failure.timeout or failure.instances changed: restart to apply them")
-	case old.Listen != c.Listen:
-		return errors.New("listen changed: restart to apply it")
-	case old.Admin.Listen != c.Admin.Listen || old.Admin.Enabled() != c.Admin.Enabled():
+	case old.Listen != c.Listen || !reflect.DeepEqual(old.TLS, c.TLS):
+		return errors.New("listen or tls changed: restart to apply it (a certificate's files are read again when they change)")
+	case !reflect.DeepEqual(old.GRPC, c.GRPC):
+		return errors.New("the grpc section changed: restart to apply it")
+	case old.Admin.Listen != c.Admin.Listen || old.Admin.Enabled() != c.Admin.Enabled() || !reflect.DeepEqual(old.Admin.TLS, c.Admin.TLS):
 		return errors.New("the admin listener changed: restart to apply it")
 	case old.Guard.MaxBans != c.Guard.MaxBans:
 		return errors.New("guard.max_bans changed: restart to apply it")

@@ -71,7 +71,12 @@ func openStores(ctx context.Context, c *config.Config, o Options, m *metrics, lo
 // the whole fleet's bans.
 func openRedis(ctx context.Context, c *config.Config, namespace string, m *metrics, log *slog.Logger) (*stores, error) {
 	rc := c.Store.Redis
+	tc, err := redisTLS(rc.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("store: redis: %w", err)
+	}
 	opt := rueidis.ClientOption{
+		TLSConfig:    tc,
 		InitAddress:  rc.Addrs,
 		Username:     rc.Username,
 		Password:     rc.Password,
@@ -84,6 +89,7 @@ func openRedis(ctx context.Context, c *config.Config, namespace string, m *metri
 		opt.InitAddress = rc.Sentinel.Addrs
 		opt.Sentinel = rueidis.SentinelOption{
 			MasterSet: rc.Sentinel.Master, Username: rc.Sentinel.Username, Password: rc.Sentinel.Password,
+			TLSConfig:               tc, // one deployment, one authority
 			TopologyRefreshInterval: 5 * time.Second,
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server"
@@ -37,11 +38,16 @@ rules ("sluice config sample" prints them):
   GET  /metrics               Prometheus metrics
   GET  /healthz, /readyz      the process serves; the store answers
 
-with -grpc-listen, Envoy's rate limit service API (gRPC
-envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit, and the gRPC
-health service) on its own listener, and, when the file sets an admin
-token, the admin API and dashboard on their own listener (loopback by
-default): /admin/.
+with -grpc-listen (or the file's grpc.listen), Envoy's rate limit
+service API (gRPC envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit,
+and the gRPC health service) on its own listener, and, when the file sets
+an admin token, the admin API and dashboard on their own listener
+(loopback by default): /admin/.
+
+Each listener serves TLS when the file gives it a tls block (tls,
+grpc.tls, admin.tls; with client_ca_file, mutual TLS). Certificates are
+read again when their files change: new connections get the new one,
+established ones are kept.
 
 SIGHUP, or any change of FILE (unless -watch=false), reloads the
 configuration: the rules change, the counters stay (same store); a file
@@ -96,7 +102,7 @@ func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.cfgPath, "config", "", "configuration `file` or directory; default the built-in sample rules")
 	fs.StringVar(&f.listen, "listen", "", "`address` to listen on, host:port; port 0 picks a free one (default the config's listen, else "+config.DefaultListen+")")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "`address` of the admin API, when the config sets a token (default the config's admin.listen, else "+config.DefaultAdminListen+")")
-	fs.StringVar(&f.grpcListen, "grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default none)")
+	fs.StringVar(&f.grpcListen, "grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default the config's grpc.listen, else none)")
 	fs.BoolVar(&f.grpcHeaders, "grpc-headers", false, "add the RateLimit header fields to the answers of Envoy's API (gRPC, for Envoy to pass on, and /json)")
 	fs.BoolVar(&f.watch, "watch", true, "reload the configuration when its file changes")
 	fs.DurationVar(&f.grace, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
@@ -156,34 +162,65 @@ type listeners struct {
 
 // start listens on every address f and cfg name, and serves there.
 func (ls *listeners) start(ctx context.Context, f serveFlags, cfg *config.Config, svc *server.Service) error {
-	if err := ls.startHTTP(ctx, "listening", cmp.Or(f.listen, cfg.Listen), svc.Handler()); err != nil {
+	if err := ls.startHTTP(ctx, "listening", cmp.Or(f.listen, cfg.Listen), cfg.TLS, svc.Handler()); err != nil {
 		return err
 	}
-	if f.grpcListen != "" {
-		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", f.grpcListen)
-		if err != nil {
-			return fmt.Errorf("grpc: %w", err)
+	if addr := cmp.Or(f.grpcListen, cfg.GRPC.Listen); addr != "" {
+		if err := ls.startGRPC(ctx, addr, cfg.GRPC.TLS, svc); err != nil {
+			return err
 		}
-		ls.grpc = envoyrls.NewServer(svc.RateLimitService())
-		go func() { ls.served <- ls.grpc.Serve(ln) }()
-		ls.announce("grpc", ln.Addr().String())
 	}
 	if ah := svc.AdminHandler(); ah != nil {
-		return ls.startHTTP(ctx, "admin", cmp.Or(f.adminListen, cfg.Admin.Listen), ah)
+		return ls.startHTTP(ctx, "admin", cmp.Or(f.adminListen, cfg.Admin.Listen), cfg.Admin.TLS, ah)
 	}
 	return nil
 }
 
-// startHTTP serves h at addr.
-func (ls *listeners) startHTTP(ctx context.Context, name, addr string, h http.Handler) error {
+// startHTTP serves h at addr, over TLS when tc is set.
+func (ls *listeners) startHTTP(ctx context.Context, name, addr string, tc *config.ServerTLS, h http.Handler) error {
+	hs := server.NewHTTPServer(h, ls.log)
+	scheme := "http://"
+	if tc != nil {
+		t, err := server.NewTLS(*tc, server.HTTPProtos, ls.log)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		hs.TLSConfig, scheme = t.Config(), "https://"
+	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	hs := server.NewHTTPServer(h, ls.log)
 	ls.https = append(ls.https, hs)
-	go func() { ls.served <- hs.Serve(ln) }()
-	ls.announce(name, "http://"+ln.Addr().String())
+	go func() {
+		if tc != nil {
+			ls.served <- hs.ServeTLS(ln, "", "") // the certificate is hs.TLSConfig's
+			return
+		}
+		ls.served <- hs.Serve(ln)
+	}()
+	ls.announce(name, scheme+ln.Addr().String())
+	return nil
+}
+
+// startGRPC serves Envoy's rate limit API at addr, over TLS when tc is
+// set.
+func (ls *listeners) startGRPC(ctx context.Context, addr string, tc *config.ServerTLS, svc *server.Service) error {
+	var opts []grpc.ServerOption
+	if tc != nil {
+		t, err := server.NewTLS(*tc, server.GRPCProtos, ls.log)
+		if err != nil {
+			return fmt.Errorf("grpc: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Config())))
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("grpc: %w", err)
+	}
+	ls.grpc = envoyrls.NewServer(svc.RateLimitService(), opts...)
+	go func() { ls.served <- ls.grpc.Serve(ln) }()
+	ls.announce("grpc", ln.Addr().String())
 	return nil
 }
 

@@ -346,3 +346,37 @@ func RedisCalls(addr, cmd string) int64 {
 	}
 	return 0
 }
+
+// A RedisTLS is a redis-server that serves TLS on TLSAddr, beside plain
+// text on Addr (for the test's own setup and inspection with Do).
+type RedisTLS struct {
+	*Redis
+	TLSAddr string // host:port of the TLS listener
+}
+
+// StartRedisTLS starts a redis-server as StartRedis does, serving TLS
+// too on another free loopback port, with the PEM files certFile and
+// keyFile, and trusting caFile for client certificates, which clients
+// must present when authClients is "yes" ("no" and "optional" are
+// Redis's other choices). It is stopped when the test ends.
+func StartRedisTLS(t testing.TB, certFile, keyFile, caFile, authClients string, args ...string) *RedisTLS {
+	t.Helper()
+	bin := Binary(t, "redis-server")
+	var err error
+	for range 5 { // another process may take the TLS port between pick and bind
+		var port int
+		if port, err = FreePort(); err != nil {
+			break
+		}
+		var s *Redis
+		s, err = LaunchRedis(bin, t.TempDir(), append([]string{"--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile,
+			"--tls-auth-clients", authClients}, args...)...)
+		if err == nil {
+			t.Cleanup(s.Stop)
+			return &RedisTLS{Redis: s, TLSAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+		}
+	}
+	t.Fatalf("start redis-server with TLS: %v", err)
+	return nil
+}

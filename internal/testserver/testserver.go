@@ -1,5 +1,5 @@
 // Package testserver starts real server processes for tests and
-// benchmarks — redis-server (single, a cluster or with Sentinel),
+// benchmarks — redis-server (single, over TLS, a cluster or with Sentinel),
 // memcached, nginx and caddy —
 // each on a free loopback port with its own temporary directory, stopped
 // when the test ends. It never touches a shared server.
