@@ -34,9 +34,9 @@ func TestOneDenialFormat(t *testing.T) {
 		wait   bool // Retry-After
 		fields bool // RateLimit-Policy and RateLimit
 	}{
-		{"httplimit 429", func() *httptest.ResponseRecorder { return get(mw.limit, "198.18.0.1", 2) }, 429, true, true},
-		{"guard middleware, banned", func() *httptest.ResponseRecorder { return get(mw.guard, "203.0.113.66", 1) }, 403, true, false},
-		{"guard middleware, deny list", func() *httptest.ResponseRecorder { return get(mw.guard, "198.51.100.7", 1) }, 403, false, false},
+		{"httplimit 429", func() *httptest.ResponseRecorder { return getFrom(mw.limit, "198.18.0.1", 2) }, 429, true, true},
+		{"guard middleware, banned", func() *httptest.ResponseRecorder { return getFrom(mw.guard, "203.0.113.66", 1) }, 403, true, false},
+		{"guard middleware, deny list", func() *httptest.ResponseRecorder { return getFrom(mw.guard, "198.51.100.7", 1) }, 403, false, false},
 		{"forward-auth 429", func() *httptest.ResponseRecorder {
 			var w *httptest.ResponseRecorder
 			for range 4 { // api: 3 a minute
@@ -102,8 +102,8 @@ func middlewares(t *testing.T) middlewareSet {
 	return middlewareSet{limit: m.Handler(ok), guard: g(ok)}
 }
 
-// get sends n requests from ip to h and returns the last answer.
-func get(h http.Handler, ip string, n int) *httptest.ResponseRecorder {
+// getFrom sends n requests from ip to h and returns the last answer.
+func getFrom(h http.Handler, ip string, n int) *httptest.ResponseRecorder {
 	var w *httptest.ResponseRecorder
 	for range n {
 		r := httptest.NewRequest(http.MethodGet, "/", nil)
