@@ -83,7 +83,7 @@ func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny
 		}
 	}
 	st.set(h, hdrRateLimit, st.str(start))
-	if m.fields == FieldsDraftAndLegacy {
+	if m.fields == FieldsDraftAndLegacy || as[bind].rule.Legacy {
 		writeLegacy(h, st, as[bind].d)
 	}
 }

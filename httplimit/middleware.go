@@ -123,6 +123,11 @@ type Rule struct {
 	// accepts the response status (clear the counters after a
 	// successful login). Default nil: never.
 	Reset func(status int) bool
+	// Legacy also writes X-RateLimit-Limit, -Remaining and -Reset when
+	// this rule's decision is the one the fields describe, for the
+	// clients of this rule's endpoints that read only those (as
+	// FieldsDraftAndLegacy does for every rule). Default false.
+	Legacy bool
 }
 
 // Config configures a Middleware. The zero value of every field but Rules

@@ -199,6 +199,25 @@ func TestLegacyFieldsAndNone(t *testing.T) {
 	}
 }
 
+// TestLegacyPerRule: a rule marked Legacy gets the X-RateLimit-* trio
+// when its decision binds, and another rule does not.
+func TestLegacyPerRule(t *testing.T) {
+	c := newClock()
+	s := newStore(t)
+	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{
+		{Name: "old-clients", Limiter: limiter(t, s, c, "l", "5/min"), Legacy: true, Match: func(r *http.Request) bool { return r.URL.Path == "/v1" }},
+		{Name: "new", Limiter: limiter(t, s, c, "n", "100/min"), Match: func(r *http.Request) bool { return r.URL.Path != "/v1" }},
+	}})
+	v1 := request("203.0.113.7:1")
+	v1.URL.Path = "/v1"
+	if w := serve(m.Handler(&recordingHandler{}), v1); w.Header().Get("X-RateLimit-Limit") != "5" || w.Header().Get("RateLimit") == "" {
+		t.Errorf("legacy rule: headers %v, want X-RateLimit-Limit 5 beside RateLimit", w.Header())
+	}
+	if w := serve(m.Handler(&recordingHandler{}), request("203.0.113.7:1")); w.Header().Get("X-RateLimit-Limit") != "" {
+		t.Errorf("other rule: X-RateLimit-Limit %q, want none", w.Header().Get("X-RateLimit-Limit"))
+	}
+}
+
 func TestModes(t *testing.T) {
 	for _, tt := range []struct {
 		mode         httplimit.Mode
