@@ -74,6 +74,8 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	format := fs.String("format", "", "export `format`: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx, nginx-map")
 	set := fs.String("set", "sluice", "the set, table or chain the export fills")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
+	var tf tlsFlags
+	tf.register(fs)
 	pos, err := parseFlags(fs, bansHelp, args, stdout)
 	if err != nil {
 		return err
@@ -92,7 +94,11 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if token == "" {
 		return usageError("bans: no admin token: set $SLUICE_ADMIN_TOKEN or -token-file to the token of the server's admin.token (or admin.token_env)")
 	}
-	ac := &adminClient{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{Timeout: *timeout}}
+	hc, err := tf.client(*timeout)
+	if err != nil {
+		return fmt.Errorf("bans: %w", err)
+	}
+	ac := &adminClient{base: strings.TrimRight(base, "/"), token: token, hc: hc}
 
 	sub, rest := pos[0], pos[1:]
 	wantArgs := map[string]int{"list": 0, "export": 0, "add": 1, "lift": 1}

@@ -43,6 +43,8 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	peek := fs.Bool("peek", false, "only report whether the request would be allowed; take nothing")
 	asJSON := fs.Bool("json", false, "print the server's answer as JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the server")
+	var tf tlsFlags
+	tf.register(fs)
 	pos, err := parseFlags(fs, checkHelp, args, stdout)
 	if err != nil {
 		return err
@@ -54,10 +56,13 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 		return usageError(fmt.Sprintf("check: -cost %d must be at least 1", *cost))
 	}
 	req := httpapi.CheckRequest{Rule: pos[0], Key: pos[1], Cost: *cost, Peek: *peek}
-
+	hc, err := tf.client(*timeout)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	resp, err := postCheck(ctx, serverURL, req)
+	resp, err := postCheck(ctx, hc, serverURL, req)
 	if err != nil {
 		return err
 	}
@@ -74,8 +79,8 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	return nil
 }
 
-// postCheck asks the server at base about req.
-func postCheck(ctx context.Context, base string, req httpapi.CheckRequest) (httpapi.CheckResponse, error) {
+// postCheck asks the server at base about req, through hc.
+func postCheck(ctx context.Context, hc *http.Client, base string, req httpapi.CheckRequest) (httpapi.CheckResponse, error) {
 	var out httpapi.CheckResponse
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -87,7 +92,7 @@ func postCheck(ctx context.Context, base string, req httpapi.CheckRequest) (http
 		return out, fmt.Errorf("check: %w", err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := hc.Do(hr)
 	if err != nil {
 		return out, fmt.Errorf("check: %w", err)
 	}

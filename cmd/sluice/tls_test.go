@@ -84,6 +84,21 @@ admin:
 	if strings.Contains(logs.String(), token) {
 		t.Errorf("the log holds the admin token:\n%s", logs)
 	}
+	// The commands: check trusting the CA, bans with the client's
+	// certificate too (the admin listener requires one).
+	if out, _, err := runCmd(t, "check", "-server", addrs[0], "-cacert", ca.CertFile, "api", "k2"); err != nil || !strings.Contains(out, "allowed") {
+		t.Errorf("sluice check -cacert = %q, %v; want allowed", out, err)
+	}
+	if _, _, err := runCmd(t, "check", "-server", addrs[0], "api", "k2"); err == nil {
+		t.Error("sluice check without -cacert trusted the test CA")
+	}
+	t.Setenv("SLUICE_ADMIN_TOKEN", token)
+	if out, _, err := runCmd(t, "bans", "-admin", addrs[2], "-cacert", ca.CertFile, "-cert", client.CertFile, "-key", client.KeyFile, "list"); err != nil || !strings.Contains(out, "JAIL") {
+		t.Errorf("sluice bans list over mTLS = %q, %v; want the list", out, err)
+	}
+	if _, _, err := runCmd(t, "bans", "-admin", addrs[2], "-cacert", ca.CertFile, "-cert", client.CertFile, "list"); exitCode(err) != 2 {
+		t.Errorf("-cert without -key: %v, want a usage error", err)
+	}
 }
 
 // checkTLS posts a check to the HTTPS listener at url, trusting ca,

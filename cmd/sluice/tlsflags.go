@@ -1,0 +1,54 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+)
+
+// tlsFlags are the flags of a command that talks to a listener of
+// sluice serve over TLS: the authority to trust, and the client's
+// certificate for mTLS.
+type tlsFlags struct {
+	caFile, certFile, keyFile string
+}
+
+// register adds the flags to fs.
+func (f *tlsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.caFile, "cacert", "", "trust the server certificates `file` (PEM) signs, for an https:// URL (default: the system's)")
+	fs.StringVar(&f.certFile, "cert", "", "present this client certificate `file` (PEM), for a listener that requires one (mTLS); with -key")
+	fs.StringVar(&f.keyFile, "key", "", "the client certificate's private key `file` (PEM)")
+}
+
+// client returns an HTTP client with the TLS settings of f and timeout.
+func (f *tlsFlags) client(timeout time.Duration) (*http.Client, error) {
+	if (f.certFile == "") != (f.keyFile == "") {
+		return nil, usageError("-cert and -key go together")
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.caFile != "" {
+		pem, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return nil, err
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-cacert %s: no PEM certificate in it", f.caFile)
+		}
+	}
+	if f.certFile != "" {
+		pair, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
+		if err != nil {
+			return nil, errors.Join(errors.New("-cert, -key"), err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = c
+	return &http.Client{Timeout: timeout, Transport: t}, nil
+}
