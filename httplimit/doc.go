@@ -48,7 +48,8 @@
 // Allowed and denied responses carry the RateLimit-Policy and RateLimit
 // fields of draft-ietf-httpapi-ratelimit-headers-11 (structured fields:
 // `"login";q=10;w=180` and `"login";r=3;t=54`), optionally the legacy
-// X-RateLimit-* trio. A denied request gets Retry-After in whole seconds,
+// X-RateLimit-* trio; per rule, Rule.Fields may pick the trio, or the
+// forms of drafts -07 and -06, for clients written against them. A denied request gets Retry-After in whole seconds,
 // rounded up, and, from the default [ProblemHandler], 429 with an
 // application/problem+json body (RFC 9457) naming the violated policy.
 // Denials are logged to log/slog.

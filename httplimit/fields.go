@@ -20,6 +20,9 @@ var (
 	hdrLegacyLimit     = http.CanonicalHeaderKey("X-RateLimit-Limit")
 	hdrLegacyRemaining = http.CanonicalHeaderKey("X-RateLimit-Remaining")
 	hdrLegacyReset     = http.CanonicalHeaderKey("X-RateLimit-Reset")
+	hdrDraftLimit      = http.CanonicalHeaderKey("RateLimit-Limit")
+	hdrDraftRemaining  = http.CanonicalHeaderKey("RateLimit-Remaining")
+	hdrDraftReset      = http.CanonicalHeaderKey("RateLimit-Reset")
 )
 
 // ProblemType is the problem type of a 429 answer: the quota-exceeded type
@@ -53,6 +56,10 @@ func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny
 	if m.fields == FieldsNone || bind < 0 {
 		return
 	}
+	if f := as[bind].rule.Fields; f == RuleFieldsDraft07 || f == RuleFieldsDraft06 {
+		writeOlderDraft(h, st, f, as[bind].d)
+		return
+	}
 	enforced := 0
 	for _, a := range as {
 		if a.rule.Mode == Enforce {
@@ -83,8 +90,38 @@ func (m *Middleware) writeFields(h http.Header, st *reqState, as []applied, deny
 		}
 	}
 	st.set(h, hdrRateLimit, st.str(start))
-	if m.fields == FieldsDraftAndLegacy || as[bind].rule.Legacy {
+	if m.fields == FieldsDraftAndLegacy || as[bind].rule.Fields == RuleFieldsLegacy {
 		writeLegacy(h, st, as[bind].d)
+	}
+}
+
+// writeOlderDraft sets the fields of draft -07 or -06 (f) of d, the
+// binding decision.
+func writeOlderDraft(h http.Header, st *reqState, f RuleFields, d sluice.Decision) {
+	limit, remaining, reset := int64(d.Limit.Rate), int64(max(d.Remaining, 0)), ratelimitheader.CeilSeconds(d.ResetAfter)
+	start := len(st.b)
+	st.b = strconv.AppendInt(st.b, limit, 10)
+	st.b = append(st.b, ";w="...)
+	st.b = strconv.AppendInt(st.b, ratelimitheader.CeilSeconds(d.Limit.Period), 10)
+	st.set(h, hdrRateLimitPolicy, st.str(start))
+	if f == RuleFieldsDraft07 {
+		start = len(st.b)
+		st.b = append(st.b, "limit="...)
+		st.b = strconv.AppendInt(st.b, limit, 10)
+		st.b = append(st.b, ", remaining="...)
+		st.b = strconv.AppendInt(st.b, remaining, 10)
+		st.b = append(st.b, ", reset="...)
+		st.b = strconv.AppendInt(st.b, reset, 10)
+		st.set(h, hdrRateLimit, st.str(start))
+		return
+	}
+	for _, f := range [...]struct {
+		key string
+		n   int64
+	}{{hdrDraftLimit, limit}, {hdrDraftRemaining, remaining}, {hdrDraftReset, reset}} {
+		start := len(st.b)
+		st.b = strconv.AppendInt(st.b, f.n, 10)
+		st.set(h, f.key, st.str(start))
 	}
 }
 

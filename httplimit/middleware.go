@@ -123,12 +123,34 @@ type Rule struct {
 	// accepts the response status (clear the counters after a
 	// successful login). Default nil: never.
 	Reset func(status int) bool
-	// Legacy also writes X-RateLimit-Limit, -Remaining and -Reset when
-	// this rule's decision is the one the fields describe, for the
-	// clients of this rule's endpoints that read only those (as
-	// FieldsDraftAndLegacy does for every rule). Default false.
-	Legacy bool
+	// Fields chooses the form of the rate-limit fields of a response
+	// whose fields describe this rule's decision (the binding one), for
+	// the clients of this rule's endpoints that read an older form.
+	// Default RuleFieldsDefault: Config.Fields.
+	Fields RuleFields
 }
+
+// RuleFields is the form of the rate-limit fields a rule's clients read
+// (see Rule.Fields).
+type RuleFields uint8
+
+const (
+	// RuleFieldsDefault writes the middleware's Config.Fields.
+	RuleFieldsDefault RuleFields = iota
+	// RuleFieldsLegacy adds X-RateLimit-Limit, -Remaining and -Reset to
+	// the draft's fields (as FieldsDraftAndLegacy does for every rule).
+	RuleFieldsLegacy
+	// RuleFieldsDraft07 writes draft-ietf-httpapi-ratelimit-headers-07's
+	// fields instead of the current draft's, for the binding limit only:
+	// `RateLimit-Policy: 10;w=60` and `RateLimit: limit=10, remaining=9,
+	// reset=6`. Draft -08 reused both names with another syntax, so the
+	// two forms cannot be written together.
+	RuleFieldsDraft07
+	// RuleFieldsDraft06 writes draft -06's fields instead, for the
+	// binding limit: RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset
+	// (seconds) and `RateLimit-Policy: 10;w=60`.
+	RuleFieldsDraft06
+)
 
 // Config configures a Middleware. The zero value of every field but Rules
 // means its default.
@@ -221,6 +243,9 @@ func New(c Config) (*Middleware, error) {
 		}
 		if !validName(r.Name) || seen[r.Name] {
 			return nil, fmt.Errorf("%w: httplimit: rule name %q is not printable ASCII or not unique", sluice.ErrInvalidRequest, r.Name)
+		}
+		if r.Fields > RuleFieldsDraft06 {
+			return nil, fmt.Errorf("%w: httplimit: rule %q: unknown Fields %d", sluice.ErrInvalidRequest, r.Name, r.Fields)
 		}
 		seen[r.Name] = true
 		if r.Key == nil {

@@ -199,22 +199,41 @@ func TestLegacyFieldsAndNone(t *testing.T) {
 	}
 }
 
-// TestLegacyPerRule: a rule marked Legacy gets the X-RateLimit-* trio
-// when its decision binds, and another rule does not.
-func TestLegacyPerRule(t *testing.T) {
-	c := newClock()
-	s := newStore(t)
-	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{
-		{Name: "old-clients", Limiter: limiter(t, s, c, "l", "5/min"), Legacy: true, Match: func(r *http.Request) bool { return r.URL.Path == "/v1" }},
-		{Name: "new", Limiter: limiter(t, s, c, "n", "100/min"), Match: func(r *http.Request) bool { return r.URL.Path != "/v1" }},
-	}})
-	v1 := request("203.0.113.7:1")
-	v1.URL.Path = "/v1"
-	if w := serve(m.Handler(&recordingHandler{}), v1); w.Header().Get("X-RateLimit-Limit") != "5" || w.Header().Get("RateLimit") == "" {
-		t.Errorf("legacy rule: headers %v, want X-RateLimit-Limit 5 beside RateLimit", w.Header())
-	}
-	if w := serve(m.Handler(&recordingHandler{}), request("203.0.113.7:1")); w.Header().Get("X-RateLimit-Limit") != "" {
-		t.Errorf("other rule: X-RateLimit-Limit %q, want none", w.Header().Get("X-RateLimit-Limit"))
+// TestRuleFields: a rule's Fields choose the form of the fields of the
+// responses whose binding decision is that rule's — the X-RateLimit-*
+// trio beside the draft's, or draft -07's or -06's instead — and another
+// rule's responses keep the middleware's.
+func TestRuleFields(t *testing.T) {
+	for _, tt := range []struct {
+		fields httplimit.RuleFields
+		want   map[string]string
+	}{
+		{httplimit.RuleFieldsLegacy, map[string]string{"X-Ratelimit-Limit": "5", "Ratelimit": `"v1";r=4;t=12`}},
+		{httplimit.RuleFieldsDraft07, map[string]string{"Ratelimit-Policy": "5;w=60", "Ratelimit": "limit=5, remaining=4, reset=12"}},
+		{httplimit.RuleFieldsDraft06, map[string]string{"Ratelimit-Policy": "5;w=60", "Ratelimit-Limit": "5", "Ratelimit-Remaining": "4", "Ratelimit-Reset": "12", "Ratelimit": ""}},
+	} {
+		c := newClock()
+		s := newStore(t)
+		m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{
+			{Name: "v1", Limiter: limiter(t, s, c, "l", "5/min"), Fields: tt.fields, Match: func(r *http.Request) bool { return r.URL.Path == "/v1" }},
+			{Name: "new", Limiter: limiter(t, s, c, "n", "100/min"), Match: func(r *http.Request) bool { return r.URL.Path != "/v1" }},
+		}})
+		v1 := request("203.0.113.7:1")
+		v1.URL.Path = "/v1"
+		w := serve(m.Handler(&recordingHandler{}), v1)
+		for k, want := range tt.want {
+			if got := w.Header().Get(k); got != want {
+				t.Errorf("Fields %d: %s = %q, want %q", tt.fields, k, got, want)
+			}
+		}
+		if tt.fields == httplimit.RuleFieldsDraft07 {
+			if _, err := httpsfv.UnmarshalDictionary(w.Header().Values("RateLimit")); err != nil {
+				t.Errorf("draft-07 RateLimit %q is not a structured-field dictionary: %v", w.Header().Get("RateLimit"), err)
+			}
+		}
+		if w := serve(m.Handler(&recordingHandler{}), request("203.0.113.7:1")); w.Header().Get("X-RateLimit-Limit") != "" || !strings.HasPrefix(w.Header().Get("RateLimit"), `"new"`) {
+			t.Errorf("Fields %d: the other rule's response %v, want the middleware's fields", tt.fields, w.Header())
+		}
 	}
 }
 
