@@ -56,7 +56,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c load.Config
 	var descs descriptors
-	fs.StringVar(&c.Target, "target", "", "server `URL`: grpc://host:port, http://host:port or http://host:port/json, on a loopback address")
+	fs.StringVar(&c.Target, "target", "", "server `URL`: grpc://host:port, http://host:port or http://host:port/json (grpcs://, https:// over TLS), on a loopback address")
 	fs.StringVar(&c.Domain, "domain", "", "`domain` of the descriptors")
 	fs.Var(&descs, "descriptor", "a descriptor, `key=value[,key=value...]`; repeat for several per request")
 	fs.StringVar(&c.Rule, "rule", "", "named `rule` to check with the HTTP API, instead of -domain")
@@ -71,6 +71,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound on each request")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines")
+	var tf tlsFlags
+	tf.register(fs)
 	pos, err := parseFlags(fs, benchHelp, args, stdout)
 	if err != nil {
 		return err
@@ -82,6 +84,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError("bench: -target is required (run \"sluice bench -h\")")
 	}
 	c.Descriptors = descs
+	if c.TLS, err = tf.config(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	if !*quiet {
 		c.Progress = stderr
 	}

@@ -96,6 +96,13 @@ admin:
 	if out, _, err := runCmd(t, "bans", "-admin", addrs[2], "-cacert", ca.CertFile, "-cert", client.CertFile, "-key", client.KeyFile, "list"); err != nil || !strings.Contains(out, "JAIL") {
 		t.Errorf("sluice bans list over mTLS = %q, %v; want the list", out, err)
 	}
+	if out, _, err := runCmd(t, "bench", "-target", addrs[0], "-rule", "api", "-n", "20", "-quiet", "-cacert", ca.CertFile); err != nil || !strings.Contains(out, "requests   20") {
+		t.Errorf("sluice bench over https = %q, %v; want 20 requests", out, err)
+	}
+	if out, _, err := runCmd(t, "bench", "-target", "grpcs://"+addrs[1], "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "20", "-quiet",
+		"-cacert", ca.CertFile, "-cert", client.CertFile, "-key", client.KeyFile); err != nil || !strings.Contains(out, "requests   20") {
+		t.Errorf("sluice bench over grpcs with mTLS = %q, %v; want 20 requests", out, err)
+	}
 	if _, _, err := runCmd(t, "bans", "-admin", addrs[2], "-cacert", ca.CertFile, "-cert", client.CertFile, "list"); exitCode(err) != 2 {
 		t.Errorf("-cert without -key: %v, want a usage error", err)
 	}

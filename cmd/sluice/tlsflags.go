@@ -27,6 +27,17 @@ func (f *tlsFlags) register(fs *flag.FlagSet) {
 
 // client returns an HTTP client with the TLS settings of f and timeout.
 func (f *tlsFlags) client(timeout time.Duration) (*http.Client, error) {
+	c, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = c
+	return &http.Client{Timeout: timeout, Transport: t}, nil
+}
+
+// config returns the TLS client settings of f.
+func (f *tlsFlags) config() (*tls.Config, error) {
 	if (f.certFile == "") != (f.keyFile == "") {
 		return nil, usageError("-cert and -key go together")
 	}
@@ -48,7 +59,5 @@ func (f *tlsFlags) client(timeout time.Duration) (*http.Client, error) {
 		}
 		c.Certificates = []tls.Certificate{pair}
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = c
-	return &http.Client{Timeout: timeout, Transport: t}, nil
+	return c, nil
 }

@@ -1,13 +1,16 @@
 package load
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync/atomic"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -19,11 +22,15 @@ type grpcClient struct {
 	cfg     Config
 }
 
-func newGRPC(addr string, cfg Config) (*grpcClient, error) {
+func newGRPC(addr string, cfg Config, secure bool) (*grpcClient, error) {
 	c := &grpcClient{cfg: cfg}
+	creds := insecure.NewCredentials()
+	if secure {
+		creds = credentials.NewTLS(cmp.Or(cfg.TLS, &tls.Config{}))
+	}
 	for range cfg.Conns {
 		// Each ClientConn is its own HTTP/2 connection.
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			c.close()
 			return nil, fmt.Errorf("load: %w", err)

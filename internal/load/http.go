@@ -35,6 +35,7 @@ func newHTTP(u *url.URL, cfg Config) (*httpClient, error) {
 		MaxIdleConnsPerHost: cfg.Conns,
 		DisableCompression:  true,
 		Proxy:               nil, // never a proxy: the target is loopback
+		TLSClientConfig:     cfg.TLS,
 	}
 	c := &httpClient{hc: &http.Client{Transport: tr}, tr: tr, cfg: cfg}
 	base := *u

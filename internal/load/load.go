@@ -17,6 +17,7 @@ package load
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +84,9 @@ type Config struct {
 	Rate float64
 	// Timeout bounds each request. Default 5s.
 	Timeout time.Duration
+	// TLS, when set, is the client side of a TLS listener: https:// and
+	// grpcs:// targets need it (or the system's roots). Default nil.
+	TLS *tls.Config
 	// Progress, if not nil, receives one line per second while the run
 	// lasts.
 	Progress io.Writer
@@ -163,12 +167,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var cl client
 	switch u.Scheme {
-	case "grpc":
-		cl, err = newGRPC(u.Host, cfg)
-	case "http":
+	case "grpc", "grpcs":
+		cl, err = newGRPC(u.Host, cfg, u.Scheme == "grpcs")
+	case "http", "https":
 		cl, err = newHTTP(u, cfg)
 	default:
-		err = fmt.Errorf("load: target scheme %q: want grpc:// or http://", u.Scheme)
+		err = fmt.Errorf("load: target scheme %q: want grpc://, grpcs://, http:// or https://", u.Scheme)
 	}
 	if err != nil {
 		return nil, err
@@ -334,7 +338,7 @@ func (cfg Config) withDefaults() (Config, *url.URL, error) {
 	if cfg.Domain != "" && cfg.Rule != "" {
 		return cfg, nil, errors.New("load: give a domain or a rule, not both")
 	}
-	if u.Scheme == "grpc" && cfg.Domain == "" {
+	if strings.HasPrefix(u.Scheme, "grpc") && cfg.Domain == "" {
 		return cfg, nil, errors.New("load: the gRPC API needs a domain and descriptors")
 	}
 	if cfg.Domain != "" && len(cfg.Descriptors) == 0 {
