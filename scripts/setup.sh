@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # setup.sh installs what sluice's tests and its quick start need on a Debian
-# machine that already has Go: redis-server and redis-cli, memcached, nginx
-# and caddy, from Debian packages. It is idempotent and prints nothing when all
-# are present. It runs apt-get as root, or through sudo when not root.
+# machine that already has Go: redis-server and redis-cli, memcached, nginx,
+# caddy, node and npm, from Debian packages; then the pinned dependencies of
+# the TypeScript client generated from the HTTP API's OpenAPI description
+# (npm ci in clients/typescript, from the npm registry). It is idempotent and
+# prints nothing when all are present. It runs apt-get as root, or through sudo
+# when not root.
 set -euo pipefail
 
 if ! command -v go >/dev/null 2>&1; then
@@ -18,6 +21,8 @@ declare -A want=(
 	[memcached]=memcached
 	[nginx]=nginx
 	[caddy]=caddy
+	[node]=nodejs
+	[npm]=npm
 )
 missing=()
 for cmd in "${!want[@]}"; do
@@ -25,21 +30,31 @@ for cmd in "${!want[@]}"; do
 		missing+=("${want[$cmd]}")
 	fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "setup.sh: missing ${missing[*]}, and this is not a Debian-like system with apt-get; install them by hand" >&2
-	exit 1
-fi
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-	if ! command -v sudo >/dev/null 2>&1; then
-		echo "setup.sh: missing ${missing[*]}; run as root or install sudo" >&2
+# install_missing installs the Debian packages of the missing commands.
+install_missing() {
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "setup.sh: missing ${missing[*]}, and this is not a Debian-like system with apt-get; install them by hand" >&2
 		exit 1
 	fi
-	sudo=(sudo)
+	sudo=()
+	if [ "$(id -u)" -ne 0 ]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			echo "setup.sh: missing ${missing[*]}; run as root or install sudo" >&2
+			exit 1
+		fi
+		sudo=(sudo)
+	fi
+	echo "setup.sh: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	"${sudo[@]}" apt-get update -qq
+	"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+[ ${#missing[@]} -eq 0 ] || install_missing
+
+# The TypeScript client's dependencies, as package-lock.json pins them: npm ci
+# again only when the lock is newer than what node_modules holds.
+client="$(cd "$(dirname "$0")/.." && pwd)/clients/typescript"
+if [ ! -f "$client/node_modules/.package-lock.json" ] || [ "$client/package-lock.json" -nt "$client/node_modules/.package-lock.json" ]; then
+	(cd "$client" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
-echo "setup.sh: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -136,6 +136,7 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("/readyz", s.m.instrument("readyz", http.HandlerFunc(s.readyz)))
 	mux.Handle("/healthz", s.m.instrument("healthz", http.HandlerFunc(s.healthz)))
 	mux.Handle("/json", s.m.instrument("json", envoyrls.JSONHandler(s.rls)))
+	mux.Handle("/openapi.yaml", s.m.instrument("openapi", httpapi.OpenAPIHandler()))
 	mux.Handle("/", s.m.instrument("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.state.Load().api.ServeHTTP(w, r)
 	})))
@@ -263,7 +264,8 @@ func (s *Service) onBan(b guard.Ban) {
 
 // Handler returns the service's HTTP handler: the HTTP JSON API (package
 // server/httpapi), GET /v1/auth (package server/forwardauth), POST /json
-// (package server/envoyrls), GET /metrics, /healthz and /readyz.
+// (package server/envoyrls), GET /metrics, /healthz, /readyz and
+// /openapi.yaml (the HTTP API's description, httpapi.OpenAPI).
 func (s *Service) Handler() http.Handler { return s.handler }
 
 // Config returns the configuration in force.

@@ -129,7 +129,8 @@ type DescriptorStatus struct {
 	Guard string `json:"guard,omitempty"`
 }
 
-// ErrorResponse is the body of every error answer: {"error":"..."}.
+// ErrorResponse is the body of every error answer: RFC 9457 problem
+// details, with "error" repeating the detail.
 type ErrorResponse = jsonhttp.ErrorBody
 
 // NewCheckResponse renders decision d of rule as the API answers it.

@@ -59,8 +59,9 @@
 // in one request; they are decided in order, each on its own, and
 // answered as {"results":[...]}, one [CheckResponse] per check. A check
 // the client got wrong (an unknown rule, a cost above the burst) is
-// answered {"error":"..."} in its place; a store failure fails the batch
-// with 503. Batch answers carry no RateLimit fields.
+// answered in its place by a CheckResponse whose "error" says why, its
+// other fields zero; a store failure fails the batch with 503. Batch
+// answers carry no RateLimit fields.
 //
 // # Shadow rules
 //
@@ -91,7 +92,8 @@
 //
 // # Errors
 //
-// Errors are JSON objects {"error":"..."} ([ErrorResponse]) with status
+// Errors are RFC 9457 problem details, application/problem+json, with an
+// "error" member that repeats the detail ([ErrorResponse]), with status
 //
 //	400  malformed JSON, an unknown field, a missing or unknown rule or
 //	     domain, a missing key, no or empty descriptors, more than the
@@ -104,4 +106,16 @@
 //	503  the store failed to decide (details go to the log, not the client)
 //
 // Over the limit is not an error: it is a 200 with "allowed":false.
+//
+// # OpenAPI
+//
+// openapi.yaml in this directory is the OpenAPI 3.1 description of the
+// service's HTTP API: these endpoints, GET /v1/auth (package
+// server/forwardauth), /healthz and /readyz. sluice serve serves it at GET
+// /openapi.yaml ([OpenAPIHandler]; [OpenAPI] returns it), for generating
+// clients in other languages. The tests of package server check it
+// against the handlers, request and answer, for every operation it
+// describes; and clients/typescript holds a client generated from it
+// (openapi-typescript and openapi-fetch), compiled and run against a real
+// sluice serve by the tests of cmd/sluice.
 package httpapi
