@@ -59,23 +59,36 @@ type adminClient struct {
 	hc          *http.Client
 }
 
+// bansFlags are the flags of "sluice bans".
+type bansFlags struct {
+	base, tokenFile, jail, reason, format, set string
+	dur, timeout                               time.Duration
+	asJSON                                     bool
+	tls                                        tlsFlags
+}
+
+// register adds the flags to fs.
+func (f *bansFlags) register(fs *flag.FlagSet) {
+	f.base = defaultAdmin
+	if env := os.Getenv("SLUICE_ADMIN"); env != "" {
+		f.base = env
+	}
+	fs.StringVar(&f.base, "admin", f.base, "base `URL` of the admin API; $SLUICE_ADMIN sets the default")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the admin token from `file` (default $SLUICE_ADMIN_TOKEN)")
+	fs.StringVar(&f.jail, "jail", "manual", "the jail of the ban (add, lift)")
+	fs.DurationVar(&f.dur, "for", 0, "length of the ban (add); default the jail's own")
+	fs.StringVar(&f.reason, "reason", "", "why, for the list (add)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the list as JSON (list)")
+	fs.StringVar(&f.format, "format", "", "export `format`: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx, nginx-map")
+	fs.StringVar(&f.set, "set", "sluice", "the set, table or chain the export fills")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the server")
+	f.tls.register(fs)
+}
+
 func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("bans", flag.ContinueOnError)
-	base := defaultAdmin
-	if env := os.Getenv("SLUICE_ADMIN"); env != "" {
-		base = env
-	}
-	fs.StringVar(&base, "admin", base, "base `URL` of the admin API; $SLUICE_ADMIN sets the default")
-	tokenFile := fs.String("token-file", "", "read the admin token from `file` (default $SLUICE_ADMIN_TOKEN)")
-	jail := fs.String("jail", "manual", "the jail of the ban (add, lift)")
-	dur := fs.Duration("for", 0, "length of the ban (add); default the jail's own")
-	reason := fs.String("reason", "", "why, for the list (add)")
-	asJSON := fs.Bool("json", false, "print the list as JSON (list)")
-	format := fs.String("format", "", "export `format`: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx, nginx-map")
-	set := fs.String("set", "sluice", "the set, table or chain the export fills")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the server")
-	var tf tlsFlags
-	tf.register(fs)
+	var f bansFlags
+	f.register(fs)
 	pos, err := parseFlags(fs, bansHelp, args, stdout)
 	if err != nil {
 		return err
@@ -83,86 +96,111 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if len(pos) == 0 {
 		return usageError(`bans: want list, add, lift or export (run "sluice bans -h")`)
 	}
-	token := os.Getenv("SLUICE_ADMIN_TOKEN")
-	if *tokenFile != "" {
-		b, err := os.ReadFile(*tokenFile)
-		if err != nil {
-			return fmt.Errorf("bans: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	if token == "" {
-		return usageError("bans: no admin token: set $SLUICE_ADMIN_TOKEN or -token-file to the token of the server's admin.token (or admin.token_env)")
-	}
-	hc, err := tf.client(*timeout)
-	if err != nil {
-		return fmt.Errorf("bans: %w", err)
-	}
-	ac := &adminClient{base: strings.TrimRight(base, "/"), token: token, hc: hc}
-
 	sub, rest := pos[0], pos[1:]
-	wantArgs := map[string]int{"list": 0, "export": 0, "add": 1, "lift": 1}
-	n, known := wantArgs[sub]
+	n, known := map[string]int{"list": 0, "export": 0, "add": 1, "lift": 1}[sub]
 	if !known {
 		return usageError(fmt.Sprintf("bans: unknown subcommand %q (want list, add, lift or export)", sub))
 	}
 	if len(rest) != n {
 		return usageError(fmt.Sprintf("bans %s: want %d argument(s), got %d", sub, n, len(rest)))
 	}
+	ac, err := f.client()
+	if err != nil {
+		return err
+	}
 	switch sub {
 	case "list":
-		bans, err := ac.bans(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return json.NewEncoder(stdout).Encode(bans)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "JAIL\tKEY\tLEFT\tOFFENCES\tREASON")
-		for _, b := range bans {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Jail, banEntry(b.Key), time.Until(b.Until).Round(time.Second), b.Offences, b.Reason)
-		}
-		return tw.Flush()
+		return ac.list(ctx, stdout, f.asJSON)
 	case "add":
-		req := admin.BanRequest{Jail: *jail, Key: rest[0], Reason: *reason}
-		if *dur > 0 {
-			req.Duration = dur.String()
-		}
-		var b admin.Ban
-		if err := ac.do(ctx, http.MethodPost, "/admin/api/bans", req, &b); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "banned %s in %s until %s (offence %d)\n", banEntry(b.Key), b.Jail, b.Until.Format(time.RFC3339), b.Offences)
-		return nil
+		return ac.add(ctx, stdout, admin.BanRequest{Jail: f.jail, Key: rest[0], Reason: f.reason}, f.dur)
 	case "lift":
-		q := url.Values{"jail": {*jail}, "key": {rest[0]}}
-		if err := ac.do(ctx, http.MethodDelete, "/admin/api/bans?"+q.Encode(), nil, nil); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "lifted the ban of %s in %s\n", rest[0], *jail)
-		return nil
-	default: // export
-		f := guard.Format(*format)
-		switch f {
-		case "":
-			return usageError("bans export: -format is required")
-		case "nginx":
-			f = guard.NginxGeo
-		}
-		bans, err := ac.bans(ctx)
-		if err != nil {
-			return err
-		}
-		gb := make([]guard.Ban, len(bans))
-		for i, b := range bans {
-			gb[i] = guard.Ban(b)
-		}
-		if err := guard.Export(stdout, f, gb, guard.ExportOptions{Set: *set}); err != nil {
-			return fmt.Errorf("bans export: %w", err)
-		}
-		return nil
+		return ac.lift(ctx, stdout, f.jail, rest[0])
+	default:
+		return ac.export(ctx, stdout, f.format, f.set)
 	}
+}
+
+// client returns the admin API's client that f describes.
+func (f *bansFlags) client() (*adminClient, error) {
+	token := os.Getenv("SLUICE_ADMIN_TOKEN")
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("bans: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return nil, usageError("bans: no admin token: set $SLUICE_ADMIN_TOKEN or -token-file to the token of the server's admin.token (or admin.token_env)")
+	}
+	hc, err := f.tls.client(f.timeout)
+	if err != nil {
+		return nil, fmt.Errorf("bans: %w", err)
+	}
+	return &adminClient{base: strings.TrimRight(f.base, "/"), token: token, hc: hc}, nil
+}
+
+// list writes the bans in force, as a table or as JSON.
+func (ac *adminClient) list(ctx context.Context, w io.Writer, asJSON bool) error {
+	bans, err := ac.bans(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(bans)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JAIL\tKEY\tLEFT\tOFFENCES\tREASON")
+	for _, b := range bans {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Jail, banEntry(b.Key), time.Until(b.Until).Round(time.Second), b.Offences, b.Reason)
+	}
+	return tw.Flush()
+}
+
+// add makes the ban req, for d (0: the jail's own length).
+func (ac *adminClient) add(ctx context.Context, w io.Writer, req admin.BanRequest, d time.Duration) error {
+	if d > 0 {
+		req.Duration = d.String()
+	}
+	var b admin.Ban
+	if err := ac.do(ctx, http.MethodPost, "/admin/api/bans", req, &b); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "banned %s in %s until %s (offence %d)\n", banEntry(b.Key), b.Jail, b.Until.Format(time.RFC3339), b.Offences)
+	return nil
+}
+
+// lift ends the ban of key in jail.
+func (ac *adminClient) lift(ctx context.Context, w io.Writer, jail, key string) error {
+	q := url.Values{"jail": {jail}, "key": {key}}
+	if err := ac.do(ctx, http.MethodDelete, "/admin/api/bans?"+q.Encode(), nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "lifted the ban of %s in %s\n", key, jail)
+	return nil
+}
+
+// export writes the bans in force in format, for the firewall set.
+func (ac *adminClient) export(ctx context.Context, w io.Writer, format, set string) error {
+	f := guard.Format(format)
+	switch f {
+	case "":
+		return usageError("bans export: -format is required")
+	case "nginx":
+		f = guard.NginxGeo
+	}
+	bans, err := ac.bans(ctx)
+	if err != nil {
+		return err
+	}
+	gb := make([]guard.Ban, len(bans))
+	for i, b := range bans {
+		gb[i] = guard.Ban(b)
+	}
+	if err := guard.Export(w, f, gb, guard.ExportOptions{Set: set}); err != nil {
+		return fmt.Errorf("bans export: %w", err)
+	}
+	return nil
 }
 
 func (ac *adminClient) bans(ctx context.Context) ([]admin.Ban, error) {
