@@ -39,7 +39,8 @@ const (
 	// 0; include this_file; }`.
 	NginxGeo Format = "nginx-geo"
 	// NginxMap is the body of an nginx map block on $remote_addr; it
-	// holds single addresses only (map cannot match networks).
+	// holds single addresses only (map cannot match networks): each
+	// network ban is a comment line saying so. Prefer NginxGeo.
 	NginxMap Format = "nginx-map"
 )
 
@@ -155,6 +156,8 @@ func Export(w io.Writer, f Format, bans []Ban, o ExportOptions) error {
 		for _, e := range append(v4, v6...) {
 			if e.p.IsSingleIP() {
 				p("%q 1;\n", e.p.Addr().String())
+			} else { // said, not dropped in silence
+				p("# %s: a network, which a map cannot match: export nginx-geo to enforce it\n", e.p)
 			}
 		}
 	default:

@@ -71,7 +71,9 @@ ALL: [2001:db8:1::]/48
 2001:db8:1::/48 1;
 `,
 		guard.NginxMap: `"203.0.113.7" 1;
+# 198.51.100.0/24: a network, which a map cannot match: export nginx-geo to enforce it
 "2001:db8::1" 1;
+# 2001:db8:1::/48: a network, which a map cannot match: export nginx-geo to enforce it
 `,
 	}
 	for _, f := range guard.Formats {

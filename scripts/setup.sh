@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh installs what sluice's tests and its quick start need on a Debian
 # machine that already has Go: redis-server and redis-cli, memcached, nginx,
-# caddy, node and npm, from Debian packages; then the pinned dependencies of
+# caddy, node and npm, and the firewall tools the export is checked with
+# (nftables, ipset, iptables), from Debian packages; then the pinned dependencies of
 # the TypeScript client generated from the HTTP API's OpenAPI description
 # (npm ci in clients/typescript, from the npm registry). It is idempotent and
 # prints nothing when all are present. It runs apt-get as root, or through sudo
@@ -23,6 +24,9 @@ declare -A want=(
 	[caddy]=caddy
 	[node]=nodejs
 	[npm]=npm
+	[nft]=nftables
+	[ipset]=ipset
+	[iptables-restore]=iptables
 )
 missing=()
 for cmd in "${!want[@]}"; do
