@@ -325,9 +325,7 @@ func TestRaces(t *testing.T) {
 // share a slot, and bans and lifts reach the other process.
 func TestCluster(t *testing.T) {
 	t.Parallel() // mostly waits: on servers that start, on a failover, on round trips
-	if testing.Short() {
-		t.Skip("a cluster takes seconds to start")
-	}
+	testserver.SkipShort(t, "a cluster takes seconds to start")
 	ctx := context.Background()
 	nodes := testserver.StartRedisCluster(t, 3)
 	var p []*redisbans.Registry
@@ -361,9 +359,7 @@ func TestCluster(t *testing.T) {
 // and a lift reach the other process through the new master.
 func TestSentinel(t *testing.T) {
 	t.Parallel() // mostly waits: on servers that start, on a failover, on round trips
-	if testing.Short() {
-		t.Skip("a failover takes seconds")
-	}
+	testserver.SkipShort(t, "a failover takes seconds")
 	ctx := context.Background()
 	rs := testserver.StartRedisSentinel(t)
 	var p []*redisbans.Registry

@@ -58,3 +58,13 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
+
+// SkipShort skips a slow test under -short, for a quick run on a
+// developer's machine; with env CI=true it never skips: CI runs it, -short
+// or not.
+func SkipShort(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skipf("%s; skipped with -short (CI=true runs it)", why)
+	}
+}

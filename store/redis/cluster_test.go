@@ -19,9 +19,7 @@ import (
 // whose keys must each stay on one slot while the actors spread over the
 // nodes, through rueidis and go-redis cluster clients.
 func TestCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-node cluster; skipped with -short")
-	}
+	testserver.SkipShort(t, "starts a 3-node cluster")
 	nodes := testserver.StartRedisCluster(t, 3)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {

@@ -29,9 +29,7 @@ const failoverTimeout = 20 * time.Second
 // that every failed decision is an error wrapping sluice.ErrStore, and
 // that no goroutine outlives the client.
 func TestSentinel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a master, a replica and a Sentinel, and fails over; skipped with -short")
-	}
+	testserver.SkipShort(t, "starts a master, a replica and a Sentinel, and fails over")
 	for _, tc := range []struct {
 		name   string
 		client func(t *testing.T, rs *testserver.RedisSentinel) (Config, func())
