@@ -70,37 +70,53 @@ func Export(w io.Writer, f Format, bans []Ban, o ExportOptions) error {
 			return fmt.Errorf("%w: guard: export set name %q", sluice.ErrInvalidRequest, o.Set)
 		}
 	}
+	write, ok := exporters[f]
+	if !ok {
+		return fmt.Errorf("%w: guard: unknown export format %q (want %s)", sluice.ErrInvalidRequest, f, formatNames())
+	}
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
-	type entry struct {
-		p       netip.Prefix
-		timeout int64 // seconds
-	}
-	var v4, v6 []entry
+	v4, v6 := exportEntries(bans, o.Now)
+	bw := bufio.NewWriter(w)
+	write(func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }, o.Set, v4, v6)
+	return bw.Flush()
+}
+
+// An exportEntry is a banned address or network, and the whole seconds
+// its ban has left.
+type exportEntry struct {
+	p       netip.Prefix
+	timeout int64
+}
+
+// exportEntries returns the bans in force at now whose keys are
+// addresses or networks, IPv4 and IPv6 apart.
+func exportEntries(bans []Ban, now time.Time) (v4, v6 []exportEntry) {
 	for _, b := range bans {
 		p, err := ParsePrefix(b.Key)
-		left := b.Until.Sub(o.Now)
+		left := b.Until.Sub(now)
 		if err != nil || left <= 0 {
 			continue
 		}
-		e := entry{p, int64((left + time.Second - 1) / time.Second)}
+		e := exportEntry{p, int64((left + time.Second - 1) / time.Second)}
 		if p.Addr().Is4() {
 			v4 = append(v4, e)
 		} else {
 			v6 = append(v6, e)
 		}
 	}
-	bw := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
-	set := o.Set
-	switch f {
-	case NFTables:
+	return v4, v6
+}
+
+// exporters write the entries of each format, with p, for the set.
+var exporters = map[Format]func(p func(string, ...any), set string, v4, v6 []exportEntry){
+	NFTables: func(p func(string, ...any), set string, v4, v6 []exportEntry) {
 		p("# sluice bans: nft -f this file\n")
 		p("add table inet %s\n", set)
 		for _, fam := range []struct {
 			name, typ string
-			es        []entry
+			es        []exportEntry
 		}{{"banned4", "ipv4_addr", v4}, {"banned6", "ipv6_addr", v6}} {
 			p("add set inet %s %s { type %s; flags interval, timeout; }\n", set, fam.name, fam.typ)
 			p("flush set inet %s %s\n", set, fam.name)
@@ -108,10 +124,11 @@ func Export(w io.Writer, f Format, bans []Ban, o ExportOptions) error {
 				p("add element inet %s %s { %s timeout %ds }\n", set, fam.name, e.p, e.timeout)
 			}
 		}
-	case IPSet:
+	},
+	IPSet: func(p func(string, ...any), set string, v4, v6 []exportEntry) {
 		for _, fam := range []struct {
 			suffix, family string
-			es             []entry
+			es             []exportEntry
 		}{{"4", "inet", v4}, {"6", "inet6", v6}} {
 			p("create %s%s hash:net family %s timeout 0 -exist\n", set, fam.suffix, fam.family)
 			p("flush %s%s\n", set, fam.suffix)
@@ -119,17 +136,10 @@ func Export(w io.Writer, f Format, bans []Ban, o ExportOptions) error {
 				p("add %s%s %s timeout %d -exist\n", set, fam.suffix, e.p, e.timeout)
 			}
 		}
-	case IPTables, IPTables6:
-		es := v4
-		if f == IPTables6 {
-			es = v6
-		}
-		p("*filter\n:%s - [0:0]\n-F %s\n", set, set)
-		for _, e := range es {
-			p("-A %s -s %s -m comment --comment \"sluice ban, %ds left\" -j DROP\n", set, e.p, e.timeout)
-		}
-		p("COMMIT\n")
-	case HostsDeny:
+	},
+	IPTables:  func(p func(string, ...any), set string, v4, _ []exportEntry) { iptables(p, set, v4) },
+	IPTables6: func(p func(string, ...any), set string, _, v6 []exportEntry) { iptables(p, set, v6) },
+	HostsDeny: func(p func(string, ...any), _ string, v4, v6 []exportEntry) {
 		for _, e := range v4 {
 			if e.p.IsSingleIP() {
 				p("ALL: %s\n", e.p.Addr())
@@ -144,15 +154,18 @@ func Export(w io.Writer, f Format, bans []Ban, o ExportOptions) error {
 				p("ALL: [%s]/%d\n", e.p.Addr(), e.p.Bits())
 			}
 		}
-	case PF:
+	},
+	PF: func(p func(string, ...any), _ string, v4, v6 []exportEntry) {
 		for _, e := range append(v4, v6...) {
 			p("%s\n", e.p)
 		}
-	case NginxGeo:
+	},
+	NginxGeo: func(p func(string, ...any), _ string, v4, v6 []exportEntry) {
 		for _, e := range append(v4, v6...) {
 			p("%s 1;\n", e.p)
 		}
-	case NginxMap:
+	},
+	NginxMap: func(p func(string, ...any), _ string, v4, v6 []exportEntry) {
 		for _, e := range append(v4, v6...) {
 			if e.p.IsSingleIP() {
 				p("%q 1;\n", e.p.Addr().String())
@@ -160,10 +173,16 @@ func Export(w io.Writer, f Format, bans []Ban, o ExportOptions) error {
 				p("# %s: a network, which a map cannot match: export nginx-geo to enforce it\n", e.p)
 			}
 		}
-	default:
-		return fmt.Errorf("%w: guard: unknown export format %q (want %s)", sluice.ErrInvalidRequest, f, formatNames())
+	},
+}
+
+// iptables writes the iptables-restore input of es to chain set.
+func iptables(p func(string, ...any), set string, es []exportEntry) {
+	p("*filter\n:%s - [0:0]\n-F %s\n", set, set)
+	for _, e := range es {
+		p("-A %s -s %s -m comment --comment \"sluice ban, %ds left\" -j DROP\n", set, e.p, e.timeout)
 	}
-	return bw.Flush()
+	p("COMMIT\n")
 }
 
 func formatNames() string {
