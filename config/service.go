@@ -343,55 +343,65 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 	default:
 		return s, v.errorf(at("store", "type"), "unknown store type %q (want %s, %s or %s)", s.Type, StoreMemory, StoreRedis, StoreMemcached)
 	}
-	r := f.Redis
-	if s.Type == StoreRedis {
-		var err error
-		s.Redis = RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB, InFlight: r.InFlight}
-		if s.Redis.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, r.PasswordFile, "password"); err != nil {
-			return s, err
-		}
-		st := r.Sentinel
-		s.Redis.Sentinel = Sentinel{Master: st.Master, Addrs: st.Addrs, Username: st.Username}
-		if s.Redis.Sentinel.Password, err = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, st.PasswordFile, "password"); err != nil {
-			return s, err
-		}
-		switch {
-		case st.Master != "" && len(r.Addrs) > 0:
-			return s, v.errorf(at("store", "redis", "addrs"), "set addrs or sentinel, not both")
-		case st.Master != "":
-			if err := addrs(v, at("store", "redis", "sentinel", "addrs"), st.Addrs); err != nil {
-				return s, err
-			}
-		case len(st.Addrs) > 0:
-			return s, v.errorf(at("store", "redis", "sentinel"), "sentinel addrs without a master name")
-		default:
-			if err := addrs(v, at("store", "redis", "addrs"), r.Addrs); err != nil {
-				return s, err
-			}
-		}
-		if s.Redis.TLS, err = r.TLS.redisTLS(v); err != nil {
-			return s, err
-		}
-		if r.DB < 0 {
-			return s, v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
-		}
-		if r.InFlight < -1 {
-			return s, v.errorf(at("store", "redis", "in_flight"), "in_flight %d: want a count, 0 for the default or -1 for no queue", r.InFlight)
-		}
+	var err error
+	switch s.Type {
+	case StoreRedis:
+		s.Redis, err = f.Redis.redis(v)
+	case StoreMemcached:
+		s.Memcached, err = f.Memcached.memcached(v)
 	}
-	if s.Type == StoreMemcached {
-		m := f.Memcached
-		s.Memcached = MemcachedStore(m)
-		if err := addrs(v, at("store", "memcached", "addrs"), m.Addrs); err != nil {
-			return s, err
-		}
-		if len(m.Weights) > 0 && len(m.Weights) != len(m.Addrs) {
-			return s, v.errorf(at("store", "memcached", "weights"), "%d weights for %d servers", len(m.Weights), len(m.Addrs))
-		}
-		for i, w := range m.Weights {
-			if w < 1 {
-				return s, v.errorf(at("store", "memcached", "weights", i), "weight %d must be at least 1", w)
-			}
+	return s, err
+}
+
+// redis validates the store's redis section.
+func (r *fileRedis) redis(v *validator) (RedisStore, error) {
+	var err error
+	s := RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB, InFlight: r.InFlight}
+	if s.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, r.PasswordFile, "password"); err != nil {
+		return s, err
+	}
+	st := r.Sentinel
+	s.Sentinel = Sentinel{Master: st.Master, Addrs: st.Addrs, Username: st.Username}
+	if s.Sentinel.Password, err = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, st.PasswordFile, "password"); err != nil {
+		return s, err
+	}
+	switch {
+	case st.Master != "" && len(r.Addrs) > 0:
+		return s, v.errorf(at("store", "redis", "addrs"), "set addrs or sentinel, not both")
+	case st.Master != "":
+		err = addrs(v, at("store", "redis", "sentinel", "addrs"), st.Addrs)
+	case len(st.Addrs) > 0:
+		err = v.errorf(at("store", "redis", "sentinel"), "sentinel addrs without a master name")
+	default:
+		err = addrs(v, at("store", "redis", "addrs"), r.Addrs)
+	}
+	if err != nil {
+		return s, err
+	}
+	if s.TLS, err = r.TLS.redisTLS(v); err != nil {
+		return s, err
+	}
+	if r.DB < 0 {
+		return s, v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
+	}
+	if r.InFlight < -1 {
+		return s, v.errorf(at("store", "redis", "in_flight"), "in_flight %d: want a count, 0 for the default or -1 for no queue", r.InFlight)
+	}
+	return s, nil
+}
+
+// memcached validates the store's memcached section.
+func (m *fileMemcached) memcached(v *validator) (MemcachedStore, error) {
+	s := MemcachedStore(*m)
+	if err := addrs(v, at("store", "memcached", "addrs"), m.Addrs); err != nil {
+		return s, err
+	}
+	if len(m.Weights) > 0 && len(m.Weights) != len(m.Addrs) {
+		return s, v.errorf(at("store", "memcached", "weights"), "%d weights for %d servers", len(m.Weights), len(m.Addrs))
+	}
+	for i, w := range m.Weights {
+		if w < 1 {
+			return s, v.errorf(at("store", "memcached", "weights", i), "weight %d must be at least 1", w)
 		}
 	}
 	return s, nil

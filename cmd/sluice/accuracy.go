@@ -76,18 +76,8 @@ func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if *store == "memory" {
-		evicted, err := accuracy.RunEviction(ctx, accuracy.EvictionLimits(evictionRate), accuracy.EvictionCases(), *seed)
-		if err != nil {
-			return fmt.Errorf("accuracy: %w", err)
-		}
-		fmt.Fprintf(stdout, "\nThe memory store at its cap, %d/min per actor (one shard; eviction samples from a random place: figures vary a little from run to run).\n\n", evictionRate)
-		if err := writeEviction(stdout, evicted); err != nil {
+		if broken, err = runEviction(ctx, stdout, writeEviction, *seed); err != nil {
 			return err
-		}
-		for _, r := range evicted {
-			if r.OverExact > 0 || r.OverBound > 0 {
-				broken = append(broken, fmt.Errorf("%v on %s: %d takes over-admitted, %d units over the stated bound", r.Limit, r.Trace, r.OverExact, r.OverBound))
-			}
 		}
 	}
 	for _, r := range results {
@@ -99,4 +89,24 @@ func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("accuracy: stated bounds broken:\n%w", errors.Join(broken...))
 	}
 	return nil
+}
+
+// runEviction measures the memory store at its cap, writes the table
+// with write, and returns the rows that broke a stated bound.
+func runEviction(ctx context.Context, w io.Writer, write func(io.Writer, []accuracy.Result) error, seed uint64) ([]error, error) {
+	evicted, err := accuracy.RunEviction(ctx, accuracy.EvictionLimits(evictionRate), accuracy.EvictionCases(), seed)
+	if err != nil {
+		return nil, fmt.Errorf("accuracy: %w", err)
+	}
+	fmt.Fprintf(w, "\nThe memory store at its cap, %d/min per actor (one shard; eviction samples from a random place: figures vary a little from run to run).\n\n", evictionRate)
+	if err := write(w, evicted); err != nil {
+		return nil, err
+	}
+	var broken []error
+	for _, r := range evicted {
+		if r.OverExact > 0 || r.OverBound > 0 {
+			broken = append(broken, fmt.Errorf("%v on %s: %d takes over-admitted, %d units over the stated bound", r.Limit, r.Trace, r.OverExact, r.OverBound))
+		}
+	}
+	return broken, nil
 }
