@@ -140,40 +140,11 @@ func New(c Config) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	for _, r := range c.Rules {
-		if e.domains[r.Name] != nil {
-			return nil, fmt.Errorf("rules: %w: %q defined twice", sluice.ErrInvalidRequest, r.Name)
-		}
-		// The prefix of sluice.Limiter with Action r.Name: a named
-		// rule shares its states with Limiters of the same namespace.
-		ru := newRule(r.Name, r.Name, "", ns+":"+r.Name+":", config.RateLimit{Limits: r.Limits}, r.Shadow, false)
-		if err := (&sluice.Request{Limits: r.Limits, Op: sluice.OpReset}).Validate(); err != nil {
-			return nil, fmt.Errorf("rules: rule %q: %w", r.Name, err)
-		}
-		e.domains[r.Name] = &domain{name: r.Name, named: ru}
-		e.rules[ru.ID] = ru
+	if err := e.addNamed(c.Rules, ns); err != nil {
+		return nil, err
 	}
-	for _, cd := range c.Domains {
-		if e.domains[cd.Name] != nil {
-			return nil, fmt.Errorf("rules: %w: %q defined twice", sluice.ErrInvalidRequest, cd.Name)
-		}
-		// '@' starts no rule name, so no named rule's keys can collide
-		// with a domain's.
-		d := &domain{name: cd.Name, prefix: ns + ":@" + string(appendEscaped(nil, cd.Name, ":")) + ":"}
-		found := make(map[string]*Rule)
-		d.build(&d.root, cd.Name, cd.Descriptors, found)
-		for id, ru := range found {
-			if e.rules[id] != nil {
-				return nil, fmt.Errorf("rules: %w: rule %q defined twice", sluice.ErrInvalidRequest, id)
-			}
-			if !ru.Unlimited && !ru.Deny {
-				if err := (&sluice.Request{Limits: ru.Limits, Op: sluice.OpReset}).Validate(); err != nil {
-					return nil, fmt.Errorf("rules: %s: %w", id, err)
-				}
-			}
-			e.rules[id] = ru
-		}
-		e.domains[cd.Name] = d
+	if err := e.addDomains(c.Domains, ns); err != nil {
+		return nil, err
 	}
 	for id := range e.rules {
 		e.ids = append(e.ids, id)
@@ -283,6 +254,51 @@ func (st Status) Verdict() sluice.Decision {
 		d.Allowed, d.RetryAfter = true, 0
 	}
 	return d
+}
+
+// addNamed adds the named rules rs, keyed under namespace ns.
+func (e *Engine) addNamed(rs []config.NamedRule, ns string) error {
+	for _, r := range rs {
+		if e.domains[r.Name] != nil {
+			return fmt.Errorf("rules: %w: %q defined twice", sluice.ErrInvalidRequest, r.Name)
+		}
+		// The prefix of sluice.Limiter with Action r.Name: a named
+		// rule shares its states with Limiters of the same namespace.
+		ru := newRule(r.Name, r.Name, "", ns+":"+r.Name+":", config.RateLimit{Limits: r.Limits}, r.Shadow, false)
+		if err := (&sluice.Request{Limits: r.Limits, Op: sluice.OpReset}).Validate(); err != nil {
+			return fmt.Errorf("rules: rule %q: %w", r.Name, err)
+		}
+		e.domains[r.Name] = &domain{name: r.Name, named: ru}
+		e.rules[ru.ID] = ru
+	}
+	return nil
+}
+
+// addDomains adds the descriptor domains ds, keyed under namespace ns.
+func (e *Engine) addDomains(ds []config.Domain, ns string) error {
+	for _, cd := range ds {
+		if e.domains[cd.Name] != nil {
+			return fmt.Errorf("rules: %w: %q defined twice", sluice.ErrInvalidRequest, cd.Name)
+		}
+		// '@' starts no rule name, so no named rule's keys can collide
+		// with a domain's.
+		d := &domain{name: cd.Name, prefix: ns + ":@" + string(appendEscaped(nil, cd.Name, ":")) + ":"}
+		found := make(map[string]*Rule)
+		d.build(&d.root, cd.Name, cd.Descriptors, found)
+		for id, ru := range found {
+			if e.rules[id] != nil {
+				return fmt.Errorf("rules: %w: rule %q defined twice", sluice.ErrInvalidRequest, id)
+			}
+			if !ru.Unlimited && !ru.Deny {
+				if err := (&sluice.Request{Limits: ru.Limits, Op: sluice.OpReset}).Validate(); err != nil {
+					return fmt.Errorf("rules: %s: %w", id, err)
+				}
+			}
+			e.rules[id] = ru
+		}
+		e.domains[cd.Name] = d
+	}
+	return nil
 }
 
 // Check decides r. It returns an error wrapping sluice.ErrInvalidRequest
