@@ -511,24 +511,47 @@ func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 		mu.Lock()
 		defer mu.Unlock()
 	}
+	if err := s.readForRefund(ctx, c, p, b); err != nil {
+		return sluice.Decision{}, err
+	}
+	if err := refundCounters(ctx, c, p, b, at); err != nil {
+		return sluice.Decision{}, err
+	}
+	for i := range p.parts {
+		if !p.parts[i].counter {
+			st, err := s.refundCAS(ctx, c, p, i, b, at, p.states[i])
+			if err != nil {
+				return sluice.Decision{}, err
+			}
+			p.states[i] = st
+		}
+	}
+	return algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, sluice.OpPeek), nil
+}
+
+// readForRefund reads the states of p, again while a generation it
+// learns of moved meanwhile, at most s.retries times more.
+func (s *Store) readForRefund(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > s.retries {
-			return sluice.Decision{}, ErrContention
+			return ErrContention
 		}
 		b.Reset()
 		p.appendRead(b, false)
 		if err := c.Do(ctx, b); err != nil {
-			return sluice.Decision{}, err
+			return err
 		}
 		redo, err := p.readReplies(b, false)
-		if err != nil {
-			return sluice.Decision{}, err
-		}
-		if !redo {
-			break
+		if err != nil || !redo {
+			return err
 		}
 		s.learnGens(p)
 	}
+}
+
+// refundCounters gives back p.cost, taken at at, from the bucket
+// counters of p's counter parts, in one batch of decrements.
+func refundCounters(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, at int64) error {
 	b.Reset()
 	for i := range p.parts {
 		pt := &p.parts[i]
@@ -550,26 +573,18 @@ func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 		}
 		p.states[i] = after
 	}
-	if b.Len() > 0 {
-		if err := c.Do(ctx, b); err != nil {
-			return sluice.Decision{}, err
-		}
-		for j := range b.Replies {
-			if r := &b.Replies[j]; r.Status != meta.StatusOK && r.Status != meta.StatusNotFound {
-				return sluice.Decision{}, unexpected(r)
-			}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := c.Do(ctx, b); err != nil {
+		return err
+	}
+	for j := range b.Replies {
+		if r := &b.Replies[j]; r.Status != meta.StatusOK && r.Status != meta.StatusNotFound {
+			return unexpected(r)
 		}
 	}
-	for i := range p.parts {
-		if !p.parts[i].counter {
-			st, err := s.refundCAS(ctx, c, p, i, b, at, p.states[i])
-			if err != nil {
-				return sluice.Decision{}, err
-			}
-			p.states[i] = st
-		}
-	}
-	return algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, sluice.OpPeek), nil
+	return nil
 }
 
 // reset forgets the state under every limit in one round trip: a counter
