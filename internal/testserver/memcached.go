@@ -55,17 +55,7 @@ func startMemcached(bin string, args []string) (*Memcached, error) {
 
 // Restart starts the server again on the same port, empty: a crashed
 // and restarted memcached.
-func (s *Memcached) Restart() error {
-	s.Stop()
-	var err error
-	for range 50 { // the port may linger for a moment
-		if err = s.start(); err == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("restart memcached on %s: %w", s.Addr, err)
-}
+func (s *Memcached) Restart() error { return restart("memcached", s.Addr, s.Stop, s.start) }
 
 func (s *Memcached) start() error {
 	cmd := exec.Command(s.bin, s.args...)

@@ -114,17 +114,7 @@ func (s *Redis) Stop() {
 
 // Restart starts the server again on the same port, with an empty data
 // set: a crashed and restarted Redis.
-func (s *Redis) Restart() error {
-	s.Stop()
-	var err error
-	for range 50 { // the port may linger for a moment
-		if err = s.start(); err == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("restart redis-server on %s: %w", s.Addr, err)
-}
+func (s *Redis) Restart() error { return restart("redis-server", s.Addr, s.Stop, s.start) }
 
 // Do sends one command over a fresh connection and returns the reply in
 // RESP form, parsed loosely: a status, error, integer or bulk string as

@@ -9,12 +9,14 @@
 package testserver
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Binary returns the path of the program name (redis-server, redis-cli,
@@ -67,4 +69,18 @@ func SkipShort(t testing.TB, why string) {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skipf("%s; skipped with -short (CI=true runs it)", why)
 	}
+}
+
+// restart stops the server what at addr and starts it again on the same
+// port, retrying while the port lingers for a moment.
+func restart(what, addr string, stop func(), start func() error) error {
+	stop()
+	var err error
+	for range 50 {
+		if err = start(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("restart %s on %s: %w", what, addr, err)
 }
