@@ -76,9 +76,11 @@ type Limiter struct {
 	log        *slog.Logger
 }
 
-// rule is a Rule with its RateLimit-Policy value and item names.
+// rule is a Rule with its limits (read once: a Decider returns a copy),
+// their item names and its RateLimit-Policy value.
 type rule struct {
 	Rule
+	limits []sluice.Limit
 	names  []string
 	policy string
 }
@@ -105,8 +107,9 @@ func New(c Config) (*Limiter, error) {
 		if r.Key == nil {
 			r.Key = PeerAddr(0)
 		}
-		names, policy := ratelimitheader.Policy(r.Name, r.Limiter.Limits())
-		l.rules = append(l.rules, rule{Rule: r, names: names, policy: policy})
+		limits := r.Limiter.Limits()
+		names, policy := ratelimitheader.Policy(r.Name, limits)
+		l.rules = append(l.rules, rule{Rule: r, limits: limits, names: names, policy: policy})
 	}
 	return l, nil
 }
@@ -198,7 +201,7 @@ func (l *Limiter) failed(ctx context.Context, r *rule, method string, err error)
 
 // itemName returns the name of the limit that d describes.
 func (r *rule) itemName(d sluice.Decision) string {
-	for i, l := range r.Limiter.Limits() {
+	for i, l := range r.limits {
 		if l == d.Limit {
 			return r.names[i]
 		}
