@@ -108,6 +108,9 @@ func New(c Config) (*Limiter, error) {
 			r.Key = PeerAddr(0)
 		}
 		limits := r.Limiter.Limits()
+		if len(limits) == 0 {
+			return nil, fmt.Errorf("grpclimit: %w: rule %q: its Limiter has no limits", sluice.ErrInvalidRequest, r.Name)
+		}
 		names, policy := ratelimitheader.Policy(r.Name, limits)
 		l.rules = append(l.rules, rule{Rule: r, limits: limits, names: names, policy: policy})
 	}

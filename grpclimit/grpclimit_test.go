@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -202,4 +203,27 @@ func TestPeerAddr(t *testing.T) {
 }
 func peerContext(a net.Addr) context.Context {
 	return peer.NewContext(context.Background(), &peer.Peer{Addr: a})
+}
+
+// noLimits is a Decider without limits, which New refuses.
+type noLimits struct{}
+
+func (noLimits) Allow(context.Context, string) (sluice.Decision, error) {
+	return sluice.Decision{}, nil
+}
+func (noLimits) Reset(context.Context, string) error { return nil }
+func (noLimits) Limits() []sluice.Limit              { return nil }
+
+// TestNewRefuses checks what New refuses: no rules, a rule without a
+// Limiter, a Limiter without limits.
+func TestNewRefuses(t *testing.T) {
+	for _, c := range []grpclimit.Config{
+		{},
+		{Rules: []grpclimit.Rule{{Name: "x"}}},
+		{Rules: []grpclimit.Rule{{Name: "x", Limiter: noLimits{}}}},
+	} {
+		if _, err := grpclimit.New(c); !errors.Is(err, sluice.ErrInvalidRequest) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidRequest", c, err)
+		}
+	}
 }
