@@ -80,11 +80,26 @@ Being over the limit is a Decision with Allowed false, never an error.
 
 # Limiter
 
-[Limiter.Allow] and [Limiter.AllowN] take one or n units if the policy
-allows; [Limiter.Peek] and [Limiter.PeekN] only ask; [Limiter.Reset]
-forgets an actor (after a successful sign-in, the failed attempts before it
-stop counting). A Limiter is safe for concurrent use and holds no state of
-its own: create one per action and share it.
+The four operations side by side:
+
+	check             Peek, PeekN    may the actor act? counts nothing
+	insert            Insert         counts n whether or not it fits (a
+	                                 penalty), or gives n back (n < 0, a
+	                                 reward); answers whether the actor
+	                                 may still act
+	check-and-insert  Allow, AllowN  counts n only if the policy allows it,
+	                                 under every limit or none
+	                  Reserve        the same, with the count taken back
+	                                 later if the work went well
+	peek              Peek, PeekN    (the check above: what a take would
+	                                 get, and the Remaining it would leave)
+
+[Limiter.Reset] forgets an actor (after a successful sign-in, the failed
+attempts before it stop counting). A penalty never makes an actor wait
+longer than the limit's time to refill from empty, and a reward never
+gives back more than was spent (see [OpInsert]). A Limiter is safe for
+concurrent use and holds no state of its own: create one per action and
+share it.
 
 # Reservations
 
@@ -98,7 +113,7 @@ given back twice.
 # Stores
 
 A [Store] has one method, Decide, which applies a [Request] — an [Op]
-([OpTake], [OpPeek], [OpRefund] or [OpReset]) of a cost on one key under a
+([OpTake], [OpPeek], [OpRefund], [OpReset] or [OpInsert]) of a cost on one key under a
 policy — atomically, and returns the Decision. [Request.Validate] holds
 what every store requires of a request. Every store reproduces the
 algorithms of package algorithm exactly and passes the conformance suite in

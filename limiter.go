@@ -123,6 +123,22 @@ func (l *Limiter) PeekN(ctx context.Context, actor string, n int) (Decision, err
 	return l.do(ctx, OpPeek, actor, n, time.Time{})
 }
 
+// Insert counts n for actor under every limit whether or not it fits, and
+// reports whether actor may still act (what Peek gets just after): a
+// penalty when n > 0 (a failed login that counts 5), a reward when n < 0
+// (units given back now, the oldest still counted first). See OpInsert
+// for the bounds: a penalty never makes actor wait longer than the
+// limit's time to refill from empty, and a reward never gives more than
+// was spent. n must be non-zero and at most every limit's MaxBurst either
+// way.
+//
+// The four operations side by side: Peek checks without counting; Insert
+// counts without checking; Allow and AllowN check and count if allowed;
+// Reserve checks and counts, and lets the count be taken back.
+func (l *Limiter) Insert(ctx context.Context, actor string, n int) (Decision, error) {
+	return l.do(ctx, OpInsert, actor, n, time.Time{})
+}
+
 // Reset forgets actor's state under every limit: after a successful login,
 // its failures no longer count.
 func (l *Limiter) Reset(ctx context.Context, actor string) error {

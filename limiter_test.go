@@ -89,6 +89,40 @@ func TestLimiterAllowPeekReset(t *testing.T) {
 	}
 }
 
+// TestLimiterInsert checks penalties and rewards through a Limiter: a
+// penalty counts though over the limit, its wait is bounded by the time
+// to refill, and a reward gives back what was spent.
+func TestLimiterInsert(t *testing.T) {
+	ctx := context.Background()
+	lim, clk := newLimiter(t, sluice.Config{Action: "login", Limits: []sluice.Limit{sluice.PerMinute(3)}})
+	if d, err := lim.Insert(ctx, "mallory", 2); err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("Insert(2) = %+v, %v; want allowed, 0 remaining after a take of 1", d, err)
+	}
+	for range 5 {
+		if d, err := lim.Insert(ctx, "mallory", 3); err != nil || d.Allowed {
+			t.Fatalf("Insert(3) over the limit = %+v, %v; want counted and denied", d, err)
+		}
+	}
+	d, _ := lim.Peek(ctx, "mallory")
+	if d.RetryAfter > time.Minute {
+		t.Errorf("RetryAfter %v after penalties: more than the minute the limit takes to refill", d.RetryAfter)
+	}
+	clk.Advance(d.RetryAfter)
+	if d, _ := lim.Allow(ctx, "mallory"); !d.Allowed {
+		t.Error("denied after waiting RetryAfter")
+	}
+	lim.AllowN(ctx, "alice", 3)
+	if d, err := lim.Insert(ctx, "alice", -2); err != nil || !d.Allowed || d.Remaining != 1 {
+		t.Errorf("Insert(-2) after a full burst = %+v, %v; want allowed with 1 remaining", d, err)
+	}
+	if _, err := lim.Insert(ctx, "alice", 0); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("Insert(0) = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := lim.Insert(ctx, "alice", -4); !errors.Is(err, sluice.ErrCostExceedsBurst) {
+		t.Errorf("Insert(-4) = %v, want ErrCostExceedsBurst", err)
+	}
+}
+
 func TestLimiterActionsAndNamespacesDoNotShare(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New(memory.Config{})

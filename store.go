@@ -13,8 +13,9 @@ import (
 // same key, from any number of goroutines or processes sharing the store,
 // behave as if they ran one after another. For OpTake, the cost is
 // consumed under every limit or under none (a policy is all-or-nothing).
-// For OpRefund and OpReset, the Decision is what an OpPeek would get just
-// after: of Cost for a refund, of 1 for a reset.
+// For OpRefund, OpReset and OpInsert, the Decision is what an OpPeek
+// would get just after: of Cost for a refund, of 1 for a reset or an
+// insert.
 //
 // The state of each limit is identified by the key and by the limit's
 // [Limit.StateID], so a policy can change a limit's Rate or Burst without
@@ -92,11 +93,22 @@ const (
 	// OpReset forgets the key's state under every limit of the request:
 	// the actor starts afresh.
 	OpReset
+	// OpInsert counts Cost under every limit whether or not it fits: a
+	// penalty (a failed login that costs 5) or, with a negative Cost, a
+	// reward that gives units back now. A penalty may take a limit past
+	// empty, but never further than the actor then waits for the limit's
+	// time to refill from empty (Period for the windows, MaxBurst
+	// intervals for GCRA); a reward gives back at most -Cost of the units
+	// still counted, the oldest first, and never more than the full
+	// allowance. Each limit's state changes atomically; the Decision is
+	// what a peek of 1 gets just after, so a caller learns whether the
+	// actor may still act.
+	OpInsert
 
 	numOps // keep last
 )
 
-var opNames = [numOps]string{"take", "peek", "refund", "reset"}
+var opNames = [numOps]string{"take", "peek", "refund", "reset", "insert"}
 
 func (o Op) String() string {
 	if o < numOps {
@@ -117,6 +129,8 @@ type Request struct {
 	// Op is the operation; the zero value is OpTake.
 	Op Op
 	// Cost is the number of units to take, peek at or refund; at least 1.
+	// For an insert, a non-zero number between -MaxBurst and MaxBurst of
+	// every limit: negative gives units back.
 	Cost int
 	// Now is the time of the request. The zero value means the store's
 	// own clock (for a shared store, the server's clock, so that
@@ -142,9 +156,10 @@ type Request struct {
 }
 
 // Validate checks what every store requires of a request: a known op, at
-// least one valid limit, no two limits sharing a StateID, and for takes,
+// least one valid limit, no two limits sharing a StateID, for takes,
 // peeks and refunds a cost of at least 1 and at most every limit's
-// MaxBurst. Stores call it before touching state.
+// MaxBurst, and for inserts a cost of at most MaxBurst either way, not 0.
+// Stores call it before touching state.
 func (r *Request) Validate() error {
 	if r.limitsChecked && r.Op == OpTake && r.Cost == 1 && r.Now.IsZero() {
 		return nil // a Limiter's Allow: every MaxBurst is at least 1
@@ -166,11 +181,14 @@ func (r *Request) Validate() error {
 				}
 			}
 		}
-		if r.Op != OpReset && r.Cost > l.MaxBurst() {
+		if r.Op != OpReset && (r.Cost > l.MaxBurst() || r.Op == OpInsert && -r.Cost > l.MaxBurst()) {
 			return fmt.Errorf("%w: cost %d, limit %v", ErrCostExceedsBurst, r.Cost, l)
 		}
 	}
-	if r.Op != OpReset && r.Cost < 1 {
+	switch {
+	case r.Op == OpInsert && r.Cost == 0:
+		return fmt.Errorf("%w: an insert of cost 0", ErrInvalidRequest)
+	case r.Op != OpReset && r.Op != OpInsert && r.Cost < 1:
 		return fmt.Errorf("%w: cost %d must be at least 1", ErrInvalidRequest, r.Cost)
 	}
 	if r.Op == OpRefund && r.At.IsZero() {

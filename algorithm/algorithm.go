@@ -121,6 +121,45 @@ func Refund(l sluice.Limit, s []int64, at, now int64, cost int) {
 	}
 }
 
+// Insert counts cost at now whether or not it fits (see sluice.OpInsert):
+// a penalty for cost > 0, a reward of -cost for cost < 0. A penalty adds
+// to the counts of the windows, which end on their own; under GCRA it
+// moves tat on by cost·T, but never past now + 2τ - T (τ = B·T), so that
+// the wait for the next unit stays at most τ, the time the bucket takes
+// to refill from empty. A reward removes up to -cost units that still
+// count at now, the oldest first (Refund from the start of the window:
+// the least lenient choice), or moves tat back, never before now.
+func Insert(l sluice.Limit, s []int64, now int64, cost int) {
+	if cost < 0 {
+		Refund(l, s, rewardFrom(l, now), now, -cost)
+		return
+	}
+	if l.Algorithm != sluice.GCRA {
+		Commit(l, s, now, cost)
+		return
+	}
+	t := int64(l.Interval())
+	tau := t * int64(l.MaxBurst())
+	s[0] = min(max(s[0], now)+int64(cost)*t, max(s[0], now+2*tau-t))
+}
+
+// rewardFrom is the time from which a reward at now takes units back: the
+// oldest that still count.
+func rewardFrom(l sluice.Limit, now int64) int64 {
+	if l.Algorithm == sluice.FixedWindow {
+		return now
+	}
+	return now - int64(l.Period) + 1
+}
+
+// InsertAll inserts cost at now under every limit (see Insert).
+// Staggered fixed windows are offset by key.
+func InsertAll(limits []sluice.Limit, states [][]int64, key string, now int64, cost int) {
+	for i, l := range limits {
+		Insert(l, states[i], now-Offset(l, key), cost)
+	}
+}
+
 // Decide checks a take of cost under every limit, with states[i] holding
 // the state of limits[i] for key, and returns the binding decision (see
 // sluice.Decision). For op sluice.OpTake it then commits to every state,

@@ -21,7 +21,7 @@ import (
 
 // Label values of sluice_decisions_total.
 var (
-	opLabels     = [...]string{sluice.OpTake: "take", sluice.OpPeek: "peek", sluice.OpRefund: "refund", sluice.OpReset: "reset"}
+	opLabels     = [...]string{sluice.OpTake: "take", sluice.OpPeek: "peek", sluice.OpRefund: "refund", sluice.OpReset: "reset", sluice.OpInsert: "insert"}
 	resultLabels = [...]string{"allowed", "denied", "error", "estimated"}
 )
 

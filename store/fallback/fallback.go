@@ -299,6 +299,12 @@ func (s *Store) early(ctx context.Context, r *sluice.Request, now time.Time) (d 
 		if err := s.journal.wipe(ctx, r); err != nil {
 			return sluice.Decision{}, true, err
 		}
+	case sluice.OpInsert:
+		// Counted whatever the answer: a cached denial must not stop a
+		// penalty reaching the primary, and a reward may end it.
+		if r.Cost < 0 {
+			s.deny.forget(r.Prefix, r.Key)
+		}
 	default:
 		if d, ok := s.deny.lookup(r, now); ok {
 			s.denyHits.Add(1)
@@ -315,7 +321,7 @@ func (s *Store) early(ctx context.Context, r *sluice.Request, now time.Time) (d 
 func (s *Store) settle(ctx context.Context, r sluice.Request, now time.Time, d sluice.Decision, err error, probe bool) (sluice.Decision, error) {
 	if err == nil {
 		s.succeeded(probe)
-		if !d.Allowed && r.Op != sluice.OpRefund && r.Op != sluice.OpReset {
+		if !d.Allowed && (r.Op == sluice.OpTake || r.Op == sluice.OpPeek) {
 			s.deny.store(&r, d, now)
 		}
 		return d, nil
@@ -422,9 +428,10 @@ func (s *Store) degrade(ctx context.Context, r sluice.Request, now time.Time) (s
 		return sluice.Decision{Limit: l, ResetAfter: wait, RetryAfter: wait, Time: now}, nil
 	}
 	d, err := s.decideLocal(ctx, r, now)
-	if err == nil && (r.Op == sluice.OpTake && d.Allowed || r.Op == sluice.OpReset || r.Op == sluice.OpRefund) {
-		// What the primary must learn: a take allowed, a reset, or the
-		// refund of a take it counted (early cancelled the others).
+	if err == nil && (r.Op == sluice.OpTake && d.Allowed || r.Op >= sluice.OpRefund) {
+		// What the primary must learn: a take allowed, a reset, an
+		// insert, or the refund of a take it counted (early cancelled
+		// the others).
 		r.Now = d.Time
 		if r.Now.IsZero() {
 			r.Now = now
@@ -446,6 +453,10 @@ func (s *Store) decideLocal(ctx context.Context, r sluice.Request, now time.Time
 				l.Burst = (l.Burst + n - 1) / n
 			}
 			scaled[i] = l
+			if r.Op == sluice.OpInsert {
+				r.Cost = max(min(r.Cost, l.MaxBurst()), -l.MaxBurst()) // this instance's share of it
+				continue
+			}
 			if r.Op != sluice.OpReset && r.Cost > l.MaxBurst() {
 				// Possible overall, not within this instance's share.
 				return sluice.Decision{Limit: orig[i], RetryAfter: orig[i].Period, ResetAfter: orig[i].Period, Time: now}, nil

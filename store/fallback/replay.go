@@ -217,7 +217,7 @@ func (s *Store) count(op sluice.Op, err error) {
 		s.replayedResets.Add(1)
 	case op == sluice.OpRefund:
 		s.replayedRefunds.Add(1)
-	default:
+	default: // takes and inserts
 		s.replayed.Add(1)
 	}
 }

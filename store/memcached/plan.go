@@ -24,6 +24,7 @@ type plan struct {
 	states  [][]int64
 	anyCAS  bool
 	refund  bool
+	reward  bool // an insert of -cost: refund's path gives back what still counts
 	scratch []byte // a head value being written: the batch copies it
 	// seen, if set, is told each GCRA or sliding log state read, with its
 	// CAS token (the Store remembers them: see decideCached).
@@ -256,7 +257,17 @@ func (pt *part) bucketTTL(p *plan, idx int64) time.Duration {
 // depth or the sliding log's period, plus the margin.
 func (pt *part) stateTTL(p *plan) time.Duration {
 	depth := time.Duration(pt.l.MaxBurst()) * pt.l.Interval()
-	return max(depth, pt.l.Period) + p.margin
+	return max(2*depth, pt.l.Period) + p.margin // a penalty may leave GCRA 2τ deep
+}
+
+// giveBack gives back p.cost of the state st of part pt: taken at at for
+// a refund, the oldest still counted for a reward.
+func (p *plan) giveBack(pt *part, st []int64, at int64) {
+	if p.reward {
+		algorithm.Insert(pt.l, st, p.now-pt.off, -p.cost)
+	} else {
+		algorithm.Refund(pt.l, st, at-pt.off, p.now-pt.off, p.cost)
+	}
 }
 
 // headTTLAfterReset outlives every bucket written before the reset.

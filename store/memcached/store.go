@@ -255,11 +255,16 @@ func (s *Store) decideOn(ctx context.Context, c *meta.Client, r *sluice.Request)
 	defer s.batches.Put(b)
 	var d sluice.Decision
 	var err error
-	switch r.Op {
-	case sluice.OpReset:
+	switch {
+	case r.Op == sluice.OpReset:
 		d, err = s.reset(ctx, c, p, b)
-	case sluice.OpRefund:
+	case r.Op == sluice.OpRefund:
 		d, err = s.refund(ctx, c, p, b, r.At.UnixNano())
+	case r.Op == sluice.OpInsert && r.Cost < 0:
+		p.cost, p.reward = -r.Cost, true
+		d, err = s.refund(ctx, c, p, b, 0)
+	case r.Op == sluice.OpInsert:
+		d, err = s.penalize(ctx, c, p, b)
 	default:
 		d, err = s.decide(ctx, c, p, b, r.Op == sluice.OpTake)
 	}
@@ -454,11 +459,19 @@ func (s *Store) commitCAS(ctx context.Context, c *meta.Client, p *plan, b *meta.
 	return false, nil
 }
 
-// refundCAS refunds cost taken at at from one GCRA or sliding log state,
-// by compare-and-set, retrying when another write came first, and returns
-// the state it left. When st is given it is the state already read (with
-// the part's CAS token).
+// refundCAS refunds cost taken at at from one GCRA or sliding log state
+// (or gives back a reward's), by compare-and-set, retrying when another
+// write came first, and returns the state it left. When st is given it is
+// the state already read (with the part's CAS token).
 func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b *meta.Batch, at int64, st []int64) ([]int64, error) {
+	return s.rewriteCAS(ctx, c, p, i, b, st, func(after []int64) { p.giveBack(&p.parts[i], after, at) })
+}
+
+// rewriteCAS applies change to one GCRA or sliding log state by
+// compare-and-set (or add, when there was none), retrying when another
+// write came first, and returns the state it left. When st is given it is
+// the state already read (with the part's CAS token).
+func (s *Store) rewriteCAS(ctx context.Context, c *meta.Client, p *plan, i int, b *meta.Batch, st []int64, change func([]int64)) ([]int64, error) {
 	pt := &p.parts[i]
 	for attempt := 0; attempt <= s.retries; attempt++ {
 		if st == nil {
@@ -473,23 +486,24 @@ func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b
 				return nil, err
 			}
 		}
-		if !pt.found {
-			return st, nil // empty: nothing to give back
-		}
 		after := slices.Clone(st)
-		algorithm.Refund(pt.l, after, at, p.now, p.cost)
+		change(after)
 		if slices.Equal(after, st) {
-			return st, nil
+			return st, nil // nothing to give back, or nothing changed
 		}
 		b.Reset()
-		b.CompareAndSet(stateKey(pt.base), algorithm.AppendState(nil, pt.l, after), pt.stateTTL(p), pt.cas)
+		if enc := algorithm.AppendState(nil, pt.l, after); pt.found {
+			b.CompareAndSet(stateKey(pt.base), enc, pt.stateTTL(p), pt.cas)
+		} else {
+			b.Add(stateKey(pt.base), enc, pt.stateTTL(p))
+		}
 		if err := c.Do(ctx, b); err != nil {
 			return nil, err
 		}
 		switch r := &b.Replies[0]; r.Status {
 		case meta.StatusOK:
 			return after, nil
-		case meta.StatusExists, meta.StatusNotFound:
+		case meta.StatusExists, meta.StatusNotFound, meta.StatusNotStored:
 			st = nil
 			backoff(attempt)
 		default:
@@ -499,10 +513,58 @@ func (s *Store) refundCAS(ctx context.Context, c *meta.Client, p *plan, i int, b
 	return nil, ErrContention
 }
 
-// refund gives back cost taken at at under every limit. Counter limits
-// are decremented bucket by bucket as the reference's Refund would change
-// them; GCRA and sliding log states by compare-and-set. It answers what a
-// peek of cost gets on the states it left (see sluice.Store).
+// penalize counts a penalty (an insert of p.cost > 0) under every limit,
+// whether or not it fits: the counters are incremented as a take's are,
+// and kept; each GCRA or sliding log state is rewritten on its own by
+// compare-and-set (an insert is not all or nothing, so a lost race is
+// retried alone). It answers what a peek of 1 gets after.
+func (s *Store) penalize(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch) (sluice.Decision, error) {
+	if p.anyCAS {
+		mu := s.lock(p.raw)
+		mu.Lock()
+		defer mu.Unlock()
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > s.retries {
+			return sluice.Decision{}, ErrContention
+		}
+		b.Reset()
+		p.appendRead(b, true)
+		if err := c.Do(ctx, b); err != nil {
+			return sluice.Decision{}, err
+		}
+		redo, err := p.readReplies(b, true)
+		if err == nil && !redo {
+			break
+		}
+		s.rollback(ctx, c, p, b)
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		s.learnGens(p)
+	}
+	s.advanceHeads(ctx, c, p, b)
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if pt.counter {
+			algorithm.Insert(pt.l, p.states[i], p.now-pt.off, p.cost)
+			continue
+		}
+		st, err := s.rewriteCAS(ctx, c, p, i, b, p.states[i], func(st []int64) { algorithm.Insert(pt.l, st, p.now, p.cost) })
+		if err != nil {
+			return sluice.Decision{}, err
+		}
+		p.states[i] = st
+		s.dropState(pt.base)
+	}
+	return algorithm.Decide(p.limits, p.states, p.raw, p.now, 1, sluice.OpPeek), nil
+}
+
+// refund gives back cost taken at at under every limit (or, for a reward,
+// cost units that still count). Counter limits are decremented bucket by
+// bucket as the reference's Refund would change them; GCRA and sliding
+// log states by compare-and-set. It answers what a peek of cost (of 1
+// for a reward) gets on the states it left (see sluice.Store).
 func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch, at int64) (sluice.Decision, error) {
 	s.forgetDenial(p)
 	p.refund = true
@@ -525,6 +587,9 @@ func (s *Store) refund(ctx context.Context, c *meta.Client, p *plan, b *meta.Bat
 			}
 			p.states[i] = st
 		}
+	}
+	if p.reward {
+		return algorithm.Decide(p.limits, p.states, p.raw, p.now, 1, sluice.OpPeek), nil
 	}
 	return algorithm.Decide(p.limits, p.states, p.raw, p.now, p.cost, sluice.OpPeek), nil
 }
@@ -560,7 +625,7 @@ func refundCounters(ctx context.Context, c *meta.Client, p *plan, b *meta.Batch,
 		}
 		before := p.states[i]
 		after := slices.Clone(before)
-		algorithm.Refund(pt.l, after, at-pt.off, p.now-pt.off, p.cost)
+		p.giveBack(pt, after, at)
 		for j := int64(0); j <= pt.view; j++ {
 			idx := pt.target - pt.view + j
 			w := 1

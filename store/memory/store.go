@@ -215,9 +215,9 @@ func (s *Store) Len() int {
 // states' and its sketches'.
 func (s *Store) Bytes() int64 { return s.bytes.Load() + s.sketchBytes.Load() }
 
-// Decide applies r atomically; see sluice.Store. For OpRefund and
-// OpReset, the Decision is what a peek would get just after: of Cost for
-// a refund, of 1 for a reset (a key the store may have evicted stays
+// Decide applies r atomically; see sluice.Store. For OpRefund, OpReset and
+// OpInsert, the Decision is what a peek would get just after: of Cost for
+// a refund, of 1 for a reset or an insert (a key the store may have evicted stays
 // charged by its sketch). The error wraps sluice.ErrInvalidRequest,
 // sluice.ErrInvalidLimit or sluice.ErrCostExceedsBurst for an invalid
 // request, and sluice.ErrStoreFull when a take's new states alone need
@@ -352,7 +352,7 @@ func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decisi
 	sh.hash = h
 	sh.charged = false
 	var err error
-	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op != sluice.OpReset {
+	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op < sluice.OpReset {
 		err = sh.decideGCRA(r, now, d)
 	} else {
 		sh.setKey(r)
@@ -448,6 +448,8 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
 		return nil
+	case sluice.OpInsert:
+		return sh.insert(r, name, now, words, d)
 	}
 	if words == 0 {
 		*d = algorithm.Decide(r.Limits, states, name, now, r.Cost, sluice.OpTake)
@@ -458,6 +460,23 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		return nil
 	}
 	return sh.insertNew(r, name, now)
+}
+
+// insert applies the insert r at now to the states of its key, named name,
+// that gather found (words of them missing), and writes to d what a peek
+// of 1 gets after. A penalty adds the missing states; a reward leaves
+// them out, a fresh state having nothing to give back.
+func (sh *shard) insert(r *sluice.Request, name string, now int64, words int, d *sluice.Decision) error {
+	var err error
+	if r.Cost > 0 && words > 0 {
+		err = sh.insertNew(r, name, now)
+	} else {
+		algorithm.InsertAll(r.Limits, sh.list, name, now, r.Cost)
+	}
+	if err == nil {
+		*d = algorithm.Decide(r.Limits, sh.list, name, now, 1, sluice.OpPeek)
+	}
+	return err
 }
 
 // gather looks up the states of r's key, named name, under each limit of
@@ -498,15 +517,19 @@ func (sh *shard) gather(r *sluice.Request, name string) int {
 	return words
 }
 
-// insertNew commits the take r, allowed at now, to the states of its key,
-// named name, that sh.list holds, and inserts the missing ones, after
-// making room for them.
+// insertNew commits the take r, allowed at now, or the penalty r, to the
+// states of its key, named name, that sh.list holds, and inserts the
+// missing ones, after making room for them.
 func (sh *shard) insertNew(r *sluice.Request, name string, now int64) error {
 	if err := sh.makeRoom(name, r.Limits); err != nil {
 		return err
 	}
-	for i, l := range r.Limits {
-		algorithm.Commit(l, sh.list[i], now-algorithm.Offset(l, name), r.Cost)
+	if r.Op == sluice.OpInsert {
+		algorithm.InsertAll(r.Limits, sh.list, name, now, r.Cost)
+	} else {
+		for i, l := range r.Limits {
+			algorithm.Commit(l, sh.list[i], now-algorithm.Offset(l, name), r.Cost)
+		}
 	}
 	for i, t := range sh.tabs {
 		if sh.missing[i] {

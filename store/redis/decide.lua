@@ -19,7 +19,8 @@
 --
 -- KEYS[i]  state of limit i: packed little-endian doubles, the words of
 --          algorithm.Words in µs, absent = empty state.
--- A        op (0 take, 1 peek, 2 refund, 3 reset), cost, now µs (-1: the
+-- A        op (0 take, 1 peek, 2 refund, 3 reset, 4 insert), cost (an
+--          insert's is negative for a reward), now µs (-1: the
 --          server's TIME), at µs (refund), TTL slack in ms, then seven
 --          values per limit: algorithm (0 gcra, 1 fixed, 2 sliding,
 --          3 approx, 4 log), r (GCRA: MaxBurst; others: Rate), p (GCRA:
@@ -581,6 +582,36 @@ for i = 1, nk do
   L[i] = l
 end
 
+-- An insert counts cost whether or not it fits (see sluice.OpInsert):
+-- a penalty commits it, GCRA's no deeper than 2τ - T past now; a reward
+-- refunds -cost of what still counts, the oldest first. Its states are
+-- written after the check below, which gives their expiry; the check is
+-- a peek of 1.
+local insert = op == 4
+local icost = cost
+if insert then
+  for i = 1, nk do
+    local l, s, t = L[i], S[i], now - L[i].off
+    if icost > 0 then
+      if l.a == 0 then
+        local tau = l.p * l.r
+        s[1] = min(max(s[1], t) + icost * l.p, max(s[1], t + 2 * tau - l.p))
+      else
+        commit[l.a](l, s, t)
+      end
+    elseif E[i] then
+      cost = -icost
+      -- from the oldest unit that still counts, as algorithm.Insert: a
+      -- log's entries after t - p, the buckets from t - p + 1 ns's
+      local from = t
+      if l.a == 4 then from = t - l.p + 1 elseif l.a > 1 then from = t - l.p end
+      refund[l.a](l, s, from, t)
+      cost = icost
+    end
+  end
+  op, cost = 1, 1
+end
+
 if op == 2 then
   for i = 1, nk do
     local l, s = L[i], S[i]
@@ -628,6 +659,21 @@ if op == 0 and ok then
       log_store(s, px)
     else
       redis.call('SET', KEYS[kb + i], encode(s), 'PX', px)
+    end
+  end
+end
+
+if insert then
+  cost = icost -- what log_store writes of a lazy log
+  for i = 1, nk do
+    local l, s = L[i], S[i]
+    if icost > 0 or E[i] then
+      local px = max(math.ceil(resets[i] / 1000) + slack, 1)
+      if l.a == 4 then
+        log_store(s, px)
+      else
+        redis.call('SET', KEYS[kb + i], encode(s), 'PX', px)
+      end
     end
   end
 end

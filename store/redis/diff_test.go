@@ -83,7 +83,7 @@ func maxPeriod(ls []sluice.Limit) time.Duration {
 }
 
 // traceStats counts what the traces did, to show they deny as well as allow.
-type traceStats struct{ allowed, denied, refunds, resets atomic.Int64 }
+type traceStats struct{ allowed, denied, refunds, resets, inserts atomic.Int64 }
 
 // A trace is one random trace on one key: a random policy, and requests
 // of every op at times that step forward, jump and step back. It keeps
@@ -149,6 +149,11 @@ func (tr *trace) next() (r sluice.Request, done bool) {
 		tr.takes = append(tr.takes[:k], tr.takes[k+1:]...)
 	case r < 27:
 		req.Op = sluice.OpReset
+	case r < 35:
+		req.Op = sluice.OpInsert
+		if rng.IntN(2) == 0 {
+			req.Cost = -req.Cost // a reward
+		}
 	}
 	return req, false
 }
@@ -179,6 +184,8 @@ func (tr *trace) check(req sluice.Request, got sluice.Decision, err error, st *t
 	case sluice.OpReset:
 		st.resets.Add(1)
 		tr.takes = tr.takes[:0]
+	case sluice.OpInsert:
+		st.inserts.Add(1)
 	}
 	return nil
 }
@@ -233,7 +240,8 @@ func runTraces(ctx context.Context, s *Store, seeds []uint64, prefix string, ste
 
 // reference applies r to states, the states of name under r.Limits, as
 // package algorithm does, and returns the decision a store must give:
-// for a refund, a peek of its cost just after; for a reset, a peek of 1.
+// for a refund, a peek of its cost just after; for a reset or an insert,
+// a peek of 1.
 func reference(limits []sluice.Limit, states [][]int64, name string, r sluice.Request) sluice.Decision {
 	n := r.Now.UnixNano()
 	op, cost := r.Op, r.Cost
@@ -246,6 +254,9 @@ func reference(limits []sluice.Limit, states [][]int64, name string, r sluice.Re
 			clear(st)
 		}
 		op, cost = sluice.OpPeek, 1
+	case sluice.OpInsert:
+		algorithm.InsertAll(limits, states, name, n, r.Cost)
+		op, cost = sluice.OpPeek, 1
 	}
 	d := algorithm.Decide(limits, states, name, n, cost, op)
 	d.Time = r.Now
@@ -254,7 +265,7 @@ func reference(limits []sluice.Limit, states [][]int64, name string, r sluice.Re
 
 // TestDifferential checks that the script gives exactly the decisions of
 // package algorithm on thousands of random traces: every algorithm,
-// multi-limit policies, costs, peeks, refunds, resets and a clock that
+// multi-limit policies, costs, peeks, refunds, resets, inserts and a clock that
 // jumps and steps back.
 func TestDifferential(t *testing.T) {
 	traces, steps := *traceCount, 60
@@ -319,8 +330,8 @@ func differential(t *testing.T, traces, size int, play func(seeds []uint64, st *
 	}
 	close(groups)
 	wg.Wait()
-	t.Logf("%d traces: %d allowed, %d denied, %d refunds, %d resets",
-		traces, st.allowed.Load(), st.denied.Load(), st.refunds.Load(), st.resets.Load())
+	t.Logf("%d traces: %d allowed, %d denied, %d refunds, %d resets, %d inserts",
+		traces, st.allowed.Load(), st.denied.Load(), st.refunds.Load(), st.resets.Load(), st.inserts.Load())
 	if st.allowed.Load() == 0 || st.denied.Load() < st.allowed.Load()/10 {
 		t.Errorf("traces allowed %d and denied %d: not a useful mix", st.allowed.Load(), st.denied.Load())
 	}

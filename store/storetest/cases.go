@@ -75,6 +75,9 @@ func testInvalid(t *testing.T, s *suite) {
 		{"peek cost 0", peek("k", now, 0, gcra, fixed), sluice.ErrInvalidRequest},
 		{"refund cost 0", refund("k", now, now, 0, gcra, fixed), sluice.ErrInvalidRequest},
 		{"refund without at", refund("k", now, time.Time{}, 1, gcra, fixed), sluice.ErrInvalidRequest},
+		{"insert cost 0", insert("k", now, 0, gcra, fixed), sluice.ErrInvalidRequest},
+		{"insert exceeds one burst", insert("k", now, 5, gcra, fixed, small), sluice.ErrCostExceedsBurst},
+		{"reward exceeds one burst", insert("k", now, -5, gcra, fixed, small), sluice.ErrCostExceedsBurst},
 		{"no limits", take("k", now, 1), sluice.ErrInvalidRequest},
 		{"unknown op", sluice.Request{Key: "k", Limits: []sluice.Limit{gcra, fixed}, Op: 200, Cost: 1, Now: now}, sluice.ErrInvalidRequest},
 		{"zero limit", take("k", now, 1, gcra, fixed, sluice.Limit{}), sluice.ErrInvalidLimit},
@@ -163,6 +166,41 @@ func testRefund(t *testing.T, s *suite) {
 		later := now.Add((l.Period / 3).Truncate(time.Microsecond))
 		s.do(t, take("k", later, 1, l))
 		s.do(t, refund("k", later, now, 2, l))
+		s.do(t, peek("k", later, 1, l))
+	})
+}
+
+// testInsert checks that an insert counts whether or not it fits, on
+// every limit of a policy (unlike a take, not all or nothing), that the
+// wait after penalties stays bounded, and that a reward gives back what
+// was spent and no more.
+func testInsert(t *testing.T, s *suite) {
+	forEach(t, s, oneOfEach, func(t *testing.T, s *suite, l sluice.Limit) {
+		now := t0.Add(5*time.Hour + 30*time.Minute)
+		other := sluice.Limit{Rate: 100, Period: time.Hour}
+		for range 3 {
+			if d := s.do(t, insert("k", now, l.MaxBurst(), l, other)); d.Allowed {
+				t.Fatalf("allowed after a penalty of MaxBurst")
+			}
+		}
+		// Counted on the other limit too, though l was over.
+		if d := s.do(t, peek("k", now, 1, other)); d.Remaining != other.MaxBurst()-3*l.MaxBurst()-1 {
+			t.Errorf("peek(other) Remaining = %d, want %d", d.Remaining, other.MaxBurst()-3*l.MaxBurst()-1)
+		}
+		s.do(t, insert("fresh", now, -1, l))
+		if d := s.do(t, peek("fresh", now, 1, l)); d.Remaining != l.MaxBurst()-1 {
+			t.Errorf("reward of a fresh key, peek Remaining = %d, want %d", d.Remaining, l.MaxBurst()-1)
+		}
+		s.do(t, take("r", now, 3, l))
+		s.do(t, insert("r", now, -2, l))
+		s.do(t, insert("r", now, -2, l))
+		if d := s.do(t, take("r", now, l.MaxBurst(), l)); !d.Allowed {
+			t.Errorf("take of MaxBurst after a take of 3 and rewards of 4 denied")
+		}
+		// A penalty on a key with a refund in the same window.
+		later := now.Add((l.Period / 4).Truncate(time.Microsecond))
+		s.do(t, insert("k", later, 1, l))
+		s.do(t, insert("k", later, -1, l))
 		s.do(t, peek("k", later, 1, l))
 	})
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store) {
 		{"Peek", testPeek},
 		{"Reset", testReset},
 		{"Refund", testRefund},
+		{"Insert", testInsert},
 		{"Answers", testAnswers},
 		{"Policy", testPolicy},
 		{"Expiry", testExpiry},
@@ -136,7 +137,7 @@ func (s *suite) fails(t *testing.T, r sluice.Request, want error) {
 	}
 }
 
-// take, peek, refund and resetKey build the requests of the subtests.
+// take, peek, refund, insert and resetKey build the requests of the subtests.
 func take(key string, now time.Time, cost int, limits ...sluice.Limit) sluice.Request {
 	return sluice.Request{Key: key, Limits: limits, Op: sluice.OpTake, Cost: cost, Now: now}
 }
@@ -147,6 +148,10 @@ func peek(key string, now time.Time, cost int, limits ...sluice.Limit) sluice.Re
 
 func refund(key string, now, at time.Time, cost int, limits ...sluice.Limit) sluice.Request {
 	return sluice.Request{Key: key, Limits: limits, Op: sluice.OpRefund, Cost: cost, Now: now, At: at}
+}
+
+func insert(key string, now time.Time, cost int, limits ...sluice.Limit) sluice.Request {
+	return sluice.Request{Key: key, Limits: limits, Op: sluice.OpInsert, Cost: cost, Now: now}
 }
 
 func resetKey(key string, now time.Time, limits ...sluice.Limit) sluice.Request {
@@ -166,8 +171,8 @@ type reference struct {
 }
 
 // apply applies a valid request and returns the decision a store must
-// return: for a refund, a peek of its cost just after it; for a reset, a
-// peek of 1 just after it (see sluice.Store).
+// return: for a refund, a peek of its cost just after it; for a reset or
+// an insert, a peek of 1 just after it (see sluice.Store).
 func (m *reference) apply(r sluice.Request) sluice.Decision {
 	name := r.Prefix + r.Key
 	now := r.Now.UnixNano()
@@ -191,12 +196,16 @@ func (m *reference) apply(r sluice.Request) sluice.Decision {
 		m.states[k] = st
 		states[i] = st
 	}
-	op := r.Op
-	if op == sluice.OpRefund {
+	op, cost := r.Op, r.Cost
+	switch op {
+	case sluice.OpRefund:
 		algorithm.RefundAll(r.Limits, states, name, r.At.UnixNano(), now, r.Cost)
 		op = sluice.OpPeek
+	case sluice.OpInsert:
+		algorithm.InsertAll(r.Limits, states, name, now, r.Cost)
+		op, cost = sluice.OpPeek, 1
 	}
-	d := algorithm.Decide(r.Limits, states, name, now, r.Cost, op)
+	d := algorithm.Decide(r.Limits, states, name, now, cost, op)
 	d.Time = r.Now
 	return d
 }

@@ -48,7 +48,7 @@ type taken struct {
 
 // runTrace sends steps random requests on two keys: takes of random cost,
 // peeks, refunds of earlier allowed takes (at their Decision.Time),
-// resets, with time stepping forward on a microsecond grid, sometimes
+// resets, inserts of penalties and rewards, with time stepping forward on a microsecond grid, sometimes
 // jumping past every period and sometimes stepping back.
 func runTrace(t *testing.T, s *suite, rng *rand.Rand, limits []sluice.Limit, steps int) {
 	t.Helper()
@@ -82,6 +82,8 @@ func runTrace(t *testing.T, s *suite, rng *rand.Rand, limits []sluice.Limit, ste
 			s.do(t, refund(tk.key, now, tk.at, tk.cost, limits...))
 		case x < 15:
 			s.do(t, resetKey(key, now, limits...))
+		case x < 20:
+			s.do(t, insert(key, now, cost*(1-2*rng.IntN(2)), limits...))
 		case x < 30:
 			s.do(t, peek(key, now, cost, limits...))
 		default:
