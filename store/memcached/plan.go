@@ -24,7 +24,7 @@ type plan struct {
 	states  [][]int64
 	anyCAS  bool
 	refund  bool
-	reward  bool // an insert of -cost: refund's path gives back what still counts
+	reward  bool   // an insert of -cost: refund's path gives back what still counts
 	scratch []byte // a head value being written: the batch copies it
 	// seen, if set, is told each GCRA or sliding log state read, with its
 	// CAS token (the Store remembers them: see decideCached).
