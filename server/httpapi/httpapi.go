@@ -72,8 +72,13 @@ func New(c Config) (*Handler, error) {
 	}
 	h.mux.HandleFunc("/v1/check", h.post(h.check))
 	h.mux.HandleFunc("/v1/reset", h.post(h.reset))
+	h.mux.HandleFunc("/v1/insert", h.post(h.insert))
+	h.mux.HandleFunc("/v1/reserve", h.post(h.outcome(h.reserve)))
+	h.mux.HandleFunc("/v1/commit", h.post(h.outcome(h.commit)))
+	h.mux.HandleFunc("/v1/refund", h.post(h.outcome(h.refund)))
+	h.mux.HandleFunc("/v1/report", h.post(h.outcome(h.report)))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Error(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check or /v1/reset)")
+		jsonhttp.Error(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check, /v1/reset, /v1/insert, /v1/reserve, /v1/commit, /v1/refund or /v1/report)")
 	})
 	return h, nil
 }

@@ -99,6 +99,7 @@ type Engine struct {
 	guard    *guard.Guard
 	onGuard  func(*Rule, guard.Action)
 	tracer   trace.Tracer // nil: no spans
+	ns       string       // the namespace: outcome markers live under it
 }
 
 // New builds an Engine for c, validating every rule now.
@@ -125,6 +126,7 @@ func New(c Config) (*Engine, error) {
 		guard:   c.Guard,
 		onGuard: c.OnGuard,
 		tracer:  c.Tracer,
+		ns:      ns,
 	}
 	e.storeFor = func(ru *Rule) sluice.Store {
 		if c.StoreFor != nil {
@@ -194,10 +196,12 @@ type Request struct {
 	// engine's MaxDescriptors.
 	Descriptors []Descriptor
 	// Cost is how many units each descriptor takes (Envoy's
-	// hits_addend). Default 0: 1.
+	// hits_addend). Default 0: 1. An insert's may be negative: a reward.
 	Cost int
-	// Op is sluice.OpTake (the default), OpPeek (take nothing) or
-	// OpReset (forget the states of the descriptors' rules).
+	// Op is sluice.OpTake (the default), OpPeek (take nothing), OpReset
+	// (forget the states of the descriptors' rules) or OpInsert (count
+	// Cost whether or not it fits; the statuses say whether the actors
+	// may still act).
 	Op sluice.Op
 	// Client is the address of the client the request is about, when
 	// the API knows it (forward-auth): the Guard judges it beside the
@@ -372,16 +376,16 @@ func (e *Engine) domain(r Request) (*domain, error) {
 		return nil, fmt.Errorf("rules: %w: no descriptors", sluice.ErrInvalidRequest)
 	case len(r.Descriptors) > e.max:
 		return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyDescriptors, len(r.Descriptors), e.max)
-	case r.Cost < 0:
+	case r.Cost < 0 && r.Op != sluice.OpInsert:
 		return nil, fmt.Errorf("rules: %w: cost %d must be at least 1 (0 means 1)", sluice.ErrInvalidRequest, r.Cost)
-	case r.Op != sluice.OpTake && r.Op != sluice.OpPeek && r.Op != sluice.OpReset:
-		return nil, fmt.Errorf("rules: %w: op %v (want take, peek or reset)", sluice.ErrInvalidRequest, r.Op)
+	case r.Op == sluice.OpRefund || r.Op > sluice.OpInsert:
+		return nil, fmt.Errorf("rules: %w: op %v (want take, peek, reset or insert)", sluice.ErrInvalidRequest, r.Op)
 	}
 	for i, desc := range r.Descriptors {
 		switch {
 		case len(desc.Entries) == 0:
 			return nil, fmt.Errorf("rules: %w: descriptor %d has no entries", sluice.ErrInvalidRequest, i)
-		case desc.Cost < 0:
+		case desc.Cost < 0 && r.Op != sluice.OpInsert:
 			return nil, fmt.Errorf("rules: %w: descriptor %d: cost %d must be at least 1 (0 means 1)", sluice.ErrInvalidRequest, i, desc.Cost)
 		}
 	}
@@ -478,13 +482,16 @@ func (q *query) actor(i int) guard.Actor {
 func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
 	desc := q.r.Descriptors[i]
 	req := sluice.Request{Prefix: ru.prefix, Key: stateKey(key), Limits: ru.Limits, Op: q.r.Op, Cost: max(q.r.Cost, 1), Now: q.now}
-	if desc.Cost > 0 {
+	if q.r.Op == sluice.OpInsert && q.r.Cost < 0 {
+		req.Cost = q.r.Cost
+	}
+	if desc.Cost != 0 {
 		req.Cost = desc.Cost
 	}
 	if desc.NoHits && q.r.Op != sluice.OpReset {
 		req.Op, req.Cost = sluice.OpPeek, 1
 	}
-	if req.Op != sluice.OpReset && req.Cost > ru.maxCost {
+	if req.Op != sluice.OpReset && max(req.Cost, -req.Cost) > ru.maxCost {
 		st.Err = fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, req.Cost, ru.ID, ru.maxCost)
 		st.Decision = sluice.Decision{Limit: ru.Limits[0], Time: q.now}
 		st.Allowed = false
