@@ -221,4 +221,3 @@ func (e *Engine) Report(ctx context.Context, o OutcomeRequest, outcome string) (
 	}
 	return OutcomeResult{Status: st, Duplicate: !first}, nil
 }
-
