@@ -209,6 +209,54 @@ func TestCheckCostAndPeek(t *testing.T) {
 	}
 }
 
+// outcome posts an outcome call and decodes its 200 answer.
+func outcome(t *testing.T, h http.Handler, path, body string) OutcomeResponse {
+	t.Helper()
+	w := do(t, h, http.MethodPost, path, body)
+	if w.Code != http.StatusOK {
+		t.Fatalf("POST %s %s: status = %d, want 200; body %s", path, body, w.Code, w.Body)
+	}
+	var resp OutcomeResponse
+	dec := json.NewDecoder(w.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&resp); err != nil {
+		t.Fatalf("POST %s: decoding %q: %v", path, w.Body, err)
+	}
+	return resp
+}
+
+// TestOutcomeCalls runs the outcome calls over HTTP: a reservation
+// refunded (the refund retried), a failure reported (retried) and an
+// insert, each seen in what the rule then allows.
+func TestOutcomeCalls(t *testing.T) {
+	s, _ := newTestServer(t)
+	r := outcome(t, s, "/v1/reserve", `{"rule":"login","key":"k","cost":2,"id":"a"}`)
+	if !r.Allowed || r.Expires == nil || !r.Expires.Equal(t0.Add(rules.ReservationTTL)) || r.Remaining != 3 {
+		t.Fatalf("reserve = %+v, want allowed with 3 remaining, expiring after the TTL", r)
+	}
+	if r := outcome(t, s, "/v1/reserve", `{"rule":"login","key":"k","cost":2,"id":"a"}`); !r.Duplicate || r.Expires != nil {
+		t.Errorf("retried reserve = %+v, want a duplicate", r)
+	}
+	for i := range 2 {
+		if r := outcome(t, s, "/v1/refund", `{"rule":"login","key":"k","cost":2,"id":"a"}`); r.Duplicate != (i > 0) || r.Remaining != 4 {
+			t.Errorf("refund %d = %+v, want duplicate %v and 4 remaining after a peek", i, r, i > 0)
+		}
+	}
+	for i := range 3 {
+		if r := outcome(t, s, "/v1/report", `{"rule":"login","key":"k","cost":4,"id":"f","outcome":"failure"}`); r.Duplicate != (i > 0) || r.Remaining != 0 {
+			t.Errorf("report %d = %+v, want duplicate %v and nothing more after the peek", i, r, i > 0)
+		}
+	}
+	if got, _ := check(t, s, `{"rule":"login","key":"k","peek":true}`); got.Remaining != 0 || !got.Allowed {
+		t.Errorf("peek after a failure of 4 reported 3 times = %+v, want one left", got)
+	}
+	w := do(t, s, http.MethodPost, "/v1/insert", `{"rule":"login","key":"k","cost":-3}`)
+	var ins CheckResponse
+	if err := json.Unmarshal(w.Body.Bytes(), &ins); w.Code != 200 || err != nil || !ins.Allowed || ins.Remaining != 3 {
+		t.Errorf("reward of 3 = %d %s, want allowed with 3 left after a take", w.Code, w.Body)
+	}
+}
+
 func TestReset(t *testing.T) {
 	s, _ := newTestServer(t)
 	for range 3 {
@@ -259,6 +307,15 @@ func TestErrors(t *testing.T) {
 		{"reset no key", "POST", "/v1/reset", "", `{"rule":"login"}`, 400, "key is required"},
 		{"reset GET", "GET", "/v1/reset", "", ``, 405, "use POST"},
 		{"unknown path", "GET", "/v2/check", "", ``, 404, "no endpoint /v2/check"},
+		{"insert cost 0", "POST", "/v1/insert", "", `{"rule":"login","key":"k"}`, 400, "cost is required"},
+		{"insert above burst", "POST", "/v1/insert", "", `{"rule":"login","key":"k","cost":-6}`, 400, "at most 5 either way"},
+		{"insert huge", "POST", "/v1/insert", "", `{"rule":"login","key":"k","cost":1e30}`, 400, "malformed request"},
+		{"report unknown outcome", "POST", "/v1/report", "", `{"rule":"login","key":"k","id":"1","outcome":"maybe"}`, 400, `unknown outcome "maybe"`},
+		{"report no id", "POST", "/v1/report", "", `{"rule":"login","key":"k","outcome":"failure"}`, 400, "id of 0 bytes"},
+		{"report negative cost", "POST", "/v1/report", "", `{"rule":"login","key":"k","id":"1","cost":-3,"outcome":"failure"}`, 400, "at least 1"},
+		{"report unknown rule", "POST", "/v1/report", "", `{"rule":"x","key":"k","id":"1","outcome":"failure"}`, 400, `unknown rule "x"`},
+		{"refund unknown", "POST", "/v1/refund", "", `{"rule":"login","key":"k","id":"nope"}`, 409, "no such reservation"},
+		{"commit GET", "GET", "/v1/commit", "", ``, 405, "use POST"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
