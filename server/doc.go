@@ -10,7 +10,8 @@
 //  1. a listener: HTTP ([Service.Handler]) or gRPC
 //     (envoyrls.NewServer over [Service.RateLimitService]);
 //  2. the API that decodes it: the HTTP JSON API (package
-//     server/httpapi, POST /v1/check and /v1/reset), forward-auth
+//     server/httpapi, POST /v1/check, /v1/reset, /v1/insert and the
+//     outcome calls), forward-auth
 //     (package server/forwardauth, GET /v1/auth), or Envoy's rate limit
 //     API (package server/envoyrls: gRPC and POST /json);
 //  3. the rules engine of the configuration in force (package

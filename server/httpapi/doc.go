@@ -11,6 +11,17 @@
 //	POST /v1/check   {"checks":[{...},{...}]}
 //	POST /v1/reset   {"rule":"login","key":"203.0.113.7"}
 //	POST /v1/reset   {"domain":"edge","descriptors":[...]}
+//	POST /v1/insert  {"rule":"login","key":"alice","cost":3}    (-3: a reward)
+//	POST /v1/reserve {"rule":"login","key":"alice","id":"req-81"}
+//	POST /v1/commit  {"rule":"login","key":"alice","id":"req-81"}
+//	POST /v1/refund  {"rule":"login","key":"alice","id":"req-81"}
+//	POST /v1/report  {"rule":"login","key":"alice","id":"req-82","outcome":"failure"}
+//
+// An insert counts cost whether or not it fits and answers whether the
+// key may still act. The outcome calls ([OutcomeRequest]) count only what
+// turned out badly, each once per request id in every process sharing
+// the store: see rules.Engine.Reserve, Settle and Report. An unknown or
+// expired reservation's commit or refund is a 409.
 //
 // Request bodies are JSON objects (Content-Type: application/json) of at
 // most [DefaultMaxBodyBytes] by default. Unknown fields are refused, so a
