@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/envoyrls"
+	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/forwardauth"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
@@ -72,6 +73,7 @@ type Service struct {
 	reload  sync.Mutex // serializes reloads and list edits
 	edits   listEdits  // the admin API's list edits, replayed by build
 	rls     *envoyrls.Service
+	limits  *grpcapi.Service
 	handler http.Handler
 	tel     *telemetry
 }
@@ -122,6 +124,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
+	s.limits = grpcapi.New(s.Engine, s.log)
 	s.handler = s.tel.traceContext(s.routes())
 	return s, nil
 }
@@ -147,6 +150,11 @@ func (s *Service) routes() http.Handler {
 // rules, for a gRPC server (envoyrls.NewServer); /json of Handler answers
 // through it too.
 func (s *Service) RateLimitService() *envoyrls.Service { return s.rls }
+
+// LimitsService returns the sluice gRPC API (insert and the outcome
+// calls) over the service's rules, to register beside Envoy's on a gRPC
+// server.
+func (s *Service) LimitsService() *grpcapi.Service { return s.limits }
 
 // Engine returns the rules engine of the configuration in force, which
 // decides for every API (Envoy's gRPC API asks it at each request, so a

@@ -203,7 +203,7 @@ func (ls *listeners) startHTTP(ctx context.Context, name, addr string, tc *confi
 	return nil
 }
 
-// startGRPC serves Envoy's rate limit API at addr, over TLS when tc is
+// startGRPC serves Envoy's rate limit API and sluice's own at addr, over TLS when tc is
 // set.
 func (ls *listeners) startGRPC(ctx context.Context, addr string, tc *config.ServerTLS, svc *server.Service) error {
 	var opts []grpc.ServerOption
@@ -219,6 +219,7 @@ func (ls *listeners) startGRPC(ctx context.Context, addr string, tc *config.Serv
 		return fmt.Errorf("grpc: %w", err)
 	}
 	ls.grpc = envoyrls.NewServer(svc.RateLimitService(), opts...)
+	svc.LimitsService().Register(ls.grpc)
 	go func() { ls.served <- ls.grpc.Serve(ln) }()
 	ls.announce("grpc", ln.Addr().String())
 	return nil
