@@ -22,8 +22,8 @@ import (
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/envoyrls"
-	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/forwardauth"
+	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
 )
