@@ -124,6 +124,7 @@ type Login struct {
 	perIPUser, perIP, user, world *sluice.Limiter
 	known                         *knownGood
 	told                          *flag
+	settled                       *sluice.Limiter // tickets settled, once each (see Resume)
 	newHash                       func() hash.Hash
 }
 
@@ -174,6 +175,9 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	l.known, err = newKnownGood(store, c.Namespace, c.Clock, c.KnownGoodAddrs, c.KnownGoodFor)
 	errs = append(errs, err)
 	l.told, err = newFlag(store, c.Namespace, "login-told", c.Clock, true) // told too early would miss an attack
+	errs = append(errs, err)
+	l.settled, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: 1, Period: TicketTTL}},
+		Action: "login-settled", Namespace: c.Namespace, Clock: c.Clock, SafeToForget: true})
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("guard: login: %w", err)
@@ -235,11 +239,16 @@ type Attempt struct {
 	// client.
 	Reason string
 
-	l    *Login
-	try  Try
-	user string // hashed
-	ip   string // the address's key: IPv6 as its network
-	res  []*sluice.Reservation
+	// Settled reports, for an attempt Resume returned, that its ticket
+	// was settled before: Fail and Succeed do nothing.
+	Settled bool
+
+	l      *Login
+	try    Try
+	user   string // hashed
+	ip     string // the address's key: IPv6 as its network
+	res    []*sluice.Reservation
+	ticket Ticket // once Ticket made it
 }
 
 // Begin decides whether try may proceed to the password check, and
