@@ -88,6 +88,7 @@ type state struct {
 	allow    *guard.List
 	deny     *guard.List
 	policies map[string]string // failure policy by named rule and domain
+	logins   map[string]*guard.Login
 	admin    http.Handler      // nil when the admin API is off
 }
 
@@ -191,7 +192,10 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log}); err != nil {
+	if n.logins, err = s.buildLogins(n, c); err != nil {
+		return nil, err
+	}
+	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log, Logins: n.logins}); err != nil {
 		return nil, err
 	}
 	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, s.st.policy(config.FailClosed), s.log); err != nil {
