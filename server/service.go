@@ -89,7 +89,7 @@ type state struct {
 	deny     *guard.List
 	policies map[string]string // failure policy by named rule and domain
 	logins   map[string]*guard.Login
-	admin    http.Handler      // nil when the admin API is off
+	admin    http.Handler // nil when the admin API is off
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
