@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server/forwardauth"
 )
 
 // buildLogins builds the login rules of c over the service's store under
@@ -33,4 +34,13 @@ func (s *Service) buildLogins(n *state, c *config.Config) (map[string]*guard.Log
 		logins[lc.Name] = l
 	}
 	return logins, nil
+}
+
+// authLogins returns the logins for forward-auth, with their holds.
+func authLogins(c *config.Config, logins map[string]*guard.Login) map[string]forwardauth.Login {
+	out := make(map[string]forwardauth.Login, len(logins))
+	for _, lc := range c.Logins {
+		out[lc.Name] = forwardauth.Login{Login: logins[lc.Name], MaxHold: lc.MaxHold}
+	}
+	return out
 }

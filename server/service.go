@@ -198,7 +198,7 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log, Logins: n.logins}); err != nil {
 		return nil, err
 	}
-	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, s.st.policy(config.FailClosed), s.log); err != nil {
+	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, authLogins(c, n.logins), s.st.policy(config.FailClosed), s.log); err != nil {
 		return nil, err
 	}
 	if c.Admin.Enabled() {
