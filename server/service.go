@@ -125,7 +125,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
-	s.limits = grpcapi.New(s.Engine, s.log)
+	s.limits = grpcapi.New(s.Engine, func() map[string]*guard.Login { return s.state.Load().logins }, s.log)
 	s.handler = s.tel.traceContext(s.routes())
 	return s, nil
 }
