@@ -128,8 +128,8 @@ type Login struct {
 	newHash                       func() hash.Hash
 }
 
-// NewLogin returns a Login keeping its state in store.
-func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
+// setDefaults gives the zero fields of c their defaults.
+func (c *LoginConfig) setDefaults() {
 	def := func(l *sluice.Limit, rate int, period time.Duration) {
 		if *l == (sluice.Limit{}) {
 			*l = sluice.Limit{Rate: rate, Period: period}
@@ -157,6 +157,11 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	if c.IPv6Prefix <= 0 || c.IPv6Prefix > 128 {
 		c.IPv6Prefix = DefaultIPv6Prefix
 	}
+}
+
+// NewLogin returns a Login keeping its state in store.
+func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
+	c.setDefaults()
 	l := &Login{c: c, newHash: sha256.New}
 	if c.Secret != nil {
 		secret := append([]byte(nil), c.Secret...)
