@@ -97,7 +97,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	res, err := h.Check(r.Context(), r, rule)
+	_, res, err := h.Check(r.Context(), r, rule)
 	if err != nil {
 		h.failed(w, r, rule, err)
 		return
@@ -107,20 +107,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Check decides r under the named rule as ServeHTTP does, without
 // answering: it derives the client and the key from r, asks the engine,
-// and on a denial widens an adaptive IPv6 prefix. ServeHTTP answers
-// with its result; sluice simulate replays access log lines through it,
-// so that a replay decides as the service would.
-func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rules.Result, error) {
+// and on a denial widens an adaptive IPv6 prefix. It returns the engine
+// request it made (one descriptor, whose value is the key, and the
+// client) and the engine's result. ServeHTTP answers with the result;
+// sluice simulate replays access log lines through Check, so that a
+// replay decides as the service would.
+func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rules.Request, rules.Result, error) {
 	ip, ipKey := h.client(r)
 	req := rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(h.key(r, ipKey))}, Client: ip}
 	res, err := h.engine.Check(ctx, req)
 	if err != nil {
-		return res, err
+		return req, res, err
 	}
 	if h.adaptive != nil && !res.Allowed && res.Statuses[0].Guard == guard.Pass && ip.IsValid() {
 		h.adaptive.Trip(r, ipKey)
 	}
-	return res, nil
+	return req, res, nil
 }
 
 // client returns r's client address (invalid when unknown) and its key.
