@@ -26,8 +26,11 @@ import (
 // would set it), for a key part "header:X-Forwarded-User".
 const DefaultUserHeader = "X-Forwarded-User"
 
-// A Route applies a named rule to the requests whose path starts with
-// PathPrefix (all when empty), as a proxy's auth_request location does.
+// A Route applies a named rule to the requests whose URI starts with
+// PathPrefix, as a proxy's location with auth_request does: a request
+// takes the routes of the longest prefix it matches, so that with routes
+// "web" and "login=/login" the sign-ins are checked by login only and
+// everything else by web. Routes without a prefix match every request.
 type Route struct {
 	Rule       string
 	PathPrefix string
@@ -163,14 +166,21 @@ func (r *Replayer) onBan(guard.Ban) {
 	}
 }
 
-// Decide checks e against each rule whose route it takes, as forward-auth
+// Decide checks e against the rule of each route it takes (those of the
+// longest matching prefix), as forward-auth
 // would have been asked by the proxy that logged it, at e's time.
 func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
 	r.now.Store(e.Time)
 	r.fill(e)
+	longest := -1
 	for _, rs := range r.routes {
 		rs.asked = false
-		if rs.route.PathPrefix != "" && !bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
+		if len(rs.route.PathPrefix) > longest && bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
+			longest = len(rs.route.PathPrefix)
+		}
+	}
+	for _, rs := range r.routes {
+		if len(rs.route.PathPrefix) != longest || !bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
 			continue
 		}
 		r.cur = rs

@@ -55,9 +55,11 @@ func (w *window) admit(key string, t int64) {
 }
 
 // reference decides requests for one rule of several limits, all or
-// nothing, and counts denials per key.
+// nothing, and counts denials per key: the requests under prefix, but
+// not under except.
 type reference struct {
 	prefix string
+	except string
 	limits []*window
 	denied map[string]int64
 	total  int64
@@ -71,7 +73,7 @@ func newReference(prefix string, limits ...*window) *reference {
 }
 
 func (r *reference) decide(ev loggen.Event) {
-	if !strings.HasPrefix(ev.URI, r.prefix) {
+	if !strings.HasPrefix(ev.URI, r.prefix) || (r.except != "" && strings.HasPrefix(ev.URI, r.except)) {
 		return
 	}
 	key := ev.Addr.String()
@@ -135,6 +137,7 @@ func TestReplayMatchesReference(t *testing.T) {
 		"web":   newReference("", &window{rate: 50, period: int64(time.Minute)}),
 		"login": newReference("/login", &window{rate: 2, period: int64(time.Minute)}, &window{rate: 4, period: int64(time.Hour), sliding: true}),
 	}
+	refs["web"].except = "/login" // taken by the longer prefix
 	for _, ev := range evs {
 		refs["web"].decide(ev)
 		refs["login"].decide(ev)
