@@ -81,8 +81,59 @@ type Replayer struct {
 	req    *http.Request
 	proxy  string // RemoteAddr: the trusted proxy that asks
 	user   string
+	needs  needs
+	addrs  addrCache
 	errs   int64
 	first  error
+}
+
+// needs says which headers the forward-auth key reads, beside the
+// client's address: only those are set, sparing each request the
+// strings of the others.
+type needs struct {
+	uri, method, host, agent, referer, user bool
+}
+
+// needsOf returns the headers that the key parts of fa read.
+func needsOf(fa config.ForwardAuth, userHeader string) needs {
+	var n needs
+	for _, part := range fa.Key {
+		switch part {
+		case "uri", "path":
+			n.uri = true
+		case "method":
+			n.method = true
+		case "host":
+			n.host = true
+		}
+		name, ok := strings.CutPrefix(part, "header:")
+		switch name = http.CanonicalHeaderKey(name); {
+		case !ok:
+		case name == "User-Agent":
+			n.agent = true
+		case name == "Referer":
+			n.referer = true
+		case name == userHeader:
+			n.user = true
+		}
+	}
+	return n
+}
+
+// addrCache keeps the strings of recent client addresses, so that a
+// returning client costs no allocation: a direct-mapped table of fixed
+// size, whatever the number of clients.
+type addrCache struct {
+	seed  maphash.Seed
+	slots [1 << 14]string
+}
+
+func (c *addrCache) get(b []byte) string {
+	i := maphash.Bytes(c.seed, b) & (1<<14 - 1)
+	if c.slots[i] != string(b) {
+		c.slots[i] = string(b)
+	}
+	return c.slots[i]
 }
 
 // NewReplayer builds the service of c.Rules on a memory store of its own.
@@ -98,6 +149,8 @@ func NewReplayer(ctx context.Context, c Config) (*Replayer, error) {
 		r.user = DefaultUserHeader
 	}
 	r.user = http.CanonicalHeaderKey(r.user)
+	r.needs = needsOf(rc.ForwardAuth, r.user)
+	r.addrs.seed = maphash.MakeSeed()
 	clock := func() time.Time { return time.Unix(0, r.now.Load()) }
 	mc := memory.Config{Clock: clock}
 	if rc.Store.Type == config.StoreMemory {
@@ -203,17 +256,30 @@ func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
 // with, the original method, URI and host, and the headers the log kept.
 func (r *Replayer) fill(e *accesslog.Entry) {
 	h := r.req.Header
-	xff := string(e.Addr)
+	xff := r.addrs.get(e.Addr)
 	if len(e.Forwarded) > 0 {
 		xff = string(e.Forwarded) + ", " + xff
 	}
 	set(h, "X-Forwarded-For", xff)
-	set(h, "X-Original-Uri", string(e.URI))
-	set(h, "X-Original-Method", method(e.Method))
-	set(h, "X-Forwarded-Host", string(e.Host))
-	set(h, "User-Agent", string(e.UserAgent))
-	set(h, "Referer", string(e.Referer))
-	set(h, r.user, string(e.User))
+	n := &r.needs
+	if n.uri {
+		set(h, "X-Original-Uri", string(e.URI))
+	}
+	if n.method {
+		set(h, "X-Original-Method", method(e.Method))
+	}
+	if n.host {
+		set(h, "X-Forwarded-Host", string(e.Host))
+	}
+	if n.agent {
+		set(h, "User-Agent", string(e.UserAgent))
+	}
+	if n.referer {
+		set(h, "Referer", string(e.Referer))
+	}
+	if n.user {
+		set(h, r.user, string(e.User))
+	}
 }
 
 // set sets or deletes (for "") the header k, in canonical form, reusing

@@ -108,12 +108,14 @@ func generate(n int, c loggen.Config) ([]byte, []loggen.Event) {
 
 func parseConfig(t *testing.T, text string) *config.Config {
 	t.Helper()
-	c, err := config.Parse("rules.yaml", []byte(text))
+	c, err := configFor(text)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
+
+func configFor(text string) (*config.Config, error) { return config.Parse("rules.yaml", []byte(text)) }
 
 // TestReplayMatchesReference replays generated traffic (Zipf clients, a
 // botnet, an IPv6 rotator, a crawler) and checks every rule's denials,

@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"container/heap"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -40,17 +39,6 @@ type counter struct {
 
 type counterHeap []*counter
 
-func (h counterHeap) Len() int           { return len(h) }
-func (h counterHeap) Less(i, j int) bool { return h[i].count < h[j].count }
-func (h counterHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *counterHeap) Push(x any)        { *h = append(*h, x.(*counter)) }
-func (h *counterHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
-}
-
 func newTopKeys(capacity int) *topKeys {
 	return &topKeys{idx: make(map[string]int, capacity), cap: capacity}
 }
@@ -61,9 +49,8 @@ func (t *topKeys) add(key string, denied bool) {
 	i, ok := t.idx[key]
 	if !ok {
 		if len(t.heap) < t.cap {
-			heap.Push(&t.heap, &counter{key: key})
-			t.fixIdx()
-			i = t.idx[key]
+			t.heap = append(t.heap, &counter{key: key})
+			i = t.up(len(t.heap) - 1)
 		} else { // replace the least counted key
 			c := t.heap[0]
 			delete(t.idx, c.key)
@@ -86,6 +73,23 @@ func (t *topKeys) add(key string, denied bool) {
 	t.down(i)
 }
 
+// up moves the new counter at i up to its place (its count of 0 is the
+// least), keeping idx right, and returns where it landed.
+func (t *topKeys) up(i int) int {
+	h := t.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].count <= h[i].count {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		t.idx[h[i].key] = i
+		i = p
+	}
+	t.idx[h[i].key] = i
+	return i
+}
+
 // down restores the heap after the count at i grew, keeping idx right.
 func (t *topKeys) down(i int) {
 	h := t.heap
@@ -104,13 +108,6 @@ func (t *topKeys) down(i int) {
 		h[i], h[m] = h[m], h[i]
 		t.idx[h[i].key], t.idx[h[m].key] = i, m
 		i = m
-	}
-}
-
-// fixIdx re-indexes the heap after a push moved counters.
-func (t *topKeys) fixIdx() {
-	for i, c := range t.heap {
-		t.idx[c.key] = i
 	}
 }
 

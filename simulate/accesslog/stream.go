@@ -65,7 +65,7 @@ func (b *Batch) Release() {
 		b.job = nil
 	}
 	b.Entries = b.Entries[:0]
-	batchPool.Put(b)
+	putBatch(b)
 }
 
 // A Stream reads one log as Batches, in the order of its lines, parsing
@@ -268,7 +268,7 @@ func (s *Stream) parse(p Parser) {
 
 // parseChunk parses the lines of j into a Batch.
 func (s *Stream) parseChunk(p Parser, j *job) *Batch {
-	b := batchPool.Get().(*Batch)
+	b := getBatch()
 	b.job, b.data, b.Lines, b.Malformed, b.Samples, b.Bytes = j, j.data, 0, 0, nil, int64(len(j.data))
 	if j.tooLong > 0 {
 		b.malformed(s.c.Source, j.tooLong, ErrTooLong, nil)
@@ -306,22 +306,53 @@ func (b *Batch) malformed(source int, line int64, err error, text []byte) {
 	}
 }
 
+// Free lists of batches and chunks: a replay cycles through a few dozen
+// of each. Unlike a sync.Pool they survive garbage collections, which a
+// busy replay triggers often; beyond their capacity, buffers are left to
+// the collector.
 var (
-	batchPool = sync.Pool{New: func() any { return new(Batch) }}
-	chunkPool sync.Pool
+	freeBatches = make(chan *Batch, 256)
+	freeChunks  = make(chan []byte, 256)
 )
+
+func getBatch() *Batch {
+	select {
+	case b := <-freeBatches:
+		return b
+	default:
+		return new(Batch)
+	}
+}
+
+func putBatch(b *Batch) {
+	select {
+	case freeBatches <- b:
+	default:
+	}
+}
 
 // getChunk returns an empty buffer for a chunk and a carried line of up
 // to maxLine bytes.
 func getChunk(maxLine int) []byte {
-	if p, ok := chunkPool.Get().(*[]byte); ok && cap(*p) >= chunkSize+maxLine {
-		return (*p)[:0]
+	for {
+		select {
+		case c := <-freeChunks:
+			if cap(c) >= chunkSize+maxLine {
+				return c[:0]
+			}
+			continue // of a smaller cap: left to the collector
+		default:
+		}
+		return make([]byte, 0, chunkSize+maxLine)
 	}
-	return make([]byte, 0, chunkSize+maxLine)
 }
 
 func putChunk(b []byte) {
-	if b != nil {
-		chunkPool.Put(&b)
+	if b == nil {
+		return
+	}
+	select {
+	case freeChunks <- b:
+	default:
 	}
 }
