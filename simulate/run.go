@@ -3,6 +3,7 @@ package simulate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,7 +62,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var df *differ
 	if o.Compare != nil {
 		cb := o.Config
-		cb.Rules = o.Compare
+		cb.Rules, cb.Routes = o.Compare, nil
+		for _, rt := range o.Config.Routes { // those B has; the rest are A's only
+			if _, ok := o.Compare.Rule(rt.Rule); ok {
+				cb.Routes = append(cb.Routes, rt)
+			}
+		}
+		if len(o.Config.Routes) > 0 && len(cb.Routes) == 0 {
+			return nil, errors.New("compare: the other rule set has none of the rules asked for")
+		}
 		if b, err = NewReplayer(ctx, cb); err != nil {
 			return nil, fmt.Errorf("compare: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestTopKeys checks the Space-Saving guarantees on a Zipf stream against
@@ -65,5 +66,29 @@ func TestDistinct(t *testing.T) {
 		if diff := got - int64(n); diff*diff > int64(n*n)/400+4 { // within 5%, or ±2
 			t.Errorf("distinct of %d keys = %d", n, got)
 		}
+	}
+}
+
+// TestSeries checks that a series widens to whole, aligned buckets and
+// loses no request.
+func TestSeries(t *testing.T) {
+	var s series
+	t0 := int64(1_767_571_200) * 1e9 // 2026-01-05 00:00 UTC
+	var total int64
+	for i := range int64(100_000) {
+		at := t0 + 7*1e9 + i*(int64(time.Second)*3) // 3 s apart, for 3.5 days
+		s.add(at, i%10 == 0)
+		total++
+	}
+	var req, deny int64
+	for i := range seriesLen {
+		req += s.req[i]
+		deny += s.deny[i]
+	}
+	if req != total || deny != total/10 {
+		t.Errorf("series holds %d requests, %d denied; want %d, %d", req, deny, total, total/10)
+	}
+	if time.Duration(s.width) != 30*time.Minute || s.start%s.width != 0 {
+		t.Errorf("width %v, start %d: want 30m buckets (240 of them span 5 days), aligned", time.Duration(s.width), s.start)
 	}
 }

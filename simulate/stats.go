@@ -89,10 +89,17 @@ func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
 // seriesLen is the number of buckets of a time series.
 const seriesLen = 240
 
+// widths are the bucket widths of a series, each a multiple of the one
+// before, so that widening merges whole buckets.
+var widths = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute,
+	10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
 // A series counts requests and denials over time in seriesLen buckets,
-// whose width doubles (merging pairs) whenever the log outgrows them, so
-// that its memory stays fixed whatever the span. The zero value is an
-// empty series.
+// whose width grows (1 s, 5 s, 10 s, … 1 day, then doubling) whenever the
+// log outgrows them, so that its memory stays fixed whatever the span.
+// Buckets are aligned to their width. The zero value is an empty series.
 type series struct {
 	start, width int64 // Unix ns of bucket 0, bucket width in ns; 0: empty
 	req, deny    [seriesLen]int64
@@ -101,7 +108,8 @@ type series struct {
 
 func (s *series) add(t int64, denied bool) {
 	if s.width == 0 {
-		s.start, s.width = t-t%int64(time.Second), int64(time.Second)
+		s.width = int64(time.Second)
+		s.start = t - t%s.width
 	}
 	if t < s.start {
 		s.early++
@@ -117,14 +125,23 @@ func (s *series) add(t int64, denied bool) {
 	}
 }
 
-// widen doubles the width of the buckets.
+// widen moves the buckets to the next width, realigned.
 func (s *series) widen() {
-	for i := range seriesLen / 2 {
-		s.req[i], s.deny[i] = s.req[2*i]+s.req[2*i+1], s.deny[2*i]+s.deny[2*i+1]
+	w := 2 * s.width
+	for _, n := range widths {
+		if int64(n) > s.width {
+			w = int64(n)
+			break
+		}
 	}
-	clear(s.req[seriesLen/2:])
-	clear(s.deny[seriesLen/2:])
-	s.width *= 2
+	start := s.start - s.start%w
+	var req, deny [seriesLen]int64
+	for i := range seriesLen {
+		j := (s.start + int64(i)*s.width - start) / w
+		req[j] += s.req[i]
+		deny[j] += s.deny[i]
+	}
+	s.start, s.width, s.req, s.deny = start, w, req, deny
 }
 
 // maxWindowKeys bounds the keys a rateHist counts in one window.
