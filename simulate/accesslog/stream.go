@@ -136,7 +136,10 @@ func detect(br *bufio.Reader, maxLine int) (Format, error) {
 		return Format{}, err
 	}
 	for len(head) > 0 {
-		line, rest, _ := bytes.Cut(head, []byte("\n"))
+		line, rest, found := bytes.Cut(head, []byte("\n"))
+		if !found && len(line) >= maxLine {
+			return Format{}, fmt.Errorf("%w: the first line is longer than %d bytes: name the format", ErrUnknownFormat, maxLine)
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			return Detect(line)
 		}

@@ -3,9 +3,11 @@ package accesslog
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +145,61 @@ func TestOpenUnknownFormat(t *testing.T) {
 	if _, err := Open(strings.NewReader("\n\nnot a log line\n"), Config{}); err == nil {
 		t.Error("Open of an unknown format = nil error")
 	}
+}
+
+// endless yields n bytes of 'x' and then a line, without holding them.
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.n <= 0 {
+		return copy(p, "\n"+line(1, 1)+"\n"), io.EOF
+	}
+	k := min(len(p), e.n)
+	for i := range k {
+		p[i] = 'x'
+	}
+	e.n -= k
+	return k, nil
+}
+
+// TestStreamHugeLineBounded feeds a line of 256 MiB: it is counted
+// malformed, the line after it read, and the memory the reader allocates
+// stays within a few chunks, not the line's size.
+func TestStreamHugeLineBounded(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Open(&endless{n: 256 << 20}, Config{}); !errors.Is(err, ErrUnknownFormat) {
+		t.Errorf("Open, detecting the format of a huge first line = %v, want ErrUnknownFormat", err)
+	}
+	got, st := readAll(t, Config{Workers: 2, Format: CombinedFormat}, &endless{n: 256 << 20})
+	runtime.ReadMemStats(&after)
+	if fmt.Sprint(got) != "[0:2]" || st.Malformed != 1 || st.Samples[0].Line != 1 {
+		t.Errorf("entries %v, malformed %d (%+v); want [0:2], 1 on line 1", got, st.Malformed, st.Samples)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32<<20 {
+		t.Errorf("reading a 256 MiB line allocated %d MiB, want under 32 MiB", alloc>>20)
+	}
+}
+
+// FuzzStream reads arbitrary bytes as a log, with a small line cap:
+// never a panic, every line accounted for.
+func FuzzStream(f *testing.F) {
+	f.Add([]byte(line(1, 1) + "\n" + line(2, 2)))
+	f.Add([]byte("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"))
+	f.Add([]byte("{\"ts\":1}\n\n\r\n" + strings.Repeat("y", 300)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Open(bytes.NewReader(data), Config{MaxLine: 128, Workers: 2})
+		if err != nil {
+			return // a broken gzip header, or a format not told
+		}
+		r := NewReader([]*Stream{s}, []string{"fuzz"})
+		defer r.Close()
+		n := int64(0)
+		for e := r.Next(); e != nil; e = r.Next() {
+			n++
+		}
+		if n+r.Stats.Malformed > r.Stats.Lines {
+			t.Fatalf("%d entries and %d malformed of %d lines", n, r.Stats.Malformed, r.Stats.Lines)
+		}
+	})
 }
