@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/simulate/accesslog"
 	"github.com/sluicehq/sluice/simulate/loggen"
 )
 
@@ -103,4 +104,37 @@ func BenchmarkScan(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
 	reportCPU(b, ticks, b.N*benchLines)
+}
+
+// BenchmarkDecide decides parsed entries one by one through a Replayer,
+// without reading: the deciding side of a replay (serve's forward-auth
+// path, and the tallies).
+func BenchmarkDecide(b *testing.B) {
+	log := logForBench(b)
+	cfg, err := configFor("rules:\n  - name: web\n    limits: [\"60/min\"]\n")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := accesslog.Open(bytes.NewReader(log), accesslog.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd := accesslog.NewReader([]*accesslog.Stream{s}, []string{"log"})
+	var entries []accesslog.Entry
+	for e := rd.Next(); e != nil; e = rd.Next() {
+		c := *e
+		c.Addr = bytes.Clone(e.Addr) // the only field the default key reads
+		entries = append(entries, c)
+	}
+	rd.Close()
+	rp, err := NewReplayer(context.Background(), Config{Rules: cfg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rp.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		rp.Decide(context.Background(), &entries[i%len(entries)])
+	}
 }
