@@ -68,7 +68,9 @@ func svg(p *plot.Plot, err error) (template.HTML, error) {
 		return "", err
 	}
 	c := vgsvg.New(8*vg.Inch, 3*vg.Inch)
-	p.Draw(draw.New(c))
+	// A left margin: the browser's font may be wider than the metrics
+	// gonum laid the tick labels (the keys) out with.
+	p.Draw(draw.Crop(draw.New(c), vg.Points(36), 0, 0, 0))
 	var b bytes.Buffer
 	if _, err := c.WriteTo(&b); err != nil {
 		return "", err
