@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -119,7 +120,9 @@ func topPlot(rr RuleReport) (*plot.Plot, error) {
 	n := min(len(rr.TopDenied), 15)
 	vals, names := make(plotter.Values, n), make([]string, n)
 	for i, k := range rr.TopDenied[:n] {
-		vals[n-1-i], names[n-1-i] = float64(k.Denied), k.Key
+		// Trailing spaces widen the label as gonum measures it: the
+		// browser's font is often wider, and would run into the bar.
+		vals[n-1-i], names[n-1-i] = float64(k.Denied), k.Key+strings.Repeat(" ", len(k.Key)/4+1)
 	}
 	p := plot.New()
 	p.Title.Text = "rule " + rr.Rule + ": keys denied most"
