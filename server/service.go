@@ -52,6 +52,10 @@ type Options struct {
 	// the OTLP exporter of the configuration's telemetry section (for
 	// embedding the service, and for tests). Default nil.
 	TracerProvider trace.TracerProvider
+	// OnBan, when set, is told of each ban a jail makes, after the
+	// service has counted and logged it (sluice simulate counts the bans
+	// a replay would make). It must be fast. Default nil.
+	OnBan func(guard.Ban)
 }
 
 // A Service is sluice serve without its listeners: the store a
@@ -272,6 +276,9 @@ func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()
 	s.log.Info("banned", "jail", b.Jail, "key", b.Key, "until", b.Until.Format(time.RFC3339), "reason", b.Reason, "offences", b.Offences)
+	if s.opts.OnBan != nil {
+		s.opts.OnBan(b)
+	}
 }
 
 // Handler returns the service's HTTP handler: the HTTP JSON API (package
@@ -279,6 +286,11 @@ func (s *Service) onBan(b guard.Ban) {
 // (package server/envoyrls), GET /metrics, /healthz, /readyz and
 // /openapi.yaml (the HTTP API's description, httpapi.OpenAPI).
 func (s *Service) Handler() http.Handler { return s.handler }
+
+// ForwardAuth returns the forward-auth endpoint of the configuration in
+// force (GET /v1/auth of Handler), whose Check decides a request as the
+// endpoint would without answering it.
+func (s *Service) ForwardAuth() *forwardauth.Handler { return s.state.Load().auth }
 
 // Config returns the configuration in force.
 func (s *Service) Config() *config.Config { return s.state.Load().cfg }

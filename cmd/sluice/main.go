@@ -4,6 +4,7 @@
 //	sluice check RULE KEY             ask a running server about one request
 //	sluice bans list|add|lift|export  manage a running server's bans
 //	sluice config validate FILE...    check rule files
+//	sluice simulate -config F LOG...  replay access logs through rules
 //	sluice accuracy                   measure every algorithm against an oracle
 //	sluice version                    print the version
 //
@@ -34,6 +35,7 @@ Commands:
   check      ask a running server whether KEY may act now under RULE
   bans       list, add, lift or export the bans of a running server
   config     validate rule files, or print the built-in sample rules
+  simulate   replay access logs through rules: who would have been limited
   bench      load a running server on loopback: throughput and latency
   accuracy   measure every algorithm against a brute-force oracle
   version    print the version and commit of this binary
@@ -71,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBans(ctx, args, stdout, stderr)
 	case "config":
 		return runConfig(ctx, args, stdout, stderr)
+	case "simulate":
+		return runSimulate(ctx, args, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, stdout, stderr)
 	case "accuracy":

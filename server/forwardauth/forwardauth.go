@@ -46,6 +46,7 @@
 package forwardauth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -120,17 +121,32 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.login(w, r, login, denyStatus)
 		return
 	}
-	ip, ipKey := h.client(r)
-	req := rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(h.key(r, ipKey))}, Client: ip}
-	res, err := h.engine.Check(r.Context(), req)
+	_, res, err := h.Check(r.Context(), r, rule)
 	if err != nil {
 		h.failed(w, r, rule, err)
 		return
 	}
+	h.answer(w, res, denyStatus)
+}
+
+// Check decides r under the named rule as ServeHTTP does, without
+// answering: it derives the client and the key from r, asks the engine,
+// and on a denial widens an adaptive IPv6 prefix. It returns the engine
+// request it made (one descriptor, whose value is the key, and the
+// client) and the engine's result. ServeHTTP answers with the result;
+// sluice simulate replays access log lines through Check, so that a
+// replay decides as the service would.
+func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rules.Request, rules.Result, error) {
+	ip, ipKey := h.client(r)
+	req := rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(h.key(r, ipKey))}, Client: ip}
+	res, err := h.engine.Check(ctx, req)
+	if err != nil {
+		return req, res, err
+	}
 	if h.adaptive != nil && !res.Allowed && res.Statuses[0].Guard == guard.Pass && ip.IsValid() {
 		h.adaptive.Trip(r, ipKey)
 	}
-	h.answer(w, res, denyStatus)
+	return req, res, nil
 }
 
 // client returns r's client address (invalid when unknown) and its key.

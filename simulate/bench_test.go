@@ -1,0 +1,140 @@
+package simulate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/simulate/accesslog"
+	"github.com/sluicehq/sluice/simulate/loggen"
+)
+
+// benchLines is the size of the benchmarks' log: a day of 100,000 Zipf
+// clients and the rest of loggen's cast.
+const benchLines = 1_000_000
+
+var benchLog []byte
+
+func logForBench(b *testing.B) []byte {
+	b.Helper()
+	if benchLog == nil {
+		var buf bytes.Buffer
+		if err := loggen.Write(&buf, benchLines, loggen.Config{Seed: 1}); err != nil {
+			b.Fatal(err)
+		}
+		benchLog = buf.Bytes()
+	}
+	return benchLog
+}
+
+// cpuTime returns the CPU time this process has used, user and system,
+// in clock ticks (from /proc/self/stat), or -1 when it cannot be read.
+func cpuTime() int64 {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
+	if len(f) < 13 {
+		return -1
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	return u + s
+}
+
+// reportCPU reports the CPU nanoseconds used per line since ticks0
+// (Linux's clock ticks are 10 ms).
+func reportCPU(b *testing.B, ticks0 int64, lines int) {
+	if t := cpuTime(); t >= 0 && ticks0 >= 0 {
+		b.ReportMetric(float64(t-ticks0)*1e7/float64(lines), "cpu-ns/line")
+	}
+}
+
+// BenchmarkReplay replays the log end to end, parsing in parallel with
+// deciding, through one rule on the memory store; BenchmarkScan is a bare
+// bufio line scan of the same log, the floor to compare with.
+func BenchmarkReplay(b *testing.B) {
+	log := logForBench(b)
+	cfg, err := configFor("rules:\n  - name: web\n    limits: [\"60/min\"]\n")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(log)))
+	ticks := cpuTime()
+	b.ResetTimer()
+	var denied int64
+	for range b.N {
+		rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg}, Stdin: bytes.NewReader(log)})
+		if err != nil || rep.Requests != benchLines {
+			b.Fatalf("Run = %v, %d requests", err, rep.Requests)
+		}
+		denied = rep.Rules[0].WouldDeny
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
+	b.ReportMetric(float64(denied), "denied")
+	reportCPU(b, ticks, b.N*benchLines)
+}
+
+func BenchmarkScan(b *testing.B) {
+	log := logForBench(b)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(log)))
+	ticks := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		sc := bufio.NewScanner(bytes.NewReader(log))
+		n := 0
+		for sc.Scan() {
+			n++
+		}
+		if n != benchLines {
+			b.Fatalf("%d lines", n)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
+	reportCPU(b, ticks, b.N*benchLines)
+}
+
+// BenchmarkDecide decides parsed entries one by one through a Replayer,
+// without reading: the deciding side of a replay (serve's forward-auth
+// path, and the tallies).
+func BenchmarkDecide(b *testing.B) {
+	log := logForBench(b)
+	cfg, err := configFor("rules:\n  - name: web\n    limits: [\"60/min\"]\n")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := accesslog.Open(bytes.NewReader(log), accesslog.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rd := accesslog.NewReader([]*accesslog.Stream{s}, []string{"log"})
+	var entries []accesslog.Entry
+	for e := rd.Next(); e != nil; e = rd.Next() {
+		c := *e
+		c.Addr = bytes.Clone(e.Addr) // the only field the default key reads
+		entries = append(entries, c)
+	}
+	rd.Close()
+	rp, err := NewReplayer(context.Background(), Config{Rules: cfg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rp.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		rp.Decide(context.Background(), &entries[i%len(entries)])
+	}
+}

@@ -1,0 +1,313 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/forwardauth"
+	"github.com/sluicehq/sluice/simulate/accesslog"
+	"github.com/sluicehq/sluice/store/memory"
+)
+
+// DefaultUserHeader is the header a log line's user is sent in (as an
+// authenticating proxy such as oauth2-proxy or Traefik's ForwardAuth
+// would set it), for a key part "header:X-Forwarded-User".
+const DefaultUserHeader = "X-Forwarded-User"
+
+// A Route applies a named rule to the requests whose URI starts with
+// PathPrefix, as a proxy's location with auth_request does: a request
+// takes the routes of the longest prefix it matches, so that with routes
+// "web" and "login=/login" the sign-ins are checked by login only and
+// everything else by web. Routes without a prefix match every request.
+type Route struct {
+	Rule       string
+	PathPrefix string
+}
+
+// ParseRoute reads "RULE" or "RULE=/path/prefix".
+func ParseRoute(s string) (Route, error) {
+	rule, prefix, _ := strings.Cut(s, "=")
+	if rule == "" || (prefix != "" && !strings.HasPrefix(prefix, "/")) {
+		return Route{}, fmt.Errorf("rule %q: want NAME or NAME=/path/prefix", s)
+	}
+	return Route{Rule: rule, PathPrefix: prefix}, nil
+}
+
+// Config configures a Replayer. The zero value of each field but Rules
+// means its default.
+type Config struct {
+	// Rules is the configuration to replay through, as sluice serve
+	// would load it. Required. Its store section is not used: a replay
+	// decides on a memory store of its own, with the file's memory cap
+	// when it names the memory store, so it never touches a shared one.
+	Rules *config.Config
+	// Routes choose which named rules each request is checked against.
+	// Default: forward_auth.rule when set, else every named rule.
+	Routes []Route
+	// UserHeader is the header a line's user is sent in. Default
+	// DefaultUserHeader.
+	UserHeader string
+	// TopKeys is how many keys the report lists per rule. Default 20.
+	TopKeys int
+	// Sketch is how many keys the heavy-hitter sketches hold per rule.
+	// Default 4096.
+	Sketch int
+}
+
+// A Replayer decides access log entries as sluice serve would have,
+// through a server.Service of the configuration and its forward-auth
+// endpoint's Check, at the entries' own times, and tallies the result
+// per rule. Create Replayers with NewReplayer and Close them; a Replayer
+// is used by one goroutine, in the order of the entries.
+type Replayer struct {
+	svc    *server.Service
+	store  *memory.Store
+	fa     *forwardauth.Handler
+	now    atomic.Int64 // the current entry's time, the service's clock
+	routes []*ruleStats
+	cur    *ruleStats // the rule being checked, to which bans count
+	req    *http.Request
+	proxy  string // RemoteAddr: the trusted proxy that asks
+	user   string
+	needs  needs
+	addrs  addrCache
+	errs   int64
+	first  error
+}
+
+// needs says which headers the forward-auth key reads, beside the
+// client's address: only those are set, sparing each request the
+// strings of the others.
+type needs struct {
+	uri, method, host, agent, referer, user bool
+}
+
+// needsOf returns the headers that the key parts of fa read.
+func needsOf(fa config.ForwardAuth, userHeader string) needs {
+	var n needs
+	for _, part := range fa.Key {
+		switch part {
+		case "uri", "path":
+			n.uri = true
+		case "method":
+			n.method = true
+		case "host":
+			n.host = true
+		}
+		name, ok := strings.CutPrefix(part, "header:")
+		switch name = http.CanonicalHeaderKey(name); {
+		case !ok:
+		case name == "User-Agent":
+			n.agent = true
+		case name == "Referer":
+			n.referer = true
+		case name == userHeader:
+			n.user = true
+		}
+	}
+	return n
+}
+
+// addrCache keeps the strings of recent client addresses, so that a
+// returning client costs no allocation: a direct-mapped table of fixed
+// size, whatever the number of clients.
+type addrCache struct {
+	seed  maphash.Seed
+	slots [1 << 14]string
+}
+
+func (c *addrCache) get(b []byte) string {
+	i := maphash.Bytes(c.seed, b) & (1<<14 - 1)
+	if c.slots[i] != string(b) {
+		c.slots[i] = string(b)
+	}
+	return c.slots[i]
+}
+
+// NewReplayer builds the service of c.Rules on a memory store of its own.
+func NewReplayer(ctx context.Context, c Config) (*Replayer, error) {
+	if c.Rules == nil {
+		return nil, errors.New("simulate: no rules")
+	}
+	rc := *c.Rules
+	// Nothing leaves the process: no telemetry export, no admin API.
+	rc.Telemetry, rc.Admin = config.Telemetry{}, config.Admin{}
+	r := &Replayer{user: c.UserHeader}
+	if r.user == "" {
+		r.user = DefaultUserHeader
+	}
+	r.user = http.CanonicalHeaderKey(r.user)
+	r.needs = needsOf(rc.ForwardAuth, r.user)
+	r.addrs.seed = maphash.MakeSeed()
+	clock := func() time.Time { return time.Unix(0, r.now.Load()) }
+	mc := memory.Config{Clock: clock}
+	if rc.Store.Type == config.StoreMemory {
+		mc.MaxBytes = rc.Store.Memory.MaxBytes
+	}
+	r.store = memory.New(mc)
+	svc, err := server.NewService(ctx, &rc, server.Options{
+		Logger: slog.New(slog.DiscardHandler), Store: r.store, Clock: clock, OnBan: r.onBan,
+	})
+	if err != nil {
+		r.store.Close()
+		return nil, err
+	}
+	r.svc, r.fa = svc, svc.ForwardAuth()
+	if err := r.route(c, &rc); err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.proxy = "127.0.0.1:1"
+	if tp := rc.ForwardAuth.TrustedProxies; len(tp) > 0 {
+		r.proxy = tp[0].Addr().String() + ":1"
+		if tp[0].Addr().Is6() {
+			r.proxy = "[" + tp[0].Addr().String() + "]:1"
+		}
+	}
+	r.req = &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/v1/auth"}, Header: http.Header{}, RemoteAddr: r.proxy}
+	return r, nil
+}
+
+// route sets the rules that entries are checked against.
+func (r *Replayer) route(c Config, rc *config.Config) error {
+	routes := c.Routes
+	if len(routes) == 0 && rc.ForwardAuth.Rule != "" {
+		routes = []Route{{Rule: rc.ForwardAuth.Rule}}
+	}
+	if len(routes) == 0 {
+		for _, nr := range rc.Rules {
+			routes = append(routes, Route{Rule: nr.Name})
+		}
+	}
+	if len(routes) == 0 {
+		return errors.New("simulate: the configuration has no named rules (forward-auth, and so simulate, applies named rules, not descriptor domains)")
+	}
+	seed := maphash.MakeSeed()
+	engine := r.svc.Engine()
+	for _, rt := range routes {
+		if !engine.IsNamed(rt.Rule) {
+			return fmt.Errorf("simulate: unknown rule %q (want a named rule of the configuration: %s)", rt.Rule, strings.Join(namedRules(rc), ", "))
+		}
+		r.routes = append(r.routes, newRuleStats(rt, engine.Rule(rt.Rule), c, seed))
+	}
+	return nil
+}
+
+func namedRules(c *config.Config) []string {
+	var names []string
+	for _, nr := range c.Rules {
+		names = append(names, nr.Name)
+	}
+	return names
+}
+
+func (r *Replayer) onBan(guard.Ban) {
+	if r.cur != nil {
+		r.cur.Bans++
+	}
+}
+
+// Decide checks e against the rule of each route it takes (those of the
+// longest matching prefix), as forward-auth
+// would have been asked by the proxy that logged it, at e's time.
+func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
+	r.now.Store(e.Time)
+	r.fill(e)
+	longest := -1
+	for _, rs := range r.routes {
+		rs.asked = false
+		if len(rs.route.PathPrefix) > longest && bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
+			longest = len(rs.route.PathPrefix)
+		}
+	}
+	for _, rs := range r.routes {
+		if len(rs.route.PathPrefix) != longest || !bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
+			continue
+		}
+		r.cur = rs
+		req, res, err := r.fa.Check(ctx, r.req, rs.route.Rule)
+		r.cur = nil
+		if err != nil {
+			r.errs++
+			if r.first == nil {
+				r.first = fmt.Errorf("line %d: %w", e.Line, err)
+			}
+			continue
+		}
+		rs.tally(e.Time, req.Descriptors[0].Entries[0].Value, res)
+	}
+}
+
+// fill describes e in the replayer's request as the proxy that logged e
+// would have described it to forward-auth: asking from a trusted
+// proxy's address, the client appended to the X-Forwarded-For it came
+// with, the original method, URI and host, and the headers the log kept.
+func (r *Replayer) fill(e *accesslog.Entry) {
+	h := r.req.Header
+	xff := r.addrs.get(e.Addr)
+	if len(e.Forwarded) > 0 {
+		xff = string(e.Forwarded) + ", " + xff
+	}
+	set(h, "X-Forwarded-For", xff)
+	n := &r.needs
+	if n.uri {
+		set(h, "X-Original-Uri", string(e.URI))
+	}
+	if n.method {
+		set(h, "X-Original-Method", method(e.Method))
+	}
+	if n.host {
+		set(h, "X-Forwarded-Host", string(e.Host))
+	}
+	if n.agent {
+		set(h, "User-Agent", string(e.UserAgent))
+	}
+	if n.referer {
+		set(h, "Referer", string(e.Referer))
+	}
+	if n.user {
+		set(h, r.user, string(e.User))
+	}
+}
+
+// set sets or deletes (for "") the header k, in canonical form, reusing
+// its slice.
+func set(h http.Header, k, v string) {
+	if v == "" {
+		delete(h, k)
+		return
+	}
+	if s := h[k]; len(s) == 1 {
+		s[0] = v
+		return
+	}
+	h[k] = []string{v}
+}
+
+// method returns m as a string, sparing the common methods an
+// allocation.
+func method(m []byte) string {
+	for _, s := range [...]string{"GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"} {
+		if string(m) == s {
+			return s
+		}
+	}
+	return string(m)
+}
+
+// Close closes the service and its store.
+func (r *Replayer) Close() error {
+	return errors.Join(r.svc.Close(), r.store.Close())
+}

@@ -1,0 +1,180 @@
+package simulate
+
+import (
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"sort"
+)
+
+// A topKeys is the Space-Saving heavy-hitter sketch (Metwally, Agrawal
+// and El Abbadi, 2005): it counts the keys of a stream in a fixed number
+// of counters. A key not counted takes the counter of the least count,
+// inheriting it as its possible overcount (err). Every key counted more
+// than total/capacity times holds a counter, and a counter's count
+// overstates its key's by at most its err. Each counter also counts the
+// key's denials since it took it, so that the share of traffic from
+// denied keys can be read off the heavy hitters.
+//
+// The zero value is not usable; newTopKeys returns one. Not safe for
+// concurrent use.
+type topKeys struct {
+	idx   map[string]int // key to its position in heap
+	heap  counterHeap
+	cap   int
+	total int64
+}
+
+// A counter is a key's estimated count, its possible overcount, and
+// what it counts beside: denials and requests after the key's first
+// denial.
+type counter struct {
+	key          string
+	count, err   int64
+	denied       int64
+	afterDenial  int64 // requests from the first denial on (that included)
+	everDenied   bool
+	beforeDenial int64 // the count when first denied (overstated by err)
+}
+
+type counterHeap []*counter
+
+func newTopKeys(capacity int) *topKeys {
+	return &topKeys{idx: make(map[string]int, capacity), cap: capacity}
+}
+
+// add counts one request of key, denied or not.
+func (t *topKeys) add(key string, denied bool) {
+	t.total++
+	i, ok := t.idx[key]
+	if !ok {
+		if len(t.heap) < t.cap {
+			t.heap = append(t.heap, &counter{key: key})
+			i = t.up(len(t.heap) - 1)
+		} else { // replace the least counted key
+			c := t.heap[0]
+			delete(t.idx, c.key)
+			*c = counter{key: key, count: c.count, err: c.count}
+			i = 0
+			t.idx[key] = i
+		}
+	}
+	c := t.heap[i]
+	c.count++
+	if denied {
+		if !c.everDenied {
+			c.everDenied, c.beforeDenial = true, c.count-1
+		}
+		c.denied++
+	}
+	if c.everDenied {
+		c.afterDenial++
+	}
+	t.down(i)
+}
+
+// up moves the new counter at i up to its place (its count of 0 is the
+// least), keeping idx right, and returns where it landed.
+func (t *topKeys) up(i int) int {
+	h := t.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].count <= h[i].count {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		t.idx[h[i].key] = i
+		i = p
+	}
+	t.idx[h[i].key] = i
+	return i
+}
+
+// down restores the heap after the count at i grew, keeping idx right.
+func (t *topKeys) down(i int) {
+	h := t.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].count < h[l].count {
+			m = r
+		}
+		if h[i].count <= h[m].count {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		t.idx[h[i].key], t.idx[h[m].key] = i, m
+		i = m
+	}
+}
+
+// top returns the n counters of highest count, by by (count or denied),
+// highest first.
+func (t *topKeys) top(n int, by func(*counter) int64) []counter {
+	out := make([]counter, 0, len(t.heap))
+	for _, c := range t.heap {
+		if by(c) > 0 {
+			out = append(out, *c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if by(&out[i]) != by(&out[j]) {
+			return by(&out[i]) > by(&out[j])
+		}
+		return out[i].key < out[j].key
+	})
+	return out[:min(n, len(out))]
+}
+
+// deniedShare estimates the requests of keys ever denied, over the
+// counters held: the requests of each from its first denial on, and the
+// estimated requests before it less their possible overcount. It is a
+// lower bound; keys with fewer requests than total/cap may be missing.
+func (t *topKeys) deniedShare() int64 {
+	var n int64
+	for _, c := range t.heap {
+		if c.everDenied {
+			n += c.afterDenial + max(c.beforeDenial-c.err, 0)
+		}
+	}
+	return n
+}
+
+// A distinct estimates how many distinct keys it saw: HyperLogLog
+// (Flajolet et al.) with 2^12 registers, about 1.6% standard error in
+// 4 KiB. The zero value is not usable; newDistinct returns one.
+type distinct struct {
+	seed maphash.Seed
+	reg  [1 << 12]uint8
+}
+
+func newDistinct(seed maphash.Seed) *distinct { return &distinct{seed: seed} }
+
+func (d *distinct) add(key string) {
+	h := maphash.String(d.seed, key)
+	i := h >> (64 - 12)
+	rank := uint8(bits.LeadingZeros64(h<<12|1<<11)) + 1
+	if rank > d.reg[i] {
+		d.reg[i] = rank
+	}
+}
+
+// count returns the estimate, with the small-range correction.
+func (d *distinct) count() int64 {
+	const m = float64(len(d.reg))
+	sum, zeros := 0.0, 0
+	for _, r := range d.reg {
+		sum += math.Ldexp(1, -int(r))
+		if r == 0 {
+			zeros++
+		}
+	}
+	est := 0.7213 / (1 + 1.079/m) * m * m / sum
+	if est <= 2.5*m && zeros > 0 {
+		est = m * math.Log(m/float64(zeros))
+	}
+	return int64(math.Round(est))
+}

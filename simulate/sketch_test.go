@@ -1,0 +1,94 @@
+package simulate
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestTopKeys checks the Space-Saving guarantees on a Zipf stream against
+// exact counts: every key above total/capacity is held, and no count is
+// under its key's true count or over it by more than its err.
+func TestTopKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	z := rand.NewZipf(rng, 1.2, 1, 1e6)
+	const n, capacity = 200_000, 256
+	tk := newTopKeys(capacity)
+	exact := map[string]int64{}
+	deniedFrom := map[string]int64{} // requests from a key's first denial on
+	for range n {
+		k := fmt.Sprint(z.Uint64())
+		denied := exact[k] >= 100 // a limit of 100 per key
+		exact[k]++
+		if denied || deniedFrom[k] > 0 {
+			deniedFrom[k]++
+		}
+		tk.add(k, denied)
+	}
+	held := map[string]counter{}
+	for _, c := range tk.heap {
+		held[c.key] = *c
+	}
+	for k, want := range exact {
+		c, ok := held[k]
+		switch {
+		case want > n/capacity && !ok:
+			t.Errorf("key %s counted %d > n/cap = %d is not held", k, want, n/capacity)
+		case ok && (c.count < want || c.count-c.err > want):
+			t.Errorf("key %s: count %d err %d, true count %d", k, c.count, c.err, want)
+		}
+	}
+	var trueShare int64
+	for _, d := range deniedFrom {
+		trueShare += d + 100 // its first 100 were allowed
+	}
+	// A lower bound: keys just over the limit, with few requests, may
+	// hold no counter; with 256 counters the heavy ones give 80% or more.
+	got := tk.deniedShare()
+	if got > trueShare || got < trueShare*8/10 {
+		t.Errorf("deniedShare = %d, true %d: want a lower bound within 20%%", got, trueShare)
+	}
+	if top := tk.top(3, func(c *counter) int64 { return c.count }); len(top) != 3 || top[0].key != "0" {
+		t.Errorf("top(3) = %+v, want key 0 first", top)
+	}
+}
+
+func TestDistinct(t *testing.T) {
+	for _, n := range []int{0, 10, 1000, 100_000} {
+		d := newDistinct(maphash.MakeSeed())
+		for i := range n {
+			d.add(fmt.Sprint("key", i))
+			d.add(fmt.Sprint("key", i/2)) // repeats change nothing
+		}
+		got := d.count()
+		if diff := got - int64(n); diff*diff > int64(n*n)/400+4 { // within 5%, or ±2
+			t.Errorf("distinct of %d keys = %d", n, got)
+		}
+	}
+}
+
+// TestSeries checks that a series widens to whole, aligned buckets and
+// loses no request.
+func TestSeries(t *testing.T) {
+	var s series
+	t0 := int64(1_767_571_200) * 1e9 // 2026-01-05 00:00 UTC
+	var total int64
+	for i := range int64(100_000) {
+		at := t0 + 7*1e9 + i*(int64(time.Second)*3) // 3 s apart, for 3.5 days
+		s.add(at, i%10 == 0)
+		total++
+	}
+	var req, deny int64
+	for i := range seriesLen {
+		req += s.req[i]
+		deny += s.deny[i]
+	}
+	if req != total || deny != total/10 {
+		t.Errorf("series holds %d requests, %d denied; want %d, %d", req, deny, total, total/10)
+	}
+	if time.Duration(s.width) != 30*time.Minute || s.start%s.width != 0 {
+		t.Errorf("width %v, start %d: want 30m buckets (240 of them span 5 days), aligned", time.Duration(s.width), s.start)
+	}
+}

@@ -1,0 +1,186 @@
+package simulate
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server/rules"
+)
+
+// ruleStats tallies what one rule decided.
+type ruleStats struct {
+	route Route
+	rule  *rules.Rule
+	top   int
+
+	// The decision of the entry being replayed: whether the rule was
+	// asked (its route taken, its check done), its key and verdict.
+	asked     bool
+	key       string
+	wasDenied bool
+
+	Requests, WouldDeny, Shadowed, Banned, Refused, Exempt, Bans int64
+	FirstDenial, LastDenial                                      int64 // Unix ns; 0: none
+
+	keys, deniedKeys *distinct
+	traffic          *topKeys // requests per key, with denials
+	denials          *topKeys // denials per key
+	series           series
+	rates            []*rateHist // one per limit of the rule
+}
+
+func newRuleStats(rt Route, ru *rules.Rule, c Config, seed maphash.Seed) *ruleStats {
+	top, sketch := c.TopKeys, c.Sketch
+	if top <= 0 {
+		top = 20
+	}
+	if sketch <= 0 {
+		sketch = 4096
+	}
+	rs := &ruleStats{
+		route: rt, rule: ru, top: top,
+		keys: newDistinct(seed), deniedKeys: newDistinct(seed),
+		traffic: newTopKeys(sketch), denials: newTopKeys(max(sketch/4, top)),
+	}
+	for _, l := range ru.Limits {
+		rs.rates = append(rs.rates, newRateHist(l))
+	}
+	return rs
+}
+
+// tally counts the result res of a request of key at t.
+func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
+	st := res.Statuses[0]
+	denied := !res.Allowed || st.Shadowed
+	rs.asked, rs.key, rs.wasDenied = true, key, denied
+	rs.Requests++
+	rs.keys.add(key)
+	rs.traffic.add(key, denied)
+	rs.series.add(t, denied)
+	for _, h := range rs.rates {
+		h.add(t, key)
+	}
+	switch st.Guard {
+	case guard.Banned:
+		rs.Banned++
+	case guard.Refuse:
+		rs.Refused++
+	case guard.Exempt:
+		rs.Exempt++
+	}
+	if st.Shadowed {
+		rs.Shadowed++
+	}
+	if !denied {
+		return
+	}
+	rs.WouldDeny++
+	rs.deniedKeys.add(key)
+	rs.denials.add(key, true)
+	if rs.FirstDenial == 0 {
+		rs.FirstDenial = t
+	}
+	rs.LastDenial = max(rs.LastDenial, t)
+}
+
+// seriesLen is the number of buckets of a time series.
+const seriesLen = 240
+
+// widths are the bucket widths of a series, each a multiple of the one
+// before, so that widening merges whole buckets.
+var widths = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 5 * time.Minute,
+	10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// A series counts requests and denials over time in seriesLen buckets,
+// whose width grows (1 s, 5 s, 10 s, … 1 day, then doubling) whenever the
+// log outgrows them, so that its memory stays fixed whatever the span.
+// Buckets are aligned to their width. The zero value is an empty series.
+type series struct {
+	start, width int64 // Unix ns of bucket 0, bucket width in ns; 0: empty
+	req, deny    [seriesLen]int64
+	early        int64 // requests before start (logged out of order)
+}
+
+func (s *series) add(t int64, denied bool) {
+	if s.width == 0 {
+		s.width = int64(time.Second)
+		s.start = t - t%s.width
+	}
+	if t < s.start {
+		s.early++
+		t = s.start
+	}
+	for (t-s.start)/s.width >= seriesLen {
+		s.widen()
+	}
+	i := (t - s.start) / s.width
+	s.req[i]++
+	if denied {
+		s.deny[i]++
+	}
+}
+
+// widen moves the buckets to the next width, realigned.
+func (s *series) widen() {
+	w := 2 * s.width
+	for _, n := range widths {
+		if int64(n) > s.width {
+			w = int64(n)
+			break
+		}
+	}
+	start := s.start - s.start%w
+	var req, deny [seriesLen]int64
+	for i := range seriesLen {
+		j := (s.start + int64(i)*s.width - start) / w
+		req[j] += s.req[i]
+		deny[j] += s.deny[i]
+	}
+	s.start, s.width, s.req, s.deny = start, w, req, deny
+}
+
+// maxWindowKeys bounds the keys a rateHist counts in one window.
+const maxWindowKeys = 1 << 20
+
+// A rateHist is the distribution of how many requests each key made in
+// each window of a limit's period (aligned to the Unix epoch), in
+// power-of-two buckets: bucket b holds the (key, window) pairs of
+// 2^b to 2^(b+1)-1 requests. It keeps the counts of the current window
+// only, so its memory is that of the keys active in one window, at most
+// maxWindowKeys (the requests of further keys are counted in Untallied).
+type rateHist struct {
+	Limit     sluice.Limit
+	Buckets   [40]int64
+	Untallied int64
+	window    int64
+	counts    map[string]int32
+}
+
+func newRateHist(l sluice.Limit) *rateHist {
+	return &rateHist{Limit: l, counts: map[string]int32{}}
+}
+
+func (h *rateHist) add(t int64, key string) {
+	if w := t / int64(h.Limit.Period); w > h.window {
+		h.flush()
+		h.window = w
+	}
+	if n, ok := h.counts[key]; ok || len(h.counts) < maxWindowKeys {
+		h.counts[key] = n + 1
+		return
+	}
+	h.Untallied++
+}
+
+// flush moves the current window's counts into the buckets.
+func (h *rateHist) flush() {
+	for _, n := range h.counts {
+		h.Buckets[min(bits.Len32(uint32(n))-1, len(h.Buckets)-1)]++
+	}
+	clear(h.counts)
+}
