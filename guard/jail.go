@@ -50,6 +50,11 @@ type JailConfig struct {
 	// OnBan, if set, is called after each ban, by Fail or by Ban, to tell
 	// an admin. It runs on the caller's goroutine: keep it fast.
 	OnBan func(Ban)
+	// OnLift, if set, is called after Lift (and Pardon) ends a ban, with
+	// the ban as this process held it (only Jail and Key when it held
+	// none). It runs on the caller's goroutine: keep it fast. Lapsed bans
+	// are told by an ExpiryWatcher.
+	OnLift func(Ban)
 	// Namespace prefixes the jail's store keys. Default "sluice".
 	Namespace string
 	// Clock returns the time of bans and of decisions. Default nil:
@@ -224,8 +229,15 @@ func (j *Jail) Lift(ctx context.Context, key string) error {
 	if err := j.failures.Reset(ctx, key); err != nil {
 		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
+	old, held := j.c.Registry.Bans().Get(j.c.Name, key)
 	if err := j.c.Registry.Delete(ctx, j.c.Name, key); err != nil {
 		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	if j.c.OnLift != nil {
+		if !held {
+			old = Ban{Jail: j.c.Name, Key: BanKey(key)}
+		}
+		j.c.OnLift(old)
 	}
 	return nil
 }
