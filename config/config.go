@@ -236,6 +236,7 @@ func (f *file) config(v *validator) (*Config, error) {
 	c.Admin, errs[4] = f.Admin.admin(v)
 	var guardErr, authErr error
 	c.Guard, guardErr = f.Guard.guard(v, c.Rules)
+	guardErr = errors.Join(guardErr, f.Guard.notifications(v, &c.Guard))
 	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
 	var telemetryErr error
 	c.Telemetry, telemetryErr = f.Telemetry.telemetry(v)
@@ -353,6 +354,8 @@ func yamlError(name string, err error) error {
 		"in type config.fileRedisTLS", "in store.redis.tls",
 		"in type config.fileGuard", "in guard",
 		"in type config.fileJail", "in a jail",
+		"in type config.fileNotify", "in a notify entry",
+		"into config.fileNotify", "into a notify entry (want a mapping with type and url or argv)",
 		"in type config.fileForwardAuth", "in forward_auth",
 		"into time.Duration", "into a duration (want such as 100ms, 10m, 168h)",
 		"in type config.file", "at the top level",
