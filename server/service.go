@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
@@ -76,6 +77,7 @@ type Service struct {
 	limits  *grpcapi.Service
 	handler http.Handler
 	tel     *telemetry
+	notes   *notifier // the audit trail and the expiry watcher
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -89,6 +91,7 @@ type state struct {
 	deny     *guard.List
 	policies map[string]string // failure policy by named rule and domain
 	admin    http.Handler      // nil when the admin API is off
+	sinks    *sinkSet          // where bans are told
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
@@ -112,6 +115,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
+	s.notes = newNotifier(st.registry, s.m, s.log, s.now, s.onExpire)
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
 		return nil, errors.Join(err, st.close())
 	}
@@ -202,6 +206,9 @@ func (s *Service) build(c *config.Config) (*state, error) {
 			return nil, err
 		}
 	}
+	if n.sinks, err = s.notes.sinks(c, s.sinks()); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -230,7 +237,7 @@ func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
 		j, err := guard.NewJail(store, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
 			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
-			Clock: s.opts.Clock, OnBan: s.onBan,
+			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.onLift,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("jail %q: %w", jc.Name, err)
@@ -267,7 +274,7 @@ func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
 
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()
-	s.log.Info("banned", "jail", b.Jail, "key", b.Key, "until", b.Until.Format(time.RFC3339), "reason", b.Reason, "offences", b.Offences)
+	s.notes.tell(s.sinks(), notify.Ban, b) // logs it too
 }
 
 // Handler returns the service's HTTP handler: the HTTP JSON API (package
@@ -320,7 +327,7 @@ func (s *Service) swap(c *config.Config) error {
 	if err != nil {
 		return err
 	}
-	s.state.Store(next)
+	s.state.Swap(next).sinks.retire(next.sinks)
 	return nil
 }
 
@@ -362,5 +369,8 @@ func probe(w http.ResponseWriter, r *http.Request) bool {
 func (s *Service) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // flush what telemetry holds
 	defer cancel()
+	if s.notes != nil {
+		s.notes.close(ctx, s.sinks())
+	}
 	return errors.Join(s.tel.close(ctx), s.st.close())
 }
