@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -268,4 +270,64 @@ func TestNotifyFleetOnce(t *testing.T) {
 func metricsText(t *testing.T, s *Service) string {
 	t.Helper()
 	return do(t, s.Handler(), "GET", "/metrics", "").Body.String()
+}
+
+// TestNotifyExecEveryJail: guard.notify tells of the bans of every jail,
+// the manual one included, here through a command.
+func TestNotifyExecEveryJail(t *testing.T) {
+	dir := t.TempDir()
+	out := dir + "/bans"
+	prog := dir + "/record"
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nprintf '%s|%s|%s\\n' \"$1\" \"$2\" \"$3\" >> "+out+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newServiceWith(t, `rules:
+  - name: login
+    limits: ["2/min"]
+guard:
+  notify:
+    - {type: exec, argv: ["`+prog+`", "{event}", "{jail}", "{key}"], events: [ban]}
+admin:
+  token: `+adminToken+"\n", Options{})
+	bearer := "Bearer " + adminToken
+	if w := adminDo(t, s.AdminHandler(), "POST", "/admin/api/bans", `{"jail":"manual","key":"key:a b;$(x)","duration":"1h"}`, bearer); w.Code != http.StatusCreated {
+		t.Fatalf("ban = %d %s", w.Code, w.Body)
+	}
+	if w := adminDo(t, s.AdminHandler(), "DELETE", "/admin/api/bans?jail=manual&key="+url.QueryEscape("key:a b;$(x)"), "", bearer); w.Code != http.StatusNoContent {
+		t.Fatalf("lift = %d %s", w.Code, w.Body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.notes.close(ctx, s.sinks())
+	got, _ := os.ReadFile(out)
+	if string(got) != "ban|manual|a b;$(x)\n" {
+		t.Errorf("the command recorded %q, want the ban alone (events: [ban])", got)
+	}
+}
+
+// TestNotifyReload: a reload keeps the sinks it does not change, with
+// their queues, and retires the others.
+func TestNotifyReload(t *testing.T) {
+	rc := newHookReceiver(t, false)
+	s := newServiceWith(t, notifyConfig("", rc.URL, 0), Options{})
+	before := s.sinks().byJail["abuse"][0].sink
+	reload := func(text string) {
+		t.Helper()
+		c, err := config.Parse("test.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Reload(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload(notifyConfig("", rc.URL, 0))
+	if s.sinks().byJail["abuse"][0].sink != before {
+		t.Error("a reload of the same file replaced the sink")
+	}
+	reload(notifyConfig("", rc.URL+"/other", 0))
+	if s.sinks().byJail["abuse"][0].sink == before {
+		t.Error("a reload with another URL kept the sink")
+	}
+	waitFor(t, "the old sink to close", func() bool { return !before.Notify(notify.Event{}) })
 }
