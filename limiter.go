@@ -163,6 +163,16 @@ func (l *Limiter) Reserve(ctx context.Context, actor string, n int) (*Reservatio
 	return r, nil
 }
 
+// Resume returns the Reservation of a take of n that actor was allowed at
+// at (its Decision.Time), made elsewhere: a service that reserved in one
+// call and learns the outcome in another, maybe in another process.
+// Its Commit and Refund act as the original's would; it does not know
+// whether the original was settled already, so its caller must settle
+// each take once.
+func (l *Limiter) Resume(actor string, n int, at time.Time) *Reservation {
+	return &Reservation{Decision: Decision{Allowed: true, Limit: l.limits[0], Time: at}, lim: l, actor: actor, cost: n}
+}
+
 func (l *Limiter) do(ctx context.Context, op Op, actor string, n int, at time.Time) (Decision, error) {
 	if l.bound != nil && op != OpRefund {
 		return l.bound.Decide(ctx, actorKey(actor), op, n, l.now())

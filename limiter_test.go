@@ -123,6 +123,23 @@ func TestLimiterInsert(t *testing.T) {
 	}
 }
 
+// TestLimiterResume checks that a reservation resumed from its actor,
+// cost and time refunds as the original would.
+func TestLimiterResume(t *testing.T) {
+	ctx := context.Background()
+	lim, _ := newLimiter(t, sluice.Config{Limits: []sluice.Limit{sluice.PerMinute(3)}})
+	r, err := lim.Reserve(ctx, "alice", 2)
+	if err != nil || !r.Allowed {
+		t.Fatalf("Reserve = %+v, %v", r, err)
+	}
+	if err := lim.Resume("alice", 2, r.Time).Refund(ctx); err != nil {
+		t.Fatalf("resumed Refund = %v", err)
+	}
+	if d, _ := lim.AllowN(ctx, "alice", 3); !d.Allowed {
+		t.Error("a full burst denied after the resumed refund")
+	}
+}
+
 func TestLimiterActionsAndNamespacesDoNotShare(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New(memory.Config{})

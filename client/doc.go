@@ -1,8 +1,11 @@
 // Package client is the Go client of sluice serve: it asks the service
 // whether a key may act under one of its named rules ([Client.Check],
 // [Client.CheckN], [Client.Peek], [Client.CheckMany]), forgets a key's
-// state ([Client.Reset]), and manages bans ([Client.Ban],
-// [Client.Bans], [Client.Lift]).
+// state ([Client.Reset]), counts without checking ([Client.Insert]),
+// reports outcomes after the fact ([Client.Reserve], [Client.Commit],
+// [Client.Refund], [Client.Report]), runs the service's login rules
+// ([Client.LoginBegin], [Client.LoginFail], [Client.LoginSucceed]), and
+// manages bans ([Client.Ban], [Client.Bans], [Client.Lift]).
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:8080"})
 //	...

@@ -53,6 +53,8 @@ type Config struct {
 	Guard Guard
 	// ForwardAuth configures GET /v1/auth for proxies.
 	ForwardAuth ForwardAuth
+	// Logins are the login rules (see Login).
+	Logins []Login
 	// Telemetry configures OpenTelemetry (OTLP); off by default.
 	Telemetry Telemetry
 }
@@ -197,6 +199,7 @@ type file struct {
 	Admin       fileAdmin        `yaml:"admin"`
 	Guard       fileGuard        `yaml:"guard"`
 	ForwardAuth fileForwardAuth  `yaml:"forward_auth"`
+	Logins      []fileLogin      `yaml:"logins"`
 	Telemetry   fileTelemetry    `yaml:"telemetry"`
 
 	// envoy holds the file when it is in Envoy's format (a domain and
@@ -234,13 +237,16 @@ func (f *file) config(v *validator) (*Config, error) {
 	errs[2] = f.rules(v, c) // the sections below may name its rules
 	c.Failure, errs[3] = f.Failure.failure(v, c)
 	c.Admin, errs[4] = f.Admin.admin(v)
-	var guardErr, authErr error
-	c.Guard, guardErr = f.Guard.guard(v, c.Rules)
+	var guardErr, authErr, loginErr error
+	c.Guard, guardErr = f.Guard.guard(v, c.Rules, loginJails(f.Logins))
 	guardErr = errors.Join(guardErr, f.Guard.notifications(v, &c.Guard))
 	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
+	if guardErr == nil {
+		c.Logins, loginErr = logins(v, f.Logins, c.Guard)
+	}
 	var telemetryErr error
 	c.Telemetry, telemetryErr = f.Telemetry.telemetry(v)
-	errs[5] = errors.Join(guardErr, authErr, telemetryErr)
+	errs[5] = errors.Join(guardErr, authErr, loginErr, telemetryErr)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -353,9 +359,9 @@ func yamlError(name string, err error) error {
 		"in type config.fileServerTLS", "in a listener's tls",
 		"in type config.fileRedisTLS", "in store.redis.tls",
 		"in type config.fileGuard", "in guard",
-		"in type config.fileJail", "in a jail",
-		"in type config.fileNotify", "in a notify entry", "into config.fileNotify", "into a notify entry (want a mapping)",
+		"in type config.fileJail", "in a jail", "in type config.fileNotify", "in a notify entry",
 		"in type config.fileForwardAuth", "in forward_auth",
+		"in type config.fileLogin", "in logins",
 		"into time.Duration", "into a duration (want such as 100ms, 10m, 168h)",
 		"in type config.file", "at the top level",
 		"into config.fileRule", "into a rule (want a mapping with name and limits)",

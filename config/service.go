@@ -500,7 +500,7 @@ func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
 }
 
 // guard validates the guard section against the rules.
-func (f *fileGuard) guard(v *validator, rules []NamedRule) (Guard, error) {
+func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
 	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans}
 	if g.MaxBans < 0 {
 		return g, v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans)
@@ -527,8 +527,8 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule) (Guard, error) {
 			return g, v.errorf(at("guard", "jails", i, "name"), "jail name %q must be 1 to 64 letters, digits, '_', '-' or '.'", j.Name)
 		case dup:
 			return g, v.errorf(at("guard", "jails", i, "name"), "jail %q is already defined at line %d", j.Name, v.line("guard", "jails", prev, "name"))
-		case len(j.Rules) == 0:
-			return g, v.errorf(at("guard", "jails", i, "rules"), "jail %q names no rules whose denials it counts", j.Name)
+		case len(j.Rules) == 0 && !slices.Contains(loginJails, j.Name):
+			return g, v.errorf(at("guard", "jails", i, "rules"), "jail %q names no rules whose denials it counts, and no login feeds it", j.Name)
 		case j.MaxFailures < 0, j.FindTime < 0, j.BanTime < 0, j.MaxBanTime < 0, j.Growth < 0:
 			return g, v.errorf(at("guard", "jails", i), "jail %q: counts, times and growth must not be negative", j.Name)
 		case j.Growth != 0 && j.Growth < 1:

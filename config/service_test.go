@@ -157,6 +157,14 @@ func TestParseServiceErrors(t *testing.T) {
 		{"fa proxies", "forward_auth: {trusted_proxies: [everyone]}\n", []string{"forward_auth.trusted_proxies[0]:"}},
 		{"fa ipv6 prefix", "forward_auth: {ipv6_prefix: 129}\n", []string{"forward_auth.ipv6_prefix:", "1 to 128"}},
 		{"fa status", "forward_auth: {deny_status: 500}\n", []string{"forward_auth.deny_status:", "429 or 403"}},
+		{"login name", "logins: [{name: \"a b\"}]\n", []string{"logins[0].name:", "login name"}},
+		{"login dup", "logins:\n  - {name: web}\n  - {name: web}\n", []string{"t.yaml:8: logins[1].name:", "already defined at line 7"}},
+		{"login limit", "logins: [{name: web, per_user: \"lots\"}]\n", []string{"logins[0].per_user:"}},
+		{"login jail", "logins: [{name: web, jail: nope}]\n", []string{"logins[0].jail:", `no jail named "nope"`}},
+		{"login negative", "logins: [{name: web, captcha_after: -1}]\n", []string{"logins[0]:", "must not be negative"}},
+		{"login ipv6", "logins: [{name: web, ipv6_prefix: 200}]\n", []string{"logins[0].ipv6_prefix:"}},
+		{"login secret both", "logins: [{name: web, secret: a, secret_env: B}]\n", []string{"logins[0]: set one of secret"}},
+		{"login unknown field", "logins: [{name: web, per_ip_usr: 5/min}]\n", []string{"field per_ip_usr not found in logins"}},
 	}
 	checkParseErrors(t, "t.yaml", twoRules, tests)
 }

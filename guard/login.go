@@ -124,11 +124,12 @@ type Login struct {
 	perIPUser, perIP, user, world *sluice.Limiter
 	known                         *knownGood
 	told                          *flag
+	settled                       *sluice.Limiter // tickets settled, once each (see Resume)
 	newHash                       func() hash.Hash
 }
 
-// NewLogin returns a Login keeping its state in store.
-func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
+// setDefaults gives the zero fields of c their defaults.
+func (c *LoginConfig) setDefaults() {
 	def := func(l *sluice.Limit, rate int, period time.Duration) {
 		if *l == (sluice.Limit{}) {
 			*l = sluice.Limit{Rate: rate, Period: period}
@@ -156,6 +157,11 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	if c.IPv6Prefix <= 0 || c.IPv6Prefix > 128 {
 		c.IPv6Prefix = DefaultIPv6Prefix
 	}
+}
+
+// NewLogin returns a Login keeping its state in store.
+func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
+	c.setDefaults()
 	l := &Login{c: c, newHash: sha256.New}
 	if c.Secret != nil {
 		secret := append([]byte(nil), c.Secret...)
@@ -174,6 +180,9 @@ func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	l.known, err = newKnownGood(store, c.Namespace, c.Clock, c.KnownGoodAddrs, c.KnownGoodFor)
 	errs = append(errs, err)
 	l.told, err = newFlag(store, c.Namespace, "login-told", c.Clock, true) // told too early would miss an attack
+	errs = append(errs, err)
+	l.settled, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: 1, Period: TicketTTL}},
+		Action: "login-settled", Namespace: c.Namespace, Clock: c.Clock, SafeToForget: true})
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("guard: login: %w", err)
@@ -235,11 +244,16 @@ type Attempt struct {
 	// client.
 	Reason string
 
-	l    *Login
-	try  Try
-	user string // hashed
-	ip   string // the address's key: IPv6 as its network
-	res  []*sluice.Reservation
+	// Settled reports, for an attempt Resume returned, that its ticket
+	// was settled before: Fail and Succeed do nothing.
+	Settled bool
+
+	l      *Login
+	try    Try
+	user   string // hashed
+	ip     string // the address's key: IPv6 as its network
+	res    []*sluice.Reservation
+	ticket Ticket // once Ticket made it
 }
 
 // Begin decides whether try may proceed to the password check, and

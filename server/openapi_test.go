@@ -23,6 +23,8 @@ import (
 // form of request the description names has a rule to apply.
 var openAPIConfig = strings.Replace(serviceConfig, "forward_auth:", `  - domain: edge
     descriptors: [{key: remote_address, limits: ["1/min"]}]
+logins:
+  - {name: web}
 forward_auth:`, 1)
 
 // An apiCase is one exchange with the service, to be checked against
@@ -87,6 +89,11 @@ func openAPICases() []apiCase {
 		{name: "commit unknown", method: "POST", path: "/v1/commit", body: `{"rule":"api","key":"k5","id":"r3"}`, status: 409, want: "no such reservation"},
 		{name: "report", method: "POST", path: "/v1/report", body: `{"rule":"api","key":"k6","id":"f1","outcome":"failure"}`, status: 200, want: `"allowed":true`},
 		{name: "report unknown outcome", method: "POST", path: "/v1/report", body: `{"rule":"api","key":"k6","id":"f1","outcome":"maybe"}`, status: 400, want: "unknown outcome", invalid: true},
+		{name: "login begin", method: "POST", path: "/v1/login/begin", body: `{"login":"web","user":"alice","address":"192.0.2.77"}`, status: 200, want: `"ticket":"`},
+		{name: "login unknown", method: "POST", path: "/v1/login/begin", body: `{"login":"nope","user":"alice","address":"192.0.2.77"}`, status: 400, want: "unknown login"},
+		{name: "login fail", method: "POST", path: "/v1/login/fail", body: `{"login":"web","user":"alice","address":"192.0.2.77","ticket":"7"}`, status: 200, want: `{`},
+		{name: "login succeed", method: "POST", path: "/v1/login/succeed", body: `{"login":"web","user":"alice","address":"192.0.2.77","ticket":"8"}`, status: 200, want: `{`},
+		{name: "login bad ticket", method: "POST", path: "/v1/login/succeed", body: `{"login":"web","user":"alice","address":"192.0.2.77","ticket":"x"}`, status: 400, want: "invalid login ticket"},
 		{name: "healthz", method: "GET", path: "/healthz", status: 200, want: `"ok"`},
 		{name: "readyz", method: "GET", path: "/readyz", status: 200, want: `"ready"`},
 		{name: "openapi", method: "GET", path: "/openapi.yaml", status: 200, want: "openapi: 3.1"},

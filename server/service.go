@@ -90,8 +90,9 @@ type state struct {
 	allow    *guard.List
 	deny     *guard.List
 	policies map[string]string // failure policy by named rule and domain
-	admin    http.Handler      // nil when the admin API is off
-	sinks    *sinkSet          // where bans are told
+	logins   map[string]*guard.Login
+	admin    http.Handler // nil when the admin API is off
+	sinks    *sinkSet     // where bans are told
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
@@ -128,7 +129,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
-	s.limits = grpcapi.New(s.Engine, s.log)
+	s.limits = grpcapi.New(s.Engine, func() map[string]*guard.Login { return s.state.Load().logins }, s.log)
 	s.handler = s.tel.traceContext(s.routes())
 	return s, nil
 }
@@ -195,10 +196,13 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log}); err != nil {
+	if n.logins, err = s.buildLogins(n, c); err != nil {
 		return nil, err
 	}
-	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, s.st.policy(config.FailClosed), s.log); err != nil {
+	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log, Logins: n.logins}); err != nil {
+		return nil, err
+	}
+	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, authLogins(c, n.logins), s.st.policy(config.FailClosed), s.log); err != nil {
 		return nil, err
 	}
 	if c.Admin.Enabled() {

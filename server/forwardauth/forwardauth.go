@@ -28,6 +28,21 @@
 //	403  refused by the deny list, or banned (with Retry-After)
 //	400  an unknown rule or deny_status, or no rule where several could apply
 //	503  the store failed under a rule that fails closed
+//
+// # Logins
+//
+// With ?login=NAME the endpoint begins an attempt of the login rule NAME
+// (config.Login) instead: the address as above, the username from the
+// X-Sluice-User header the proxy sets (with CAPTCHA solved when
+// X-Sluice-Captcha is "solved"). Allowed, it holds the request for the
+// attempt's progressive delay (at most the login's max_hold, and for at
+// most MaxHeld requests at once; what it did not hold is told in
+// X-Sluice-Delay) and answers 200 with X-Sluice-Ticket, which the proxy
+// passes to the application, and which the application sends back to
+// POST /v1/login/fail or /v1/login/succeed once it has checked the
+// password. Refused, it answers like a denial: 429 (or deny_status) with
+// Retry-After over the limits, 403 on the deny list or a ban; with
+// X-Sluice-Captcha: true when a solved CAPTCHA would let it through.
 package forwardauth
 
 import (
@@ -60,17 +75,22 @@ type Handler struct {
 	adaptive *httplimit.AdaptivePrefix // with IPv6Adaptive: the ip key
 	engine   *rules.Engine
 	log      *slog.Logger
+	logins   map[string]Login
+	held     chan struct{} // a slot per request held for its delay
 }
 
-// New returns the forward-auth endpoint of c over engine, logging store
-// failures to log. With c.IPv6Adaptive, the widening of IPv6 prefixes is
-// kept in store, so that every process sharing it agrees.
-func New(c config.ForwardAuth, engine *rules.Engine, store sluice.Store, log *slog.Logger) (*Handler, error) {
+// New returns the forward-auth endpoint of c over engine and logins,
+// logging store failures to log. With c.IPv6Adaptive, the widening of
+// IPv6 prefixes is kept in store, so that every process sharing it
+// agrees.
+func New(c config.ForwardAuth, engine *rules.Engine, logins map[string]Login, store sluice.Store, log *slog.Logger) (*Handler, error) {
 	h := &Handler{
 		c:      c,
 		ip:     &httplimit.ClientIP{TrustedProxies: c.TrustedProxies, IPv6Prefix: c.IPv6Prefix},
 		engine: engine,
 		log:    log,
+		logins: logins,
+		held:   make(chan struct{}, MaxHeld),
 	}
 	if c.IPv6Adaptive {
 		var err error
@@ -92,8 +112,12 @@ var (
 // is accepted: proxies send GET, or the original request's method with
 // no body.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rule, denyStatus, ok := h.params(w, r)
+	rule, login, denyStatus, ok := h.params(w, r)
 	if !ok {
+		return
+	}
+	if login != "" {
+		h.login(w, r, login, denyStatus)
 		return
 	}
 	ip, ipKey := h.client(r)
@@ -124,21 +148,10 @@ func (h *Handler) client(r *http.Request) (netip.Addr, string) {
 	return ip, key
 }
 
-// params reads the rule and the deny status of r, or answers 400.
-func (h *Handler) params(w http.ResponseWriter, r *http.Request) (rule string, denyStatus int, ok bool) {
+// params reads the rule (or the login) and the deny status of r, or
+// answers 400.
+func (h *Handler) params(w http.ResponseWriter, r *http.Request) (rule, login string, denyStatus int, ok bool) {
 	q := r.URL.Query()
-	rule = h.c.Rule
-	if v := q.Get("rule"); v != "" {
-		rule = v
-	}
-	if rule == "" {
-		jsonhttp.Error(w, http.StatusBadRequest, "which rule? name one with ?rule=NAME, or set forward_auth.rule in the configuration (it defaults only when the file has one rule)")
-		return "", 0, false
-	}
-	if !h.engine.IsNamed(rule) {
-		jsonhttp.Error(w, http.StatusBadRequest, "unknown rule "+strconv.Quote(rule)+" (forward-auth applies the named rules of the configuration)")
-		return "", 0, false
-	}
 	denyStatus = h.c.DenyStatus
 	switch v := q.Get("deny_status"); v {
 	case "":
@@ -146,9 +159,24 @@ func (h *Handler) params(w http.ResponseWriter, r *http.Request) (rule string, d
 		denyStatus, _ = strconv.Atoi(v)
 	default:
 		jsonhttp.Error(w, http.StatusBadRequest, "deny_status must be 403 or 429")
-		return "", 0, false
+		return "", "", 0, false
 	}
-	return rule, denyStatus, true
+	if login = q.Get("login"); login != "" {
+		return "", login, denyStatus, true
+	}
+	rule = h.c.Rule
+	if v := q.Get("rule"); v != "" {
+		rule = v
+	}
+	if rule == "" {
+		jsonhttp.Error(w, http.StatusBadRequest, "which rule? name one with ?rule=NAME, or set forward_auth.rule in the configuration (it defaults only when the file has one rule)")
+		return "", "", 0, false
+	}
+	if !h.engine.IsNamed(rule) {
+		jsonhttp.Error(w, http.StatusBadRequest, "unknown rule "+strconv.Quote(rule)+" (forward-auth applies the named rules of the configuration)")
+		return "", "", 0, false
+	}
+	return rule, "", denyStatus, true
 }
 
 // answer writes the engine's result for a proxy.

@@ -1,7 +1,8 @@
 // Package grpcapi is the sluice gRPC API of sluice serve (service
 // sluice.v1.Limits, in sluicepb): insert, and the outcome calls
 // (reserve, commit, refund, report), on the named rules of the service's
-// configuration. It does what the HTTP JSON API's /v1/insert and outcome
+// configuration; and the login calls (LoginBegin, LoginFail,
+// LoginSucceed) on its login rules. It does what the HTTP JSON API's /v1/insert and outcome
 // endpoints do, through the same rules engine: the logic is the engine's
 // (rules.Engine.Check, Reserve, Settle, Report); this package only
 // translates messages and errors. Checks are Envoy's rate limit API
@@ -37,16 +38,18 @@ import (
 type Service struct {
 	sluicepb.UnimplementedLimitsServer
 	engine func() *rules.Engine
+	logins func() map[string]*guard.Login
 	log    *slog.Logger
 }
 
-// New returns the service over the engine engine returns; log gets store
-// failures (nil: slog.Default()).
-func New(engine func() *rules.Engine, log *slog.Logger) *Service {
+// New returns the service over the engine and the login rules that
+// engine and logins return (the current ones: a reload replaces them);
+// log gets store failures (nil: slog.Default()).
+func New(engine func() *rules.Engine, logins func() map[string]*guard.Login, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{engine: engine, log: log}
+	return &Service{engine: engine, logins: logins, log: log}
 }
 
 // Register registers s on g.

@@ -135,3 +135,38 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginCalls runs the login calls: a begun attempt failed (the
+// failure retried, counted once), a success from the same address, and
+// the errors of an unknown login, a bad address and a bad ticket.
+func TestLoginCalls(t *testing.T) {
+	ctx := t.Context()
+	c := newClient(t, rulesYAML+"logins:\n  - {name: web, per_ip_user: 2/h}\n")
+	req := &sluicepb.LoginRequest{Login: "web", User: "alice", Address: "192.0.2.1"}
+	for i := range 2 {
+		a, err := c.LoginBegin(ctx, req)
+		if err != nil || !a.GetAllowed() || a.GetTicket() == "" {
+			t.Fatalf("LoginBegin %d = %v, %v; want allowed with a ticket", i, a, err)
+		}
+		fail := &sluicepb.LoginRequest{Login: "web", User: "alice", Address: "192.0.2.1", Ticket: a.GetTicket()}
+		for k := range 3 {
+			if s, err := c.LoginFail(ctx, fail); err != nil || s.GetDuplicate() != (k > 0) {
+				t.Fatalf("LoginFail %d = %v, %v; want duplicate %v", k, s, err, k > 0)
+			}
+		}
+	}
+	if a, err := c.LoginBegin(ctx, req); err != nil || a.GetAllowed() || a.GetRetryAfter().AsDuration() <= 0 {
+		t.Errorf("LoginBegin after 2 failures of 2 = %v, %v; want refused with a wait", a, err)
+	}
+	for _, bad := range []*sluicepb.LoginRequest{
+		{Login: "nope", User: "a", Address: "192.0.2.1"},
+		{Login: "web", User: "a", Address: "somewhere"},
+	} {
+		if _, err := c.LoginBegin(ctx, bad); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("LoginBegin(%v) = %v, want InvalidArgument", bad, err)
+		}
+	}
+	if _, err := c.LoginSucceed(ctx, &sluicepb.LoginRequest{Login: "web", User: "a", Address: "192.0.2.1", Ticket: "1.x.y"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("LoginSucceed with a bad ticket = %v, want InvalidArgument", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/server/rules"
 )
@@ -32,6 +33,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxBatch bounds the checks of one batch. Default DefaultMaxBatch.
 	MaxBatch int
+	// Logins are the login rules of /v1/login/*, by name. Default none.
+	Logins map[string]*guard.Login
 }
 
 // A Handler is the HTTP JSON API of sluice serve, over one rules engine.
@@ -43,6 +46,7 @@ type Handler struct {
 	log     *slog.Logger
 	maxBody int64
 	batch   int
+	logins  map[string]*guard.Login
 	mux     *http.ServeMux
 }
 
@@ -59,6 +63,7 @@ func New(c Config) (*Handler, error) {
 		log:     c.Logger,
 		maxBody: c.MaxBodyBytes,
 		batch:   c.MaxBatch,
+		logins:  c.Logins,
 		mux:     http.NewServeMux(),
 	}
 	if h.batch <= 0 {
@@ -77,8 +82,11 @@ func New(c Config) (*Handler, error) {
 	h.mux.HandleFunc("/v1/commit", h.post(h.outcome(h.commit)))
 	h.mux.HandleFunc("/v1/refund", h.post(h.outcome(h.refund)))
 	h.mux.HandleFunc("/v1/report", h.post(h.outcome(h.report)))
+	h.mux.HandleFunc("/v1/login/begin", h.post(h.loginBegin))
+	h.mux.HandleFunc("/v1/login/fail", h.post(h.loginSettle(true)))
+	h.mux.HandleFunc("/v1/login/succeed", h.post(h.loginSettle(false)))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		jsonhttp.Error(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check, /v1/reset, /v1/insert, /v1/reserve, /v1/commit, /v1/refund or /v1/report)")
+		jsonhttp.Error(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check, /v1/reset, /v1/insert, /v1/reserve, /v1/commit, /v1/refund, /v1/report or /v1/login/{begin,fail,succeed})")
 	})
 	return h, nil
 }

@@ -389,6 +389,247 @@ func (x *OutcomeResponse) GetExpires() *timestamppb.Timestamp {
 	return nil
 }
 
+type LoginRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The login rule.
+	Login string `protobuf:"bytes,1,opt,name=login,proto3" json:"login,omitempty"`
+	// What the client typed as its username, any bytes.
+	User string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// The client's IP address.
+	Address string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// For LoginBegin: the client solved a CAPTCHA the application demanded.
+	CaptchaSolved bool `protobuf:"varint,4,opt,name=captcha_solved,json=captchaSolved,proto3" json:"captcha_solved,omitempty"`
+	// For LoginFail and LoginSucceed: the ticket LoginBegin answered.
+	Ticket        string `protobuf:"bytes,5,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginRequest) Reset() {
+	*x = LoginRequest{}
+	mi := &file_sluice_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginRequest) ProtoMessage() {}
+
+func (x *LoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
+func (*LoginRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LoginRequest) GetLogin() string {
+	if x != nil {
+		return x.Login
+	}
+	return ""
+}
+
+func (x *LoginRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *LoginRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *LoginRequest) GetCaptchaSolved() bool {
+	if x != nil {
+		return x.CaptchaSolved
+	}
+	return false
+}
+
+func (x *LoginRequest) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+type LoginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the application may check the password.
+	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// When allowed, what LoginFail or LoginSucceed must send back.
+	Ticket string `protobuf:"bytes,2,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	// How long to wait before answering the client.
+	Delay *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
+	// When refused, how long until the attempt would be allowed without a
+	// CAPTCHA; zero for a refusal that does not lapse.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	Captcha    bool                 `protobuf:"varint,5,opt,name=captcha,proto3" json:"captcha,omitempty"`
+	KnownGood  bool                 `protobuf:"varint,6,opt,name=known_good,json=knownGood,proto3" json:"known_good,omitempty"`
+	// Which rule decided, for logs: never show it to the person logging in.
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginResponse) Reset() {
+	*x = LoginResponse{}
+	mi := &file_sluice_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginResponse) ProtoMessage() {}
+
+func (x *LoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginResponse.ProtoReflect.Descriptor instead.
+func (*LoginResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LoginResponse) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *LoginResponse) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+func (x *LoginResponse) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *LoginResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *LoginResponse) GetCaptcha() bool {
+	if x != nil {
+		return x.Captcha
+	}
+	return false
+}
+
+func (x *LoginResponse) GetKnownGood() bool {
+	if x != nil {
+		return x.KnownGood
+	}
+	return false
+}
+
+func (x *LoginResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type SettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ticket was settled before: nothing was done again.
+	Duplicate bool `protobuf:"varint,1,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// For a failure: it made the login's jail ban the address, for how long.
+	Banned        bool                 `protobuf:"varint,2,opt,name=banned,proto3" json:"banned,omitempty"`
+	Ban           *durationpb.Duration `protobuf:"bytes,3,opt,name=ban,proto3" json:"ban,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_sluice_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SettleResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *SettleResponse) GetBanned() bool {
+	if x != nil {
+		return x.Banned
+	}
+	return false
+}
+
+func (x *SettleResponse) GetBan() *durationpb.Duration {
+	if x != nil {
+		return x.Ban
+	}
+	return nil
+}
+
 var File_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_proto_rawDesc = "" +
@@ -419,17 +660,41 @@ const file_sluice_proto_rawDesc = "" +
 	"\x0fOutcomeResponse\x12/\n" +
 	"\bdecision\x18\x01 \x01(\v2\x13.sluice.v1.DecisionR\bdecision\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x124\n" +
-	"\aexpires\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires*L\n" +
+	"\aexpires\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"\x91\x01\n" +
+	"\fLoginRequest\x12\x14\n" +
+	"\x05login\x18\x01 \x01(\tR\x05login\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12%\n" +
+	"\x0ecaptcha_solved\x18\x04 \x01(\bR\rcaptchaSolved\x12\x16\n" +
+	"\x06ticket\x18\x05 \x01(\tR\x06ticket\"\xff\x01\n" +
+	"\rLoginResponse\x12\x18\n" +
+	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06ticket\x18\x02 \x01(\tR\x06ticket\x12/\n" +
+	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12:\n" +
+	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12\x18\n" +
+	"\acaptcha\x18\x05 \x01(\bR\acaptcha\x12\x1d\n" +
+	"\n" +
+	"known_good\x18\x06 \x01(\bR\tknownGood\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"s\n" +
+	"\x0eSettleResponse\x12\x1c\n" +
+	"\tduplicate\x18\x01 \x01(\bR\tduplicate\x12\x16\n" +
+	"\x06banned\x18\x02 \x01(\bR\x06banned\x12+\n" +
+	"\x03ban\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ban*L\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_FAILURE\x10\x01\x12\x13\n" +
-	"\x0fOUTCOME_SUCCESS\x10\x022\xc6\x02\n" +
+	"\x0fOUTCOME_SUCCESS\x10\x022\x8c\x04\n" +
 	"\x06Limits\x127\n" +
 	"\x06Insert\x12\x18.sluice.v1.InsertRequest\x1a\x13.sluice.v1.Decision\x12@\n" +
 	"\aReserve\x12\x19.sluice.v1.OutcomeRequest\x1a\x1a.sluice.v1.OutcomeResponse\x12?\n" +
 	"\x06Commit\x12\x19.sluice.v1.OutcomeRequest\x1a\x1a.sluice.v1.OutcomeResponse\x12?\n" +
 	"\x06Refund\x12\x19.sluice.v1.OutcomeRequest\x1a\x1a.sluice.v1.OutcomeResponse\x12?\n" +
-	"\x06Report\x12\x19.sluice.v1.OutcomeRequest\x1a\x1a.sluice.v1.OutcomeResponseB4Z2github.com/sluicehq/sluice/server/grpcapi/sluicepbb\x06proto3"
+	"\x06Report\x12\x19.sluice.v1.OutcomeRequest\x1a\x1a.sluice.v1.OutcomeResponse\x12?\n" +
+	"\n" +
+	"LoginBegin\x12\x17.sluice.v1.LoginRequest\x1a\x18.sluice.v1.LoginResponse\x12?\n" +
+	"\tLoginFail\x12\x17.sluice.v1.LoginRequest\x1a\x19.sluice.v1.SettleResponse\x12B\n" +
+	"\fLoginSucceed\x12\x17.sluice.v1.LoginRequest\x1a\x19.sluice.v1.SettleResponseB4Z2github.com/sluicehq/sluice/server/grpcapi/sluicepbb\x06proto3"
 
 var (
 	file_sluice_proto_rawDescOnce sync.Once
@@ -444,37 +709,49 @@ func file_sluice_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_proto_goTypes = []any{
 	(Outcome)(0),                  // 0: sluice.v1.Outcome
 	(*InsertRequest)(nil),         // 1: sluice.v1.InsertRequest
 	(*OutcomeRequest)(nil),        // 2: sluice.v1.OutcomeRequest
 	(*Decision)(nil),              // 3: sluice.v1.Decision
 	(*OutcomeResponse)(nil),       // 4: sluice.v1.OutcomeResponse
-	(*durationpb.Duration)(nil),   // 5: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*LoginRequest)(nil),          // 5: sluice.v1.LoginRequest
+	(*LoginResponse)(nil),         // 6: sluice.v1.LoginResponse
+	(*SettleResponse)(nil),        // 7: sluice.v1.SettleResponse
+	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_sluice_proto_depIdxs = []int32{
 	0,  // 0: sluice.v1.OutcomeRequest.outcome:type_name -> sluice.v1.Outcome
-	5,  // 1: sluice.v1.Decision.reset_after:type_name -> google.protobuf.Duration
-	5,  // 2: sluice.v1.Decision.retry_after:type_name -> google.protobuf.Duration
+	8,  // 1: sluice.v1.Decision.reset_after:type_name -> google.protobuf.Duration
+	8,  // 2: sluice.v1.Decision.retry_after:type_name -> google.protobuf.Duration
 	3,  // 3: sluice.v1.OutcomeResponse.decision:type_name -> sluice.v1.Decision
-	6,  // 4: sluice.v1.OutcomeResponse.expires:type_name -> google.protobuf.Timestamp
-	1,  // 5: sluice.v1.Limits.Insert:input_type -> sluice.v1.InsertRequest
-	2,  // 6: sluice.v1.Limits.Reserve:input_type -> sluice.v1.OutcomeRequest
-	2,  // 7: sluice.v1.Limits.Commit:input_type -> sluice.v1.OutcomeRequest
-	2,  // 8: sluice.v1.Limits.Refund:input_type -> sluice.v1.OutcomeRequest
-	2,  // 9: sluice.v1.Limits.Report:input_type -> sluice.v1.OutcomeRequest
-	3,  // 10: sluice.v1.Limits.Insert:output_type -> sluice.v1.Decision
-	4,  // 11: sluice.v1.Limits.Reserve:output_type -> sluice.v1.OutcomeResponse
-	4,  // 12: sluice.v1.Limits.Commit:output_type -> sluice.v1.OutcomeResponse
-	4,  // 13: sluice.v1.Limits.Refund:output_type -> sluice.v1.OutcomeResponse
-	4,  // 14: sluice.v1.Limits.Report:output_type -> sluice.v1.OutcomeResponse
-	10, // [10:15] is the sub-list for method output_type
-	5,  // [5:10] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	9,  // 4: sluice.v1.OutcomeResponse.expires:type_name -> google.protobuf.Timestamp
+	8,  // 5: sluice.v1.LoginResponse.delay:type_name -> google.protobuf.Duration
+	8,  // 6: sluice.v1.LoginResponse.retry_after:type_name -> google.protobuf.Duration
+	8,  // 7: sluice.v1.SettleResponse.ban:type_name -> google.protobuf.Duration
+	1,  // 8: sluice.v1.Limits.Insert:input_type -> sluice.v1.InsertRequest
+	2,  // 9: sluice.v1.Limits.Reserve:input_type -> sluice.v1.OutcomeRequest
+	2,  // 10: sluice.v1.Limits.Commit:input_type -> sluice.v1.OutcomeRequest
+	2,  // 11: sluice.v1.Limits.Refund:input_type -> sluice.v1.OutcomeRequest
+	2,  // 12: sluice.v1.Limits.Report:input_type -> sluice.v1.OutcomeRequest
+	5,  // 13: sluice.v1.Limits.LoginBegin:input_type -> sluice.v1.LoginRequest
+	5,  // 14: sluice.v1.Limits.LoginFail:input_type -> sluice.v1.LoginRequest
+	5,  // 15: sluice.v1.Limits.LoginSucceed:input_type -> sluice.v1.LoginRequest
+	3,  // 16: sluice.v1.Limits.Insert:output_type -> sluice.v1.Decision
+	4,  // 17: sluice.v1.Limits.Reserve:output_type -> sluice.v1.OutcomeResponse
+	4,  // 18: sluice.v1.Limits.Commit:output_type -> sluice.v1.OutcomeResponse
+	4,  // 19: sluice.v1.Limits.Refund:output_type -> sluice.v1.OutcomeResponse
+	4,  // 20: sluice.v1.Limits.Report:output_type -> sluice.v1.OutcomeResponse
+	6,  // 21: sluice.v1.Limits.LoginBegin:output_type -> sluice.v1.LoginResponse
+	7,  // 22: sluice.v1.Limits.LoginFail:output_type -> sluice.v1.SettleResponse
+	7,  // 23: sluice.v1.Limits.LoginSucceed:output_type -> sluice.v1.SettleResponse
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_proto_init() }
@@ -488,7 +765,7 @@ func file_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_proto_rawDesc), len(file_sluice_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

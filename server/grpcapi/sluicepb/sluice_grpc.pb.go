@@ -23,11 +23,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Limits_Insert_FullMethodName  = "/sluice.v1.Limits/Insert"
-	Limits_Reserve_FullMethodName = "/sluice.v1.Limits/Reserve"
-	Limits_Commit_FullMethodName  = "/sluice.v1.Limits/Commit"
-	Limits_Refund_FullMethodName  = "/sluice.v1.Limits/Refund"
-	Limits_Report_FullMethodName  = "/sluice.v1.Limits/Report"
+	Limits_Insert_FullMethodName       = "/sluice.v1.Limits/Insert"
+	Limits_Reserve_FullMethodName      = "/sluice.v1.Limits/Reserve"
+	Limits_Commit_FullMethodName       = "/sluice.v1.Limits/Commit"
+	Limits_Refund_FullMethodName       = "/sluice.v1.Limits/Refund"
+	Limits_Report_FullMethodName       = "/sluice.v1.Limits/Report"
+	Limits_LoginBegin_FullMethodName   = "/sluice.v1.Limits/LoginBegin"
+	Limits_LoginFail_FullMethodName    = "/sluice.v1.Limits/LoginFail"
+	Limits_LoginSucceed_FullMethodName = "/sluice.v1.Limits/LoginSucceed"
 )
 
 // LimitsClient is the client API for Limits service.
@@ -52,6 +55,15 @@ type LimitsClient interface {
 	// Report reports the outcome of unreserved work, once per id: a
 	// failure counts cost whether or not it fits and tells the rule's jail.
 	Report(ctx context.Context, in *OutcomeRequest, opts ...grpc.CallOption) (*OutcomeResponse, error)
+	// LoginBegin begins an attempt of a login rule: whether the application
+	// may check the password, the delay, and the ticket to settle it with.
+	LoginBegin(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*LoginResponse, error)
+	// LoginFail settles an attempt as failed: its failure counts and feeds
+	// the login's jail. Once per ticket.
+	LoginFail(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// LoginSucceed settles an attempt as succeeded: its failure is given
+	// back and the address becomes known-good. Once per ticket.
+	LoginSucceed(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
 
 type limitsClient struct {
@@ -112,6 +124,36 @@ func (c *limitsClient) Report(ctx context.Context, in *OutcomeRequest, opts ...g
 	return out, nil
 }
 
+func (c *limitsClient) LoginBegin(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*LoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoginResponse)
+	err := c.cc.Invoke(ctx, Limits_LoginBegin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitsClient) LoginFail(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, Limits_LoginFail_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *limitsClient) LoginSucceed(ctx context.Context, in *LoginRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, Limits_LoginSucceed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LimitsServer is the server API for Limits service.
 // All implementations must embed UnimplementedLimitsServer
 // for forward compatibility.
@@ -134,6 +176,15 @@ type LimitsServer interface {
 	// Report reports the outcome of unreserved work, once per id: a
 	// failure counts cost whether or not it fits and tells the rule's jail.
 	Report(context.Context, *OutcomeRequest) (*OutcomeResponse, error)
+	// LoginBegin begins an attempt of a login rule: whether the application
+	// may check the password, the delay, and the ticket to settle it with.
+	LoginBegin(context.Context, *LoginRequest) (*LoginResponse, error)
+	// LoginFail settles an attempt as failed: its failure counts and feeds
+	// the login's jail. Once per ticket.
+	LoginFail(context.Context, *LoginRequest) (*SettleResponse, error)
+	// LoginSucceed settles an attempt as succeeded: its failure is given
+	// back and the address becomes known-good. Once per ticket.
+	LoginSucceed(context.Context, *LoginRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedLimitsServer()
 }
 
@@ -158,6 +209,15 @@ func (UnimplementedLimitsServer) Refund(context.Context, *OutcomeRequest) (*Outc
 }
 func (UnimplementedLimitsServer) Report(context.Context, *OutcomeRequest) (*OutcomeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedLimitsServer) LoginBegin(context.Context, *LoginRequest) (*LoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoginBegin not implemented")
+}
+func (UnimplementedLimitsServer) LoginFail(context.Context, *LoginRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoginFail not implemented")
+}
+func (UnimplementedLimitsServer) LoginSucceed(context.Context, *LoginRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LoginSucceed not implemented")
 }
 func (UnimplementedLimitsServer) mustEmbedUnimplementedLimitsServer() {}
 func (UnimplementedLimitsServer) testEmbeddedByValue()                {}
@@ -270,6 +330,60 @@ func _Limits_Report_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Limits_LoginBegin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitsServer).LoginBegin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limits_LoginBegin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitsServer).LoginBegin(ctx, req.(*LoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Limits_LoginFail_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitsServer).LoginFail(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limits_LoginFail_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitsServer).LoginFail(ctx, req.(*LoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Limits_LoginSucceed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LimitsServer).LoginSucceed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Limits_LoginSucceed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LimitsServer).LoginSucceed(ctx, req.(*LoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Limits_ServiceDesc is the grpc.ServiceDesc for Limits service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -296,6 +410,18 @@ var Limits_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Report",
 			Handler:    _Limits_Report_Handler,
+		},
+		{
+			MethodName: "LoginBegin",
+			Handler:    _Limits_LoginBegin_Handler,
+		},
+		{
+			MethodName: "LoginFail",
+			Handler:    _Limits_LoginFail_Handler,
+		},
+		{
+			MethodName: "LoginSucceed",
+			Handler:    _Limits_LoginSucceed_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

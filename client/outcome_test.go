@@ -1,0 +1,53 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/server/httpapi"
+)
+
+// TestOutcomes runs insert, reservations and reports through a real
+// service: a reward ends a cached denial, a refund retried counts once,
+// a commit of an unknown reservation is refused.
+func TestOutcomes(t *testing.T) {
+	s := startService(t, &clock{now: t0})
+	ctx := t.Context()
+	c := newClient(t, s, "http", client.Config{})
+	if d, err := c.Insert(ctx, "api", "k", 3); err != nil || d.Allowed {
+		t.Fatalf("Insert(3) on 3/min = %+v, %v; want denied after", d, err)
+	}
+	c.Check(ctx, "api", "k") // cached denial
+	if d, err := c.Insert(ctx, "api", "k", -3); err != nil || !d.Allowed {
+		t.Fatalf("Insert(-3) = %+v, %v; want allowed after", d, err)
+	}
+	if d, err := c.Check(ctx, "api", "k"); err != nil || !d.Allowed {
+		t.Errorf("Check after the reward = %+v, %v; want allowed (no stale cached denial)", d, err)
+	}
+	req := httpapi.OutcomeRequest{Rule: "login", Key: "alice", ID: "r1"}
+	if r, err := c.Reserve(ctx, req); err != nil || !r.Allowed || r.Expires == nil {
+		t.Fatalf("Reserve = %+v, %v", r, err)
+	}
+	for i := range 2 {
+		if r, err := c.Refund(ctx, req); err != nil || r.Duplicate != (i > 0) {
+			t.Errorf("Refund %d = %+v, %v; want duplicate %v", i, r, err, i > 0)
+		}
+	}
+	if _, err := c.Commit(ctx, httpapi.OutcomeRequest{Rule: "login", Key: "alice", ID: "nope"}); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("Commit of an unknown reservation = %v, want ErrInvalidRequest", err)
+	}
+	req.ID, req.Outcome = "f1", "failure"
+	for i := range 3 {
+		if r, err := c.Report(ctx, req); err != nil || r.Duplicate != (i > 0) {
+			t.Errorf("Report %d = %+v, %v; want duplicate %v", i, r, err, i > 0)
+		}
+	}
+	if d, _ := c.Peek(ctx, "login", "alice"); d.Remaining != 0 || !d.Allowed {
+		t.Errorf("Peek after one failure reported 3 times on 2/min = %+v, want one left", d)
+	}
+	if _, err := c.LoginBegin(ctx, httpapi.LoginRequest{Login: "nope", Address: "192.0.2.1"}); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("LoginBegin of an unknown login = %v, want ErrInvalidRequest", err)
+	}
+}

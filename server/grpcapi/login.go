@@ -1,0 +1,90 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
+)
+
+// attempt returns the login rule and the try req names.
+func (s *Service) attempt(req *sluicepb.LoginRequest) (*guard.Login, guard.Try, error) {
+	l := s.logins()[req.GetLogin()]
+	if l == nil {
+		return nil, guard.Try{}, status.Errorf(codes.InvalidArgument, "unknown login %q", req.GetLogin())
+	}
+	ip, err := netip.ParseAddr(req.GetAddress())
+	if err != nil {
+		return nil, guard.Try{}, status.Errorf(codes.InvalidArgument, "address %q is not an IP address", req.GetAddress())
+	}
+	return l, guard.Try{IP: ip, Username: req.GetUser(), CaptchaSolved: req.GetCaptchaSolved()}, nil
+}
+
+// LoginBegin begins an attempt of a login rule.
+func (s *Service) LoginBegin(ctx context.Context, req *sluicepb.LoginRequest) (*sluicepb.LoginResponse, error) {
+	l, try, err := s.attempt(req)
+	if err != nil {
+		return nil, err
+	}
+	a, err := l.Begin(ctx, try)
+	if err != nil {
+		return nil, s.fail(ctx, "login "+req.GetLogin(), err)
+	}
+	out := &sluicepb.LoginResponse{Allowed: a.Allowed, Delay: durationpb.New(a.Delay), RetryAfter: durationpb.New(a.RetryAfter),
+		Captcha: a.Captcha, KnownGood: a.KnownGood, Reason: a.Reason}
+	if a.Allowed {
+		out.Ticket = a.Ticket().String()
+	}
+	return out, nil
+}
+
+// LoginFail settles an attempt as failed.
+func (s *Service) LoginFail(ctx context.Context, req *sluicepb.LoginRequest) (*sluicepb.SettleResponse, error) {
+	return s.settle(ctx, req, true)
+}
+
+// LoginSucceed settles an attempt as succeeded.
+func (s *Service) LoginSucceed(ctx context.Context, req *sluicepb.LoginRequest) (*sluicepb.SettleResponse, error) {
+	return s.settle(ctx, req, false)
+}
+
+// settle resumes the attempt of req's ticket and fails it (failed) or
+// makes it succeed.
+func (s *Service) settle(ctx context.Context, req *sluicepb.LoginRequest, failed bool) (*sluicepb.SettleResponse, error) {
+	l, try, err := s.attempt(req)
+	if err != nil {
+		return nil, err
+	}
+	t, err := guard.ParseTicket(req.GetTicket())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	a, err := l.Resume(ctx, try, t)
+	if errors.Is(err, sluice.ErrInvalidRequest) {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	} else if err != nil {
+		return nil, s.fail(ctx, "login "+req.GetLogin(), err)
+	}
+	out := &sluicepb.SettleResponse{Duplicate: a.Settled}
+	if !failed {
+		if err := a.Succeed(ctx); err != nil {
+			return nil, s.fail(ctx, "login "+req.GetLogin(), err)
+		}
+		return out, nil
+	}
+	b, banned, err := a.Fail(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "login "+req.GetLogin(), err)
+	}
+	if banned {
+		out.Banned, out.Ban = true, durationpb.New(b.Until.Sub(b.Since))
+	}
+	return out, nil
+}
