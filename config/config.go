@@ -239,6 +239,7 @@ func (f *file) config(v *validator) (*Config, error) {
 	c.Admin, errs[4] = f.Admin.admin(v)
 	var guardErr, authErr, loginErr error
 	c.Guard, guardErr = f.Guard.guard(v, c.Rules, loginJails(f.Logins))
+	guardErr = errors.Join(guardErr, f.Guard.notifications(v, &c.Guard))
 	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
 	if guardErr == nil {
 		c.Logins, loginErr = logins(v, f.Logins, c.Guard)
@@ -358,7 +359,7 @@ func yamlError(name string, err error) error {
 		"in type config.fileServerTLS", "in a listener's tls",
 		"in type config.fileRedisTLS", "in store.redis.tls",
 		"in type config.fileGuard", "in guard",
-		"in type config.fileJail", "in a jail",
+		"in type config.fileJail", "in a jail", "in type config.fileNotify", "in a notify entry",
 		"in type config.fileForwardAuth", "in forward_auth",
 		"in type config.fileLogin", "in logins",
 		"into time.Duration", "into a duration (want such as 100ms, 10m, 168h)",

@@ -199,6 +199,9 @@ type Guard struct {
 	// at capacity, address bans merge into network bans). Default 0:
 	// guard.DefaultMaxBans.
 	MaxBans int
+	// Notify tells of the bans, lifts and expiries of every jail, the
+	// manual jail included. Default none.
+	Notify []Notify
 }
 
 // A Jail bans the actors that rules deny too often: MaxFailures denials
@@ -219,6 +222,8 @@ type Jail struct {
 	MaxBanTime time.Duration
 	// Growth multiplies a ban's length per earlier offence. Default 2.
 	Growth float64
+	// Notify tells of the jail's bans, lifts and expiries. Default none.
+	Notify []Notify
 }
 
 // ForwardAuth configures GET /v1/auth, the endpoint of nginx
@@ -309,10 +314,11 @@ type (
 		TLS    *fileServerTLS `yaml:"tls"`
 	}
 	fileGuard struct {
-		Allow   []string   `yaml:"allow"`
-		Deny    []string   `yaml:"deny"`
-		Jails   []fileJail `yaml:"jails"`
-		MaxBans int        `yaml:"max_bans"`
+		Allow   []string     `yaml:"allow"`
+		Deny    []string     `yaml:"deny"`
+		Jails   []fileJail   `yaml:"jails"`
+		MaxBans int          `yaml:"max_bans"`
+		Notify  []fileNotify `yaml:"notify"`
 	}
 	fileJail struct {
 		Name        string        `yaml:"name"`
@@ -322,6 +328,7 @@ type (
 		BanTime     time.Duration `yaml:"ban_time"`
 		MaxBanTime  time.Duration `yaml:"max_ban_time"`
 		Growth      float64       `yaml:"growth"`
+		Notify      []fileNotify  `yaml:"notify"`
 	}
 	fileForwardAuth struct {
 		Rule           string   `yaml:"rule"`
@@ -513,7 +520,8 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 	}
 	seen := map[string]int{}
 	for i, fj := range f.Jails {
-		j := Jail(fj)
+		j := Jail{Name: fj.Name, Rules: fj.Rules, MaxFailures: fj.MaxFailures, FindTime: fj.FindTime,
+			BanTime: fj.BanTime, MaxBanTime: fj.MaxBanTime, Growth: fj.Growth}
 		switch prev, dup := seen[j.Name]; {
 		case !ruleName.MatchString(j.Name):
 			return g, v.errorf(at("guard", "jails", i, "name"), "jail name %q must be 1 to 64 letters, digits, '_', '-' or '.'", j.Name)

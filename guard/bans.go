@@ -83,6 +83,16 @@ type BanSet struct {
 	count     atomic.Int64 // n, for the lock-free empty check
 	coarsened atomic.Int64
 	refused   atomic.Int64
+
+	lapsed lapsedLog // the bans dropped as lapsed, when tracked
+}
+
+// lapsedLog keeps, up to max, the bans a BanSet dropped as lapsed, for
+// Lapsed; max 0 keeps none.
+type lapsedLog struct {
+	max  int
+	bans []Ban
+	lost int64 // lapsed bans not kept, the log being full
 }
 
 // A group is the bans of one jail within one network of a coarsening
@@ -404,9 +414,47 @@ func (s *BanSet) prune(now time.Time) {
 	for len(s.expiry) > 0 && !s.expiry[0].until.After(now) {
 		e := heap.Pop(&s.expiry).(expiring)
 		if i := s.find(e.key, e.jail); i >= 0 && !s.bucket(e.key)[i].Until.After(now) {
+			s.noteLapsed(s.bucket(e.key)[i])
 			s.remove(e.key, e.jail)
 		}
 	}
+}
+
+// noteLapsed keeps b, dropped as lapsed, for Lapsed. It requires s.mu.
+func (s *BanSet) noteLapsed(b Ban) {
+	switch {
+	case s.lapsed.max <= 0:
+	case len(s.lapsed.bans) < s.lapsed.max:
+		s.lapsed.bans = append(s.lapsed.bans, b)
+	default:
+		s.lapsed.lost++
+	}
+}
+
+// TrackLapsed makes the set keep the bans it drops as lapsed, at most
+// max of them (0 stops), until Lapsed hands them over: whoever drops a
+// lapsed ban (a Put at capacity, a List, Lapsed itself), its watcher
+// learns of it.
+func (s *BanSet) TrackLapsed(max int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lapsed.max = max
+	if max <= 0 {
+		s.lapsed = lapsedLog{}
+	}
+}
+
+// Lapsed drops the bans that lapsed by now and returns those dropped as
+// lapsed since the last call, by any caller, oldest end first within a
+// drop, with how many more were dropped than TrackLapsed let it keep.
+// Without TrackLapsed it only drops them.
+func (s *BanSet) Lapsed(now time.Time) ([]Ban, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prune(now)
+	bans, lost := s.lapsed.bans, s.lapsed.lost
+	s.lapsed.bans, s.lapsed.lost = nil, 0
+	return bans, lost
 }
 
 // rebuildExpiry drops the heap's stale entries (of bans replaced or

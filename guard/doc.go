@@ -18,7 +18,10 @@
 // sharing the store counts the same failures and enforces the same bans,
 // and a lapsed ban costs no memory. A [Registry] lists the bans with
 // reason, expiry and offence count; [Jail.Lift] ends one by hand; the
-// OnBan hook tells an admin.
+// OnBan and OnLift hooks tell an admin, and an [ExpiryWatcher] tells of
+// the bans that lapse, once per fleet with a Registry that is an
+// [ExpiryClaimer]. Package guard/notify turns these into webhooks,
+// commands and an audit trail.
 //
 // # Logins
 //

@@ -48,8 +48,15 @@ type JailConfig struct {
 	// Default a new MemoryRegistry of this jail alone.
 	Registry Registry
 	// OnBan, if set, is called after each ban, by Fail or by Ban, to tell
-	// an admin. It runs on the caller's goroutine: keep it fast.
+	// an admin, also when the Registry's shared store failed but the
+	// process enforces the ban. It runs on the caller's goroutine: keep
+	// it fast.
 	OnBan func(Ban)
+	// OnLift, if set, is called after Lift (and Pardon) ends a ban, with
+	// the ban as this process held it (only Jail and Key when it held
+	// none). It runs on the caller's goroutine: keep it fast. Lapsed bans
+	// are told by an ExpiryWatcher.
+	OnLift func(Ban)
 	// Namespace prefixes the jail's store keys. Default "sluice".
 	Namespace string
 	// Clock returns the time of bans and of decisions. Default nil:
@@ -180,6 +187,9 @@ func (j *Jail) ban(ctx context.Context, key string, d time.Duration, reason stri
 	now := j.now()
 	b, err := j.c.Registry.Put(ctx, Ban{Jail: j.c.Name, Key: key, Reason: reason, Since: now, Until: now.Add(d.Round(flagResolution)), Offences: n})
 	if err != nil {
+		if held, ok := j.c.Registry.Bans().Get(j.c.Name, b.Key); ok && held == b && j.c.OnBan != nil {
+			j.c.OnBan(b) // enforced here, though the shared store failed: it is a ban all the same
+		}
 		return b, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
 	if j.c.OnBan != nil {
@@ -224,8 +234,15 @@ func (j *Jail) Lift(ctx context.Context, key string) error {
 	if err := j.failures.Reset(ctx, key); err != nil {
 		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
+	old, held := j.c.Registry.Bans().Get(j.c.Name, key)
 	if err := j.c.Registry.Delete(ctx, j.c.Name, key); err != nil {
 		return fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	if j.c.OnLift != nil {
+		if !held {
+			old = Ban{Jail: j.c.Name, Key: BanKey(key)}
+		}
+		j.c.OnLift(old)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
@@ -80,6 +81,7 @@ type Service struct {
 	limits  *grpcapi.Service
 	handler http.Handler
 	tel     *telemetry
+	notes   *notifier // the audit trail and the expiry watcher
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -94,6 +96,7 @@ type state struct {
 	policies map[string]string // failure policy by named rule and domain
 	logins   map[string]*guard.Login
 	admin    http.Handler // nil when the admin API is off
+	sinks    *sinkSet     // where bans are told
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
@@ -117,6 +120,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
+	s.notes = newNotifier(st.registry, s.m, s.log, s.now, s.onExpire)
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
 		return nil, errors.Join(err, st.close())
 	}
@@ -210,6 +214,9 @@ func (s *Service) build(c *config.Config) (*state, error) {
 			return nil, err
 		}
 	}
+	if n.sinks, err = s.notes.sinks(c, s.sinks()); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -238,7 +245,7 @@ func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
 		j, err := guard.NewJail(store, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
 			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
-			Clock: s.opts.Clock, OnBan: s.onBan,
+			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.onLift,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("jail %q: %w", jc.Name, err)
@@ -275,7 +282,7 @@ func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
 
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()
-	s.log.Info("banned", "jail", b.Jail, "key", b.Key, "until", b.Until.Format(time.RFC3339), "reason", b.Reason, "offences", b.Offences)
+	s.notes.tell(s.sinks(), notify.Ban, b) // logs it too
 	if s.opts.OnBan != nil {
 		s.opts.OnBan(b)
 	}
@@ -336,7 +343,7 @@ func (s *Service) swap(c *config.Config) error {
 	if err != nil {
 		return err
 	}
-	s.state.Store(next)
+	s.state.Swap(next).sinks.retire(next.sinks)
 	return nil
 }
 
@@ -378,5 +385,8 @@ func probe(w http.ResponseWriter, r *http.Request) bool {
 func (s *Service) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // flush what telemetry holds
 	defer cancel()
+	if s.notes != nil {
+		s.notes.close(ctx, s.sinks())
+	}
 	return errors.Join(s.tel.close(ctx), s.st.close())
 }

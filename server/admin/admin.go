@@ -24,6 +24,10 @@
 //	POST   /admin/api/lists/{allow|deny}   {"entry":"10.0.0.0/8"} (or "key:NAME")
 //	DELETE /admin/api/lists/{allow|deny}?entry=E
 //	GET    /admin/api/denials              the latest denials, newest first
+//	GET    /admin/api/audit?after=N&since=T&limit=L
+//	                                       the audit trail of bans, lifts and expiries,
+//	                                       oldest first: entries numbered above N (0),
+//	                                       at T (RFC 3339) or later, at most L (100, ≤1000)
 //
 // A ban's key is written as in the lists: an address, a network, or
 // "key:NAME" (a bare name is a key too). Bodies are JSON; errors are
@@ -38,10 +42,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 )
 
@@ -68,6 +74,14 @@ type Backend interface {
 	Edit(name, entry string, add bool) error
 	// Denials lists the latest denials, newest first.
 	Denials() []Denial
+}
+
+// An Auditor is a Backend that keeps an audit trail of bans (package
+// guard/notify); the admin API serves it at /admin/api/audit.
+type Auditor interface {
+	// Audit returns the entries numbered above after, of since or later,
+	// oldest first, at most limit.
+	Audit(after uint64, since time.Time, limit int) notify.Page
 }
 
 // A RuleView is a rule as the admin API lists it: its limits, failure
@@ -137,6 +151,9 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	mux.HandleFunc("POST /admin/api/lists/{list}", h.edit)
 	mux.HandleFunc("DELETE /admin/api/lists/{list}", h.edit)
 	mux.HandleFunc("GET /admin/api/denials", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, b.Denials()) })
+	if a, ok := b.(Auditor); ok {
+		mux.HandleFunc("GET /admin/api/audit", func(w http.ResponseWriter, r *http.Request) { audit(w, r, a) })
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path)
 	})
@@ -301,3 +318,35 @@ func writeFailure(w http.ResponseWriter, err error) {
 func writeError(w http.ResponseWriter, status int, msg string) { jsonhttp.Error(w, status, msg) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { jsonhttp.Write(w, status, v) }
+
+// defaultAuditPage is how many audit entries a request gets when it
+// names no limit.
+const defaultAuditPage = 100
+
+// audit answers GET /admin/api/audit from a.
+func audit(w http.ResponseWriter, r *http.Request, a Auditor) {
+	q := r.URL.Query()
+	var after uint64
+	var since time.Time
+	limit := defaultAuditPage
+	var err error
+	if v := q.Get("after"); v != "" {
+		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("after %q must be an entry's seq, a whole number", v))
+			return
+		}
+	}
+	if v := q.Get("since"); v != "" {
+		if since, err = time.Parse(time.RFC3339, v); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("since %q must be an RFC 3339 time such as 2026-01-02T15:04:05Z", v))
+			return
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > notify.MaxPage {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q must be 1 to %d", v, notify.MaxPage))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, a.Audit(after, since, limit))
+}
