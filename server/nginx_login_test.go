@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"text/template"
 	"time"
 
+	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server/httpapi"
 )
@@ -72,12 +74,21 @@ http {
 }
 `
 
+// nginxLoginRules are the rules of TestNginxLoginAttack, with a webhook
+// on the jail at HOOK.
 const nginxLoginRules = `rules:
   - name: api
     limits: ["1000/min"]
 guard:
   jails:
-    - {name: logins, max_failures: 5, find_time: 10m, ban_time: 1h}
+    - name: logins
+      max_failures: 5
+      find_time: 10m
+      ban_time: 1h
+      notify:
+        - {type: webhook, url: "HOOK", secret: ` + hookSecret + `}
+admin:
+  token: ` + adminToken + `
 logins:
   - name: web
     per_ip_user: 5/15m
@@ -121,9 +132,11 @@ func loginApp(t *testing.T, sluice string) *httptest.Server {
 // a credential-stuffing botnet across a /16 against one user, one address
 // against many users, and the real user from her known-good address
 // logging in throughout. The attack is slowed, then refused, then banned;
-// the real user is never refused.
+// the real user is never refused; the jail's webhook and the audit trail
+// see every ban exactly once.
 func TestNginxLoginAttack(t *testing.T) {
-	s, _ := newService(t, nginxLoginRules)
+	hook := newHookReceiver(t, false)
+	s, _ := newService(t, strings.Replace(nginxLoginRules, "HOOK", hook.URL, 1))
 	sluice := httptest.NewServer(s.Handler())
 	t.Cleanup(sluice.Close)
 	app := loginApp(t, sluice.URL)
@@ -189,5 +202,24 @@ func TestNginxLoginAttack(t *testing.T) {
 	}
 	if !banned["203.0.113.66"] || banned[home] {
 		t.Errorf("bans %+v: want the sprayer banned, never alice's address", bans)
+	}
+	waitFor(t, "a webhook per ban", func() bool { return hook.count() >= len(bans) })
+	if kinds := hook.kinds(t); len(kinds) != len(bans) || slices.ContainsFunc(kinds, func(k notify.Kind) bool { return k != notify.Ban }) {
+		t.Errorf("webhook events %v for %d bans, want one ban event each", kinds, len(bans))
+	}
+	trail := audit(t, s, "")
+	audited := map[string]int{}
+	for _, e := range trail.Entries {
+		if e.Kind == notify.Ban {
+			audited[e.Key]++
+		}
+	}
+	for key := range banned {
+		if audited[key] != 1 {
+			t.Errorf("the audit trail has %d bans of %s, want 1", audited[key], key)
+		}
+	}
+	if len(audited) != len(banned) {
+		t.Errorf("the audit trail bans %v, the registry %v", audited, banned)
 	}
 }
