@@ -45,7 +45,7 @@ func TestAdminAuth(t *testing.T) {
 		{"other scheme", "GET", "/admin/api/bans", "Token " + adminToken, 401},
 		{"unknown path without token", "GET", "/admin/secret", "", 401},
 		{"mutation without token", "DELETE", "/admin/api/bans?jail=manual&key=x", "", 401},
-		{"basic auth may not mutate", "POST", "/admin/api/lists/deny", basic(adminToken), 401},
+		{"basic auth may not mutate without the CSRF header", "POST", "/admin/api/lists/deny", basic(adminToken), 403},
 		{"bearer", "GET", "/admin/api/bans", "Bearer " + adminToken, 200},
 		{"basic auth may read", "GET", "/admin/", basic(adminToken), 200},
 		{"unknown path with token", "GET", "/admin/secret", "Bearer " + adminToken, 404},
@@ -167,7 +167,7 @@ func TestAdminAPI(t *testing.T) {
 	}
 }
 
-func TestAdminDashboard(t *testing.T) {
+func TestAdminDashboardPage(t *testing.T) {
 	s, _ := newService(t, serviceConfig)
 	// A key that is markup must be shown as text.
 	const evil = `<script>alert(1)</script>`
