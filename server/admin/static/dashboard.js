@@ -121,19 +121,49 @@
     drawBans(bans, bans.length, "");
   }
 
+  // reconcile makes the rows of tbody those of items, in order, keeping
+  // the row of each key (so that a click in progress is not lost) and
+  // updating it in place; placeholder is shown when there are none.
+  function reconcile(tbody, items, keyOf, build, update, placeholder) {
+    const old = new Map();
+    for (const r of tbody.children) if (r.dataset.k !== undefined) old.set(r.dataset.k, r);
+    const rows = items.map((it) => {
+      const k = keyOf(it);
+      let r = old.get(k);
+      if (r) old.delete(k);
+      else { r = build(it); r.dataset.k = k; }
+      update(r, it);
+      return r;
+    });
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 9, class: "empty" }, placeholder)));
+    for (const r of [...tbody.children]) if (r.dataset.k === undefined || old.has(r.dataset.k)) r.remove();
+    rows.forEach((r, i) => { if (tbody.children[i] !== r) tbody.insertBefore(r, tbody.children[i] || null); });
+    while (tbody.children.length > rows.length) tbody.lastChild.remove();
+  }
+
+  // cell sets the text of the cell of field f in row r, if it changed.
+  function cell(r, f, text, cls) {
+    const c = r.querySelector(`[data-f="${f}"]`);
+    if (c.textContent !== String(text)) c.textContent = text;
+    if (cls !== undefined && c.className !== cls) c.className = cls;
+  }
+
   function drawBans(bans, total, err) {
     const now = Date.now() / 1000;
     $("#bans-summary").textContent = err ? "⚠ " + err
       : total > bans.length ? `${total} bans in force; the ${bans.length} first shown.` : `${total} ban${total === 1 ? "" : "s"} in force.`;
-    $("#bans tbody").replaceChildren(...bans.map((b) => el("tr", { "data-ban": b.key, "data-jail": b.jail },
-      el("td", {}, b.jail),
-      el("td", {}, el("code", {}, b.key)),
-      el("td", {}, b.reason),
-      el("td", {}, new Date(b.since).toLocaleTimeString()),
-      el("td", {}, duration(Date.parse(b.until) / 1000 - now)),
-      el("td", { class: "num" }, b.offences),
-      el("td", {}, el("button", { type: "button", class: "danger", "data-action": "lift", "data-key": b.key, "data-jail": b.jail,
-        onclick: () => lift(b.jail, b.key) }, "Lift")))));
+    reconcile($("#bans tbody"), bans, (b) => b.jail + "\n" + b.key,
+      (b) => el("tr", { "data-ban": b.key, "data-jail": b.jail },
+        el("td", {}, b.jail), el("td", {}, el("code", {}, b.key)), el("td", { "data-f": "reason" }),
+        el("td", { "data-f": "since" }), el("td", { "data-f": "left" }), el("td", { class: "num", "data-f": "offences" }),
+        el("td", {}, el("button", { type: "button", class: "danger", "data-action": "lift", "data-key": b.key, "data-jail": b.jail,
+          onclick: () => lift(b.jail, b.key) }, "Lift"))),
+      (r, b) => {
+        cell(r, "reason", b.reason);
+        cell(r, "since", new Date(b.since).toLocaleTimeString());
+        cell(r, "left", duration(Date.parse(b.until) / 1000 - now));
+        cell(r, "offences", b.offences);
+      }, "No bans.");
   }
 
   function drawRates(s) {
@@ -172,30 +202,40 @@
     charts.set(r.name, { plot, box, mode: r.mode });
   }
 
-  function drawTop(s) {
-    const rows = [];
-    for (const r of s.rules) {
-      for (const t of r.top || []) {
-        const state = {
-          banned: "⛔ banned" + (t.ban ? ` (${t.ban.jail})` : ""),
-          denied: (r.mode === "shadow" ? "✋ would be denied now (dry run)" : "✋ denied now") + `, retry in ${duration(Math.ceil(t.retry_after || 0))}`,
-          allowed: "✓ allowed now", unknown: "? unknown",
-        }[t.state] || t.state;
-        const action = t.state === "banned" && t.ban
-          ? el("button", { type: "button", class: "danger", "data-action": "lift", "data-key": t.ban.key, "data-jail": t.ban.jail,
-            onclick: () => lift(t.ban.jail, t.ban.key) }, "Lift ban")
-          : el("button", { type: "button", "data-action": "ban", "data-key": t.key,
-            onclick: () => ban({ jail: "manual", key: banKey(t.key), duration: "1h", reason: `top limited key of ${r.name}` }) }, "Ban 1h");
-        rows.push(el("tr", { "data-rule": r.name, "data-key": t.key, "data-state": t.state },
-          el("td", {}, el("code", {}, r.name)),
-          el("td", {}, el("span", { class: "key" }, t.key)),
-          el("td", { class: "num", title: `at least ${t.denials - t.error}` }, t.error ? `${t.denials} (≥ ${t.denials - t.error})` : t.denials),
-          el("td", { class: "state-" + t.state }, state),
-          el("td", {}, action)));
-      }
+  function keyState(r, t) {
+    return {
+      banned: "✗ banned" + (t.ban ? ` (${t.ban.jail})` : ""),
+      denied: (r.mode === "shadow" ? "▲ would be denied now (dry run)" : "▲ denied now") + `, retry in ${duration(Math.ceil(t.retry_after || 0))}`,
+      allowed: "✓ allowed now", unknown: "? unknown",
+    }[t.state] || t.state;
+  }
+
+  function keyAction(r, t) {
+    if (t.state === "banned" && t.ban) {
+      return el("button", { type: "button", class: "danger", "data-action": "lift", "data-key": t.ban.key, "data-jail": t.ban.jail,
+        onclick: () => lift(t.ban.jail, t.ban.key) }, "Lift ban");
     }
-    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No denials in the window.")));
-    $("#top tbody").replaceChildren(...rows);
+    return el("button", { type: "button", "data-action": "ban", "data-key": t.key,
+      onclick: () => ban({ jail: "manual", key: banKey(t.key), duration: "1h", reason: `top limited key of ${r.name}` }) }, "Ban 1h");
+  }
+
+  function drawTop(s) {
+    const items = [];
+    for (const r of s.rules) for (const t of r.top || []) items.push({ r, t });
+    reconcile($("#top tbody"), items, ({ r, t }) => r.name + "\n" + t.key,
+      ({ r, t }) => el("tr", { "data-rule": r.name, "data-key": t.key },
+        el("td", {}, el("code", {}, r.name)), el("td", {}, el("span", { class: "key" }, t.key)),
+        el("td", { class: "num", "data-f": "denials" }), el("td", { "data-f": "state" }), el("td", { "data-f": "action" })),
+      (row, { r, t }) => {
+        cell(row, "denials", t.error ? `${t.denials} (≥ ${t.denials - t.error})` : t.denials);
+        cell(row, "state", keyState(r, t), "state-" + t.state);
+        const sig = t.state + (t.ban ? "\n" + t.ban.jail + "\n" + t.ban.key : "");
+        if (row.dataset.sig !== sig) {
+          row.dataset.sig = sig;
+          row.dataset.state = t.state;
+          row.querySelector('[data-f="action"]').replaceChildren(keyAction(r, t));
+        }
+      }, "No denials in the window.");
     const w = s.rules.length ? s.rules[0].top_window : 60;
     $("#top-window").textContent = `The keys each rule denied most over the last ${duration(w)}, and their state now.`;
   }
