@@ -16,6 +16,7 @@ package topkeys
 
 import (
 	"cmp"
+	"hash/maphash"
 	"slices"
 )
 
@@ -29,16 +30,20 @@ type Count struct {
 
 // A Sketch counts the keys of a stream in k counters (Space-Saving): a key
 // not counted yet takes the slot of the lightest key, inheriting its
-// count as error. Add is O(1): the counters stay sorted by count, and a
-// counted key moves only to the end of the run of its equal counts.
+// count as error. The counters stay sorted by count, and a counted key
+// moves only to the end of the run of its equal counts, so Add costs one
+// hash of the key, a scan of the k hashes (256 bytes for k = 32) and a
+// binary search of the counts: no map, no allocation, the same bounded
+// work whatever the keys. Keys are told apart by a 64-bit hash under a
+// random seed, which no one can aim collisions at.
 //
 // The zero value is not usable; use NewSketch. A Sketch is not safe for
 // concurrent use.
 type Sketch struct {
-	slots []slot         // sorted by count, ascending; unused slots (count 0) first
-	index map[string]int // key → its slot
-	last  map[uint64]int // count → the last slot holding it
-	total uint64         // keys counted
+	seed   maphash.Seed
+	hashes []uint64 // of the key in each slot
+	slots  []slot   // sorted by count, ascending; unused slots (count 0) first
+	total  uint64   // keys counted
 }
 
 type slot struct {
@@ -49,50 +54,55 @@ type slot struct {
 // NewSketch returns a sketch of k counters (at least 1).
 func NewSketch(k int) *Sketch {
 	k = max(k, 1)
-	s := &Sketch{slots: make([]slot, k), index: make(map[string]int, k), last: make(map[uint64]int, k)}
-	s.last[0] = k - 1
-	return s
+	return &Sketch{seed: maphash.MakeSeed(), hashes: make([]uint64, k), slots: make([]slot, k)}
 }
 
 // Add counts one occurrence of key.
-func (s *Sketch) Add(key string) {
+func (s *Sketch) Add(key string) { s.add(key, maphash.String(s.seed, key)) }
+
+// add counts key, whose hash under s.seed is h.
+func (s *Sketch) add(key string, h uint64) {
 	s.total++
-	i, ok := s.index[key]
-	if !ok {
+	i := s.find(h)
+	if i < 0 {
 		// Replace the lightest key, at slot 0; its count becomes the
 		// newcomer's error.
 		i = 0
-		if old := s.slots[0]; old.count > 0 {
-			delete(s.index, old.key)
-		}
+		s.hashes[0] = h
 		s.slots[0].key, s.slots[0].err = key, s.slots[0].count
-		s.index[key] = 0
 	}
 	s.increment(i)
 }
 
+// find returns the slot of the key of hash h, or -1.
+func (s *Sketch) find(h uint64) int {
+	for i, x := range s.hashes {
+		if x == h && s.slots[i].count > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
 // increment adds one to the count of slot i, keeping the slots sorted:
-// it swaps slot i with the last slot of equal count, which then leads
-// the run of the count above.
+// it swaps slot i with the last slot of equal count (found by binary
+// search), which then leads the run of the count above.
 func (s *Sketch) increment(i int) {
 	v := s.slots[i].count
-	j := s.last[v]
+	j, lo := len(s.slots)-1, i // the last slot of count v is in [i, j]
+	for lo < j {
+		m := int(uint(lo+j+1) >> 1)
+		if s.slots[m].count == v {
+			lo = m
+		} else {
+			j = m - 1
+		}
+	}
 	if i != j {
 		s.slots[i], s.slots[j] = s.slots[j], s.slots[i]
-		if v > 0 { // else slot i now holds an unused counter
-			s.index[s.slots[i].key] = i
-		}
-		s.index[s.slots[j].key] = j
-	}
-	if j > 0 && s.slots[j-1].count == v {
-		s.last[v] = j - 1
-	} else {
-		delete(s.last, v)
+		s.hashes[i], s.hashes[j] = s.hashes[j], s.hashes[i]
 	}
 	s.slots[j].count = v + 1
-	if _, ok := s.last[v+1]; !ok {
-		s.last[v+1] = j
-	}
 }
 
 // Total returns how many keys the sketch counted since its last Reset.
@@ -114,9 +124,7 @@ func (s *Sketch) Top(n int) []Count { return top(s.AppendTo(nil), n) }
 // Reset forgets every key, keeping the memory.
 func (s *Sketch) Reset() {
 	clear(s.slots)
-	clear(s.index)
-	clear(s.last)
-	s.last[0] = len(s.slots) - 1
+	clear(s.hashes)
 	s.total = 0
 }
 

@@ -2,6 +2,7 @@ package topkeys
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -10,8 +11,8 @@ import (
 	"time"
 )
 
-// checkSorted fails unless the slots are sorted by count and every index
-// entry points at its key.
+// checkSorted fails unless the slots are sorted by count, each under
+// its key's hash, and no key is in two.
 func checkSorted(t *testing.T, s *Sketch) {
 	t.Helper()
 	for i := 1; i < len(s.slots); i++ {
@@ -19,15 +20,17 @@ func checkSorted(t *testing.T, s *Sketch) {
 			t.Fatalf("slots not sorted at %d: %+v", i, s.slots)
 		}
 	}
-	for k, i := range s.index {
-		if s.slots[i].key != k {
-			t.Fatalf("index[%q] = %d, which holds %q", k, i, s.slots[i].key)
+	for i, sl := range s.slots {
+		if sl.count > 0 && maphash.String(s.seed, sl.key) != s.hashes[i] {
+			t.Fatalf("slot %d holds %+v under the hash of another key", i, sl)
 		}
 	}
-	for v, j := range s.last {
-		if s.slots[j].count != v || (j+1 < len(s.slots) && s.slots[j+1].count == v) {
-			t.Fatalf("last[%d] = %d, not the end of its run: %+v", v, j, s.slots)
+	seen := map[string]bool{}
+	for _, sl := range s.slots {
+		if sl.count > 0 && seen[sl.key] {
+			t.Fatalf("key %q in two slots: %+v", sl.key, s.slots)
 		}
+		seen[sl.key] = sl.count > 0
 	}
 }
 
@@ -98,8 +101,8 @@ func TestSketchFlood(t *testing.T) {
 			s.Add("heavy")
 		}
 	}
-	if len(s.index) > k || len(s.slots) != k || len(s.last) > k {
-		t.Errorf("after the flood: %d indexed, %d slots, %d runs; want at most %d", len(s.index), len(s.slots), len(s.last), k)
+	if len(s.hashes) != k || len(s.slots) != k {
+		t.Errorf("after the flood: %d hashes, %d slots; want %d", len(s.hashes), len(s.slots), k)
 	}
 	if top := s.Top(1); len(top) != 1 || top[0].Key != "heavy" || top[0].Count-top[0].Err > 100_000 {
 		t.Errorf("Top(1) = %v, want heavy with a lower bound of at most 100000", top)

@@ -76,7 +76,8 @@ func (w *Window) Span() time.Duration {
 // Add counts key at time now.
 func (w *Window) Add(now time.Time, key string) {
 	epoch := now.UnixNano() / w.width
-	c := w.cell(epoch, int(maphash.String(w.seed, key)%uint64(w.shards)))
+	h := maphash.String(w.seed, key)
+	c := w.cell(epoch, int(h%uint64(w.shards)))
 	c.mu.Lock()
 	if c.epoch != epoch {
 		if c.epoch > epoch { // a late add of a bucket already replaced
@@ -85,12 +86,13 @@ func (w *Window) Add(now time.Time, key string) {
 		}
 		if c.sketch == nil {
 			c.sketch = NewSketch(w.k)
+			c.sketch.seed = w.seed // so that the window's hash serves it
 		} else {
 			c.sketch.Reset()
 		}
 		c.epoch = epoch
 	}
-	c.sketch.Add(key)
+	c.sketch.add(key, h)
 	c.mu.Unlock()
 }
 
