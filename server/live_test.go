@@ -238,6 +238,19 @@ func TestLiveStream(t *testing.T) {
 			t.Errorf("stream %d: api top %q, want a:2:denied", i, topString(api))
 		}
 	}
+	// Closing the feed, as sluice serve does on shutdown, ends the
+	// streams, which a server's Shutdown would otherwise wait for.
+	s.Feed().Close()
+	for i, r := range streams {
+		if _, err := nextSnapshot(r); err == nil {
+			for err == nil {
+				_, err = nextSnapshot(r)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("stream %d still open after the feed closed", i)
+		}
+	}
 }
 
 // nextSnapshot reads events from r up to the next snapshot.
