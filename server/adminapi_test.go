@@ -257,6 +257,17 @@ func TestAdminSession(t *testing.T) {
 	if w := send("POST", "/admin/logout", "", "Cookie", cookie, "X-Sluice-CSRF", csrf); w.Code != 204 || !strings.Contains(w.Header().Get("Set-Cookie"), "Max-Age=0") {
 		t.Errorf("logout = %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
 	}
+	// A new token, by a reload, ends the sessions of the old one.
+	c, err := config.Parse("test.yaml", []byte(strings.Replace(serviceConfig, adminToken, "another-token-0123456789", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(c); err != nil {
+		t.Fatal(err)
+	}
+	if w := send("GET", "/admin/api/bans", "", "Cookie", cookie); w.Code != 401 {
+		t.Errorf("a session of the old token after a reload = %d, want 401", w.Code)
+	}
 }
 
 // TestListEditsBound checks that the edits kept for reloads are one per
