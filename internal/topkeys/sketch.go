@@ -32,29 +32,30 @@ type Count struct {
 // not counted yet takes the slot of the lightest key, inheriting its
 // count as error. The counters stay sorted by count, and a counted key
 // moves only to the end of the run of its equal counts, so Add costs one
-// hash of the key, a scan of the k hashes (256 bytes for k = 32) and a
-// binary search of the counts: no map, no allocation, the same bounded
-// work whatever the keys. Keys are told apart by a 64-bit hash under a
-// random seed, which no one can aim collisions at.
+// hash of the key, a scan of the k hashes from the heaviest (256 bytes
+// for k = 32) and a binary search of the counts: no map, no allocation,
+// the same bounded work whatever the keys. Keys are told apart by a
+// 64-bit hash under a random seed, which no one can aim collisions at.
 //
 // The zero value is not usable; use NewSketch. A Sketch is not safe for
 // concurrent use.
 type Sketch struct {
-	seed   maphash.Seed
-	hashes []uint64 // of the key in each slot
-	slots  []slot   // sorted by count, ascending; unused slots (count 0) first
-	total  uint64   // keys counted
-}
-
-type slot struct {
-	key        string
-	count, err uint64
+	seed maphash.Seed
+	// Slot i holds the key keys[i] of hash hashes[i], counted counts[i]
+	// times, errs[i] of them perhaps another key's. The slots are sorted
+	// by count, ascending; unused ones (count 0) come first. The hashes
+	// and counts, which every Add reads, are apart from the rest.
+	hashes, counts []uint64
+	keys           []string
+	errs           []uint64
+	total          uint64 // keys counted
 }
 
 // NewSketch returns a sketch of k counters (at least 1).
 func NewSketch(k int) *Sketch {
 	k = max(k, 1)
-	return &Sketch{seed: maphash.MakeSeed(), hashes: make([]uint64, k), slots: make([]slot, k)}
+	return &Sketch{seed: maphash.MakeSeed(), hashes: make([]uint64, k), counts: make([]uint64, k),
+		keys: make([]string, k), errs: make([]uint64, k)}
 }
 
 // Add counts one occurrence of key.
@@ -68,16 +69,16 @@ func (s *Sketch) add(key string, h uint64) {
 		// Replace the lightest key, at slot 0; its count becomes the
 		// newcomer's error.
 		i = 0
-		s.hashes[0] = h
-		s.slots[0].key, s.slots[0].err = key, s.slots[0].count
+		s.hashes[0], s.keys[0], s.errs[0] = h, key, s.counts[0]
 	}
 	s.increment(i)
 }
 
-// find returns the slot of the key of hash h, or -1.
+// find returns the slot of the key of hash h, or -1. It scans from the
+// heaviest keys, which come back most.
 func (s *Sketch) find(h uint64) int {
-	for i, x := range s.hashes {
-		if x == h && s.slots[i].count > 0 {
+	for i := len(s.hashes) - 1; i >= 0; i-- {
+		if s.hashes[i] == h && s.counts[i] > 0 {
 			return i
 		}
 	}
@@ -88,21 +89,22 @@ func (s *Sketch) find(h uint64) int {
 // it swaps slot i with the last slot of equal count (found by binary
 // search), which then leads the run of the count above.
 func (s *Sketch) increment(i int) {
-	v := s.slots[i].count
-	j, lo := len(s.slots)-1, i // the last slot of count v is in [i, j]
+	v := s.counts[i]
+	j, lo := len(s.counts)-1, i // the last slot of count v is in [i, j]
 	for lo < j {
 		m := int(uint(lo+j+1) >> 1)
-		if s.slots[m].count == v {
+		if s.counts[m] == v {
 			lo = m
 		} else {
 			j = m - 1
 		}
 	}
 	if i != j {
-		s.slots[i], s.slots[j] = s.slots[j], s.slots[i]
 		s.hashes[i], s.hashes[j] = s.hashes[j], s.hashes[i]
+		s.keys[i], s.keys[j] = s.keys[j], s.keys[i]
+		s.errs[i], s.errs[j] = s.errs[j], s.errs[i]
 	}
-	s.slots[j].count = v + 1
+	s.counts[j] = v + 1
 }
 
 // Total returns how many keys the sketch counted since its last Reset.
@@ -110,9 +112,9 @@ func (s *Sketch) Total() uint64 { return s.total }
 
 // AppendTo appends the keys counted to dst, in no order, and returns it.
 func (s *Sketch) AppendTo(dst []Count) []Count {
-	for _, sl := range s.slots {
-		if sl.count > 0 {
-			dst = append(dst, Count{Key: sl.key, Count: sl.count, Err: sl.err})
+	for i, c := range s.counts {
+		if c > 0 {
+			dst = append(dst, Count{Key: s.keys[i], Count: c, Err: s.errs[i]})
 		}
 	}
 	return dst
@@ -123,8 +125,10 @@ func (s *Sketch) Top(n int) []Count { return top(s.AppendTo(nil), n) }
 
 // Reset forgets every key, keeping the memory.
 func (s *Sketch) Reset() {
-	clear(s.slots)
 	clear(s.hashes)
+	clear(s.counts)
+	clear(s.keys)
+	clear(s.errs)
 	s.total = 0
 }
 

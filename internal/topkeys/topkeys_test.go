@@ -15,22 +15,20 @@ import (
 // its key's hash, and no key is in two.
 func checkSorted(t *testing.T, s *Sketch) {
 	t.Helper()
-	for i := 1; i < len(s.slots); i++ {
-		if s.slots[i-1].count > s.slots[i].count {
-			t.Fatalf("slots not sorted at %d: %+v", i, s.slots)
-		}
-	}
-	for i, sl := range s.slots {
-		if sl.count > 0 && maphash.String(s.seed, sl.key) != s.hashes[i] {
-			t.Fatalf("slot %d holds %+v under the hash of another key", i, sl)
+	for i := 1; i < len(s.counts); i++ {
+		if s.counts[i-1] > s.counts[i] {
+			t.Fatalf("slots not sorted at %d: %v", i, s.counts)
 		}
 	}
 	seen := map[string]bool{}
-	for _, sl := range s.slots {
-		if sl.count > 0 && seen[sl.key] {
-			t.Fatalf("key %q in two slots: %+v", sl.key, s.slots)
+	for i, c := range s.counts {
+		if c == 0 {
+			continue
 		}
-		seen[sl.key] = sl.count > 0
+		if maphash.String(s.seed, s.keys[i]) != s.hashes[i] || seen[s.keys[i]] {
+			t.Fatalf("slot %d holds %q under another hash, or twice: %v", i, s.keys[i], s.keys)
+		}
+		seen[s.keys[i]] = true
 	}
 }
 
@@ -101,8 +99,8 @@ func TestSketchFlood(t *testing.T) {
 			s.Add("heavy")
 		}
 	}
-	if len(s.hashes) != k || len(s.slots) != k {
-		t.Errorf("after the flood: %d hashes, %d slots; want %d", len(s.hashes), len(s.slots), k)
+	if len(s.hashes) != k || len(s.counts) != k || len(s.keys) != k || len(s.errs) != k {
+		t.Errorf("after the flood: %d, %d, %d, %d slots; want %d", len(s.hashes), len(s.counts), len(s.keys), len(s.errs), k)
 	}
 	if top := s.Top(1); len(top) != 1 || top[0].Key != "heavy" || top[0].Count-top[0].Err > 100_000 {
 		t.Errorf("Top(1) = %v, want heavy with a lower bound of at most 100000", top)
