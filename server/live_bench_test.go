@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,23 +18,27 @@ import (
 	"github.com/sluicehq/sluice/server/rules"
 )
 
-// BenchmarkDecideTopKeys measures a take of a named rule through the
-// rules engine and the rule's metered memory store, with the dashboard's
-// top keys tracked (admin on) and not (admin off), on 10,000 keys: with
-// limits that deny most takes (each denial counted in the rule's
-// topkeys.Window) and that deny none (the allowed path, which tracking
-// must leave alone). Compare the pairs with benchstat: the tracking's
-// cost is the ratio of topkeys=on to topkeys=off.
+// BenchmarkDecideTopKeys measures a take of a named rule with the
+// dashboard's top keys tracked (admin on) and not (admin off), on 10,000
+// keys, with limits that deny every take (each denial counted in the
+// rule's topkeys.Window, every one evicting: the worst case) and that
+// deny none (the allowed path, which tracking must leave alone): through
+// the rules engine and the rule's metered memory store (layer=engine),
+// and through the HTTP API as sluice serve answers it (layer=http).
+// Compare the pairs with benchstat: the tracking's cost is the ratio of
+// topkeys=on to topkeys=off.
 func BenchmarkDecideTopKeys(b *testing.B) {
-	for _, limit := range []string{"1/h", "1000000/s"} {
-		for _, admin := range []bool{false, true} {
-			name := fmt.Sprintf("limit=%s/topkeys=%s", limit, map[bool]string{false: "off", true: "on"}[admin])
-			b.Run(name, func(b *testing.B) { benchmarkDecide(b, limit, admin) })
+	for _, layer := range []string{"engine", "http"} {
+		for _, limit := range []string{"1/h", "1000000/s"} {
+			for _, admin := range []bool{false, true} {
+				name := fmt.Sprintf("layer=%s/limit=%s/topkeys=%s", layer, limit, map[bool]string{false: "off", true: "on"}[admin])
+				b.Run(name, func(b *testing.B) { benchmarkDecide(b, layer, limit, admin) })
+			}
 		}
 	}
 }
 
-func benchmarkDecide(b *testing.B, limit string, admin bool) {
+func benchmarkDecide(b *testing.B, layer, limit string, admin bool) {
 	text := fmt.Sprintf("rules:\n  - name: api\n    limits: [%q]\n", limit)
 	if admin {
 		text += "admin:\n  token: bench-token-0123456789\n"
@@ -47,28 +52,57 @@ func benchmarkDecide(b *testing.B, limit string, admin bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	reqs := make([]rules.Request, 10_000)
-	for i := range reqs {
-		reqs[i] = rules.Request{Domain: "api", Descriptors: []rules.Descriptor{rules.Key(fmt.Sprintf("10.0.%d.%d", i/256, i%256))}, Op: sluice.OpTake}
+	decide := engineDecide(s)
+	if layer == "http" {
+		decide = httpDecide(b, s)
 	}
-	e, ctx := s.Engine(), context.Background()
-	for _, r := range reqs { // warm: every key known, and over "1/h"
-		_, _ = e.Check(ctx, r)
+	for i := range 10_000 { // warm: every key known, and over "1/h"
+		decide(i)
 	}
 	b.ReportAllocs()
 	var denied int
 	cpu := cpuTime()
 	for i := 0; b.Loop(); i++ {
-		res, err := e.Check(ctx, reqs[i%len(reqs)])
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !res.Allowed {
+		if !decide(i % 10_000) {
 			denied++
 		}
 	}
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(denied)/float64(b.N), "denied/op")
+}
+
+func benchKey(i int) string { return fmt.Sprintf("10.0.%d.%d", i/256, i%256) }
+
+// engineDecide returns a take of key i through the service's engine.
+func engineDecide(s *Service) func(i int) bool {
+	reqs := make([]rules.Request, 10_000)
+	for i := range reqs {
+		reqs[i] = rules.Request{Domain: "api", Descriptors: []rules.Descriptor{rules.Key(benchKey(i))}, Op: sluice.OpTake}
+	}
+	e, ctx := s.Engine(), context.Background()
+	return func(i int) bool {
+		res, err := e.Check(ctx, reqs[i])
+		return err == nil && res.Allowed
+	}
+}
+
+// httpDecide returns a take of key i through the service's HTTP API.
+func httpDecide(b *testing.B, s *Service) func(i int) bool {
+	h := s.Handler()
+	bodies := make([]string, 10_000)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf(`{"rule":"api","key":%q}`, benchKey(i))
+	}
+	return func(i int) bool {
+		r := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(bodies[i]))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatal(w.Code)
+		}
+		return strings.Contains(w.Body.String(), `"allowed":true`)
+	}
 }
 
 // cpuTime returns the CPU time the process has used (user and system):

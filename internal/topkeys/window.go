@@ -2,6 +2,7 @@ package topkeys
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -15,7 +16,8 @@ type WindowConfig struct {
 	// window is the last minute (50 to 60 s of it, by the bucket edges).
 	Width time.Duration
 	// Shards splits each bucket by a hash of the key, so that concurrent
-	// adds rarely wait for each other. Default 8.
+	// adds rarely wait for each other; rounded up to a power of two.
+	// Default 8.
 	Shards int
 	// K is the number of counters of each shard of each bucket. Default
 	// 32: a window holds at most Buckets×Shards×K keys.
@@ -47,7 +49,7 @@ type cell struct {
 // NewWindow returns a window configured by c.
 func NewWindow(c WindowConfig) *Window {
 	c.Buckets = orDefault(c.Buckets, 6)
-	c.Shards = orDefault(c.Shards, 8)
+	c.Shards = 1 << bits.Len(uint(orDefault(c.Shards, 8)-1))
 	c.K = orDefault(c.K, 32)
 	if c.Width <= 0 {
 		c.Width = 10 * time.Second
@@ -77,7 +79,7 @@ func (w *Window) Span() time.Duration {
 func (w *Window) Add(now time.Time, key string) {
 	epoch := now.UnixNano() / w.width
 	h := maphash.String(w.seed, key)
-	c := w.cell(epoch, int(h%uint64(w.shards)))
+	c := w.cell(epoch, int(h&uint64(w.shards-1)))
 	c.mu.Lock()
 	if c.epoch != epoch {
 		if c.epoch > epoch { // a late add of a bucket already replaced
