@@ -1,6 +1,7 @@
 // Package admin is the admin API of sluice serve and its dashboard: list,
 // add and lift bans, edit the allow and deny lists, list the rules, peek
-// at a key, and see the latest denials, behind a bearer token.
+// at a key, see the latest denials, and follow each rule's rates and most
+// limited keys live (a Snapshot a second, through a Feed), behind a token.
 //
 // # Authentication
 //
@@ -21,7 +22,7 @@
 //
 // # Endpoints
 //
-//	GET    /admin/                         the dashboard (HTML; see the docs of Feed)
+//	GET    /admin/                         the dashboard (HTML and a script that calls this API)
 //	GET    /admin/login                    the dashboard's login page (no token needed)
 //	POST   /admin/login                    form field token: sets the session cookie
 //	POST   /admin/logout                   ends the session of the cookie
