@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh installs what sluice's tests and its quick start need on a Debian
 # machine that already has Go: redis-server and redis-cli, memcached, nginx,
-# caddy, node and npm, and the firewall tools the export is checked with
-# (nftables, ipset, iptables), from Debian packages; then the pinned dependencies of
+# caddy, node and npm, the firewall tools the export is checked with
+# (nftables, ipset, iptables), and chromium with chromium-driver (the
+# dashboard's tests drive a headless browser), from Debian packages; then the pinned dependencies of
 # the TypeScript client generated from the HTTP API's OpenAPI description
 # (npm ci in clients/typescript, from the npm registry). It is idempotent and
 # prints nothing when all are present. It runs apt-get as root, or through sudo
@@ -27,6 +28,8 @@ declare -A want=(
 	[nft]=nftables
 	[ipset]=ipset
 	[iptables-restore]=iptables
+	[chromium]=chromium
+	[chromedriver]=chromium-driver
 )
 missing=()
 for cmd in "${!want[@]}"; do

@@ -44,7 +44,7 @@ func (s *Service) Rules() []admin.RuleView {
 	}
 	var out []admin.RuleView
 	for _, ru := range st.engine.Rules() {
-		ar := admin.RuleView{Name: ru.ID, Failure: "none (memory store)", Jails: jails[ru.ID]}
+		ar := admin.RuleView{Name: ru.ID, Mode: "enforce", Failure: "none (memory store)", Jails: jails[ru.ID]}
 		if s.st.policies != nil {
 			ar.Failure = st.policies[scopeOf(ru)]
 		}
@@ -60,7 +60,7 @@ func (s *Service) Rules() []admin.RuleView {
 			}
 		}
 		if ru.Shadow {
-			ar.Limits = append(ar.Limits, "(shadow)")
+			ar.Mode = "shadow"
 		}
 		out = append(out, ar)
 	}

@@ -45,7 +45,7 @@ func TestAdminAuth(t *testing.T) {
 		{"other scheme", "GET", "/admin/api/bans", "Token " + adminToken, 401},
 		{"unknown path without token", "GET", "/admin/secret", "", 401},
 		{"mutation without token", "DELETE", "/admin/api/bans?jail=manual&key=x", "", 401},
-		{"basic auth may not mutate", "POST", "/admin/api/lists/deny", basic(adminToken), 401},
+		{"basic auth may not mutate without the CSRF header", "POST", "/admin/api/lists/deny", basic(adminToken), 403},
 		{"bearer", "GET", "/admin/api/bans", "Bearer " + adminToken, 200},
 		{"basic auth may read", "GET", "/admin/", basic(adminToken), 200},
 		{"unknown path with token", "GET", "/admin/secret", "Bearer " + adminToken, 404},
@@ -167,28 +167,106 @@ func TestAdminAPI(t *testing.T) {
 	}
 }
 
-func TestAdminDashboard(t *testing.T) {
+// TestAdminSession signs in as the dashboard does and checks what the
+// session cookie may do: read, and change only with the CSRF header from
+// the page's own origin.
+func TestAdminSession(t *testing.T) {
 	s, _ := newService(t, serviceConfig)
-	// A key that is markup must be shown as text.
-	const evil = `<script>alert(1)</script>`
-	for range 4 {
-		auth(t, s.Handler(), "", "", "X-Forwarded-For", "203.0.113.1")
+	h := s.AdminHandler()
+	send := func(method, path, body string, headers ...string) *httptest.ResponseRecorder {
+		t.Helper()
+		r := httptest.NewRequest(method, "http://admin.test"+path, strings.NewReader(body))
+		for i := 0; i+1 < len(headers); i += 2 {
+			r.Header.Set(headers[i], headers[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
 	}
-	if _, err := s.Ban(t.Context(), "manual", evil, 0, "test"); err != nil {
-		t.Fatal(err)
+	const form = "application/x-www-form-urlencoded"
+	if w := send("GET", "/admin/", ""); w.Code != 303 || w.Header().Get("Location") != "/admin/login" {
+		t.Errorf("GET /admin/ without a session = %d to %q, want 303 to /admin/login", w.Code, w.Header().Get("Location"))
 	}
-	w := adminDo(t, s.AdminHandler(), "GET", "/admin/", "", basic(adminToken))
-	body := w.Body.String()
-	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
-		t.Errorf("Content-Type = %q, want text/html", ct)
+	if w := send("GET", "/admin/login", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `name="token"`) ||
+		!strings.Contains(w.Header().Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("login page = %d, CSP %q", w.Code, w.Header().Get("Content-Security-Policy"))
 	}
-	for _, want := range []string{"<h2>Rules</h2>", "<code>login</code>", "2/min", "abuse", "203.0.113.1", "&lt;script&gt;", "198.51.100.0/24"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("dashboard lacks %q", want)
+	if w := send("GET", "/admin/static/uplot.min.js", ""); w.Code != 200 || w.Body.Len() < 10_000 {
+		t.Errorf("the embedded chart library = %d, %d bytes", w.Code, w.Body.Len())
+	}
+	tests := []struct {
+		name    string
+		body    string
+		headers []string
+		want    int
+	}{
+		{"wrong token", "token=nope", []string{"Content-Type", form}, 401},
+		{"from another site", "token=" + adminToken, []string{"Content-Type", form, "Sec-Fetch-Site", "cross-site"}, 403},
+		{"from another origin", "token=" + adminToken, []string{"Content-Type", form, "Origin", "https://evil.test"}, 403},
+		{"right token", "token=" + adminToken, []string{"Content-Type", form, "Origin", "http://admin.test", "Sec-Fetch-Site", "same-origin"}, 303},
+	}
+	var cookie string
+	for _, tt := range tests {
+		w := send("POST", "/admin/login", tt.body, tt.headers...)
+		if w.Code != tt.want {
+			t.Errorf("login %s = %d, want %d", tt.name, w.Code, tt.want)
+		}
+		if c := w.Header().Get("Set-Cookie"); c != "" {
+			if tt.want != 303 {
+				t.Errorf("login %s set a cookie", tt.name)
+			}
+			cookie = strings.Split(c, ";")[0]
+			for _, attr := range []string{"HttpOnly", "SameSite=Strict", "Path=/admin/"} {
+				if !strings.Contains(c, attr) {
+					t.Errorf("session cookie %q lacks %s", c, attr)
+				}
+			}
 		}
 	}
-	if strings.Contains(body, evil) {
-		t.Error("dashboard shows a key as markup")
+	if cookie == "" || strings.Contains(cookie, adminToken) {
+		t.Fatalf("session cookie %q: want one, without the token", cookie)
+	}
+	page := send("GET", "/admin/", "", "Cookie", cookie)
+	body := page.Body.String()
+	_, after, _ := strings.Cut(body, `<meta name="sluice-csrf" content="`)
+	csrf, _, _ := strings.Cut(after, `"`)
+	if page.Code != 200 || csrf == "" || strings.Contains(body, adminToken) || !strings.Contains(page.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("dashboard = %d, CSRF %q, CSP %q; want the page, its CSRF value, no token", page.Code, csrf, page.Header().Get("Content-Security-Policy"))
+	}
+	edits := []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"no CSRF header", []string{"Cookie", cookie}, 403},
+		{"wrong CSRF value", []string{"Cookie", cookie, "X-Sluice-CSRF", csrf + "x"}, 403},
+		{"CSRF value from another origin", []string{"Cookie", cookie, "X-Sluice-CSRF", csrf, "Origin", "https://evil.test"}, 403},
+		{"CSRF value of Basic on the cookie", []string{"Cookie", cookie, "X-Sluice-CSRF", "x"}, 403},
+		{"forged cookie", []string{"Cookie", admin.SessionCookie + "=99999999999.AAAA", "X-Sluice-CSRF", csrf}, 401},
+		{"expired cookie", []string{"Cookie", admin.SessionCookie + "=1.AAAA", "X-Sluice-CSRF", csrf}, 401},
+		{"from the page", []string{"Cookie", cookie, "X-Sluice-CSRF", csrf, "Origin", "http://admin.test", "Sec-Fetch-Site", "same-origin"}, 204},
+	}
+	for _, tt := range edits {
+		if w := send("POST", "/admin/api/lists/deny", `{"entry":"203.0.113.50"}`, tt.headers...); w.Code != tt.want {
+			t.Errorf("edit with %s = %d %s, want %d", tt.name, w.Code, w.Body, tt.want)
+		}
+	}
+	if w := send("GET", "/admin/api/bans", "", "Cookie", cookie); w.Code != 200 {
+		t.Errorf("GET bans with the session = %d, want 200", w.Code)
+	}
+	if w := send("POST", "/admin/logout", "", "Cookie", cookie, "X-Sluice-CSRF", csrf); w.Code != 204 || !strings.Contains(w.Header().Get("Set-Cookie"), "Max-Age=0") {
+		t.Errorf("logout = %d, Set-Cookie %q", w.Code, w.Header().Get("Set-Cookie"))
+	}
+	// A new token, by a reload, ends the sessions of the old one.
+	c, err := config.Parse("test.yaml", []byte(strings.Replace(serviceConfig, adminToken, "another-token-0123456789", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(c); err != nil {
+		t.Fatal(err)
+	}
+	if w := send("GET", "/admin/api/bans", "", "Cookie", cookie); w.Code != 401 {
+		t.Errorf("a session of the old token after a reload = %d, want 401", w.Code)
 	}
 }
 

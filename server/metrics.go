@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/httpstatus"
+	"github.com/sluicehq/sluice/internal/topkeys"
 	"github.com/sluicehq/sluice/store/fallback"
 )
 
@@ -45,6 +46,9 @@ type metrics struct {
 	guard       *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
+
+	openMu sync.Mutex
+	open   map[[2]string]bool // breakers by store and policy: open or not
 }
 
 // latencyBuckets run from 25µs to about 0.8s: a decision on the memory
@@ -52,7 +56,7 @@ type metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(25e-6, 2, 16)
 
 func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), open: map[[2]string]bool{}}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
 		Help: "Decisions of the store by rule, operation and result (allowed, denied, error; estimated: denied by a memory store at its cap that forgot the actor, no jail strike).",
@@ -126,6 +130,22 @@ func (m *metrics) breaker(store, policy string, open bool) {
 		v = 1
 	}
 	m.breakerOpen.WithLabelValues(store, policy).Set(v)
+	m.openMu.Lock()
+	m.open[[2]string{store, policy}] = open
+	m.openMu.Unlock()
+}
+
+// breakersOpen returns how many breakers of failure policy are open.
+func (m *metrics) breakersOpen(policy string) int {
+	m.openMu.Lock()
+	defer m.openMu.Unlock()
+	n := 0
+	for k, open := range m.open {
+		if open && k[1] == policy {
+			n++
+		}
+	}
+	return n
 }
 
 // watchFallback exports the counters of a fallback Store.
@@ -169,8 +189,9 @@ func (m *metrics) rule(name string) *ruleMetrics {
 type meter struct {
 	next    sluice.Store
 	rm      *ruleMetrics
-	denials *denialLog   // nil: denials not kept
-	tracer  trace.Tracer // nil: no spans
+	denials *denialLog      // nil: denials not kept
+	top     *topkeys.Window // the rule's most denied keys; nil: not tracked
+	tracer  trace.Tracer    // nil: no spans
 }
 
 var _ sluice.Batcher = (*meter)(nil)
@@ -236,12 +257,27 @@ func (mt *meter) record(r *sluice.Request, d sluice.Decision, err error, start t
 		if d.Estimated {
 			res = 3
 		}
-		if r.Op == sluice.OpTake && mt.denials != nil {
-			mt.denials.add(Denial{Time: start, Rule: mt.rm.name, Key: r.Key, RetryAfter: d.RetryAfter})
+		if r.Op == sluice.OpTake {
+			mt.denied(r, d, start)
 		}
 	}
 	if int(r.Op) < len(opLabels) {
 		mt.rm.counts[r.Op][res].Inc()
+	}
+}
+
+// denied keeps the denial d of r, asked at start, for the dashboard: in
+// the latest denials, and counted in the rule's top keys.
+func (mt *meter) denied(r *sluice.Request, d sluice.Decision, start time.Time) {
+	if mt.denials != nil {
+		mt.denials.add(Denial{Time: start, Rule: mt.rm.name, Key: r.Key, RetryAfter: d.RetryAfter})
+	}
+	if mt.top != nil {
+		at := r.Now
+		if at.IsZero() {
+			at = start
+		}
+		mt.top.Add(at, r.Key)
 	}
 }
 

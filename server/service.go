@@ -81,7 +81,10 @@ type Service struct {
 	limits  *grpcapi.Service
 	handler http.Handler
 	tel     *telemetry
-	notes   *notifier // the audit trail and the expiry watcher
+	notes   *notifier          // the audit trail and the expiry watcher
+	live    *live              // the dashboard's rates and top keys; nil when the admin API is off
+	stop    context.CancelFunc // stops sampling them
+	stopped chan struct{}      // closed when sampling stopped
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -121,6 +124,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
 	s.notes = newNotifier(st.registry, s.m, s.log, s.now, s.onExpire)
+	if c.Admin.Enabled() {
+		s.live = newLive(s.m, s.now())
+	}
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
 		return nil, errors.Join(err, st.close())
 	}
@@ -129,6 +135,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 		return nil, errors.Join(err, s.Close())
 	}
 	s.state.Store(next)
+	s.startLive(next)
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -188,7 +195,11 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	stores := map[string]sluice.Store{}
 	for _, name := range scopes(c) {
 		n.policies[name] = c.Failure.PolicyOf(name)
-		stores[name] = &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials, tracer: s.tel.tracer}
+		mt := &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials, tracer: s.tel.tracer}
+		if s.live != nil {
+			mt.top = s.live.window(name)
+		}
+		stores[name] = mt
 	}
 	n.engine, err = rules.New(rules.Config{
 		Store:    s.st.policy(c.Failure.Policy),
@@ -344,7 +355,25 @@ func (s *Service) swap(c *config.Config) error {
 		return err
 	}
 	s.state.Swap(next).sinks.retire(next.sinks)
+	if s.live != nil {
+		s.live.use(next, s.st.policies == nil)
+	}
 	return nil
+}
+
+// startLive samples the dashboard's series of st every second, when the
+// admin API is on, until Close.
+func (s *Service) startLive(st *state) {
+	if s.live == nil {
+		return
+	}
+	s.live.use(st, s.st.policies == nil)
+	ctx, stop := context.WithCancel(context.Background())
+	s.stop, s.stopped = stop, make(chan struct{})
+	go func() {
+		defer close(s.stopped)
+		s.runLive(ctx)
+	}()
 }
 
 // healthz answers 200 while the process serves.
@@ -380,9 +409,15 @@ func probe(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// Close sends what telemetry still holds (for up to 5 s), then closes the
-// store. Requests still being served may fail.
+// Close ends the dashboards' streams, sends what telemetry still holds
+// (for up to 5 s), then closes the store. Requests still being served may
+// fail.
 func (s *Service) Close() error {
+	if s.stop != nil {
+		s.stop()
+		<-s.stopped
+		s.live.feed.Close()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // flush what telemetry holds
 	defer cancel()
 	if s.notes != nil {

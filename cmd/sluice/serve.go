@@ -171,7 +171,12 @@ func (ls *listeners) start(ctx context.Context, f serveFlags, cfg *config.Config
 		}
 	}
 	if ah := svc.AdminHandler(); ah != nil {
-		return ls.startHTTP(ctx, "admin", cmp.Or(f.adminListen, cfg.Admin.Listen), cfg.Admin.TLS, ah)
+		if err := ls.startHTTP(ctx, "admin", cmp.Or(f.adminListen, cfg.Admin.Listen), cfg.Admin.TLS, ah); err != nil {
+			return err
+		}
+		// The dashboards' streams never end on their own: end them on
+		// shutdown, which would otherwise wait for them.
+		ls.https[len(ls.https)-1].RegisterOnShutdown(svc.Feed().Close)
 	}
 	return nil
 }

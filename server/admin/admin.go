@@ -1,20 +1,33 @@
 // Package admin is the admin API of sluice serve and its dashboard: list,
 // add and lift bans, edit the allow and deny lists, list the rules, peek
-// at a key, and see the latest denials, behind a bearer token.
+// at a key, see the latest denials, and follow each rule's rates and most
+// limited keys live (a Snapshot a second, through a Feed), behind a token.
 //
 // # Authentication
 //
-// Every request must carry the token, as "Authorization: Bearer TOKEN" or,
-// for a browser opening the dashboard, as the password of HTTP Basic
-// authentication (any user name), which is accepted for GET only: a
-// browser replays Basic credentials on forms other sites post. Tokens are
-// compared in constant time (of their SHA-256 digests, so not even the
-// length leaks). A request without the token, or with a wrong one, gets
-// 401 with a body that says only that, whatever it asked for.
+// Every request must carry the token: as "Authorization: Bearer TOKEN";
+// as the password of HTTP Basic authentication (any user name); or, for
+// the dashboard, as the session cookie that signing in on /admin/login
+// with the token sets (see SessionCookie). Tokens are compared in
+// constant time (of their SHA-256 digests, so not even the length
+// leaks). A request without the token, or with a wrong one, gets 401
+// with a body that says only that, whatever it asked for; a browser
+// opening /admin/ is sent to the login page.
+//
+// A browser replays Basic credentials and cookies on requests other sites
+// make it send, so with those a request may change something (any method
+// but GET and HEAD) only from this server's own pages, with the header
+// CSRFHeader holding the value the dashboard embeds: else 403. Bearer
+// requests need neither.
 //
 // # Endpoints
 //
-//	GET    /admin/                         the dashboard (HTML)
+//	GET    /admin/                         the dashboard (HTML and a script that calls this API)
+//	GET    /admin/login                    the dashboard's login page (no token needed)
+//	POST   /admin/login                    form field token: sets the session cookie
+//	POST   /admin/logout                   ends the session of the cookie
+//	GET    /admin/static/...               the dashboard's script, styles and chart library (no token needed)
+//	GET    /admin/api/events               a Snapshot a second, as server-sent events
 //	GET    /admin/api/rules                the rules and their failure policies
 //	POST   /admin/api/peek                 {"rule":"login","key":"203.0.113.7"}
 //	GET    /admin/api/bans                 the bans in force
@@ -38,7 +51,6 @@ package admin
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -74,6 +86,9 @@ type Backend interface {
 	Edit(name, entry string, add bool) error
 	// Denials lists the latest denials, newest first.
 	Denials() []Denial
+	// Feed returns the feed of the dashboard's snapshots; nil: none, and
+	// the events endpoint answers 404.
+	Feed() *Feed
 }
 
 // An Auditor is a Backend that keeps an audit trail of bans (package
@@ -87,8 +102,11 @@ type Auditor interface {
 // A RuleView is a rule as the admin API lists it: its limits, failure
 // policy and jails.
 type RuleView struct {
-	Name    string   `json:"name"`
-	Limits  []string `json:"limits"`
+	Name   string   `json:"name"`
+	Limits []string `json:"limits"`
+	// Mode is "enforce", or "shadow": the rule decides and counts but
+	// never denies (a dry run).
+	Mode    string   `json:"mode"`
 	Failure string   `json:"failure"`
 	Jails   []string `json:"jails,omitempty"`
 }
@@ -142,6 +160,8 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	h := &handler{b: b, digest: sha256.Sum256([]byte(token))}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/{$}", h.dashboard)
+	mux.HandleFunc("POST /admin/logout", h.logout)
+	mux.HandleFunc("GET /admin/api/events", h.events)
 	mux.HandleFunc("GET /admin/api/rules", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, b.Rules()) })
 	mux.HandleFunc("POST /admin/api/peek", h.peek)
 	mux.HandleFunc("GET /admin/api/bans", h.bans)
@@ -158,13 +178,12 @@ func Handler(b Backend, token string) (http.Handler, error) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path)
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !h.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin", Basic realm="sluice admin"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized")
-			return
-		}
 		w.Header().Set("Cache-Control", "no-store")
-		mux.ServeHTTP(w, r)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("X-Frame-Options", "DENY")
+		if h.admit(w, r) {
+			mux.ServeHTTP(w, r)
+		}
 	}), nil
 }
 
@@ -173,22 +192,48 @@ type handler struct {
 	digest [sha256.Size]byte
 }
 
-// authorized reports whether r carries the token, comparing digests in
-// constant time.
-func (h *handler) authorized(r *http.Request) bool {
-	var given string
-	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		given = strings.TrimSpace(v)
-	} else if _, p, ok := r.BasicAuth(); ok && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-		// A browser replays Basic credentials on any request, also on
-		// a form another site makes it post: they may only read.
-		given = p
-	}
-	if given == "" {
+// admit answers the requests that need no token (the login page) and
+// those refused (no token, or a forged change), and reports whether r
+// goes on to the endpoints.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/admin/login" {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			h.loginPage(w, http.StatusOK, "")
+		case http.MethodPost:
+			h.login(w, r)
+		default:
+			writeError(w, http.StatusMethodNotAllowed, r.Method+" not allowed on /admin/login")
+		}
 		return false
 	}
-	d := sha256.Sum256([]byte(given))
-	return subtle.ConstantTimeCompare(d[:], h.digest[:]) == 1
+	if strings.HasPrefix(r.URL.Path, "/admin/static/") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		staticHandler.ServeHTTP(w, r) // public code and styles, which the login page needs too
+		return false
+	}
+	switch cred := h.credential(r); {
+	case cred == none && r.Method == http.MethodGet && r.URL.Path == "/admin/":
+		http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+		return false
+	case cred == none:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin", Basic realm="sluice admin"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return false
+	case cred == ambient && h.forged(r):
+		writeError(w, http.StatusForbidden, "a change made with a browser's credentials must come from the dashboard, with its "+CSRFHeader+" header")
+		return false
+	}
+	return true
+}
+
+// events streams the dashboard's snapshots.
+func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	f := h.b.Feed()
+	if f == nil {
+		writeError(w, http.StatusNotFound, "no live feed")
+		return
+	}
+	f.ServeHTTP(w, r)
 }
 
 func (h *handler) peek(w http.ResponseWriter, r *http.Request) {

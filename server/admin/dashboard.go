@@ -1,47 +1,56 @@
 package admin
 
 import (
-	_ "embed"
+	"embed"
 	"html/template"
+	"io/fs"
 	"net/http"
-	"time"
 )
 
-//go:embed dashboard.html
-var dashboardHTML string
+// The dashboard is a page of this package's templates and a script that
+// draws it from the admin API: the rules (GET /admin/api/rules), the
+// lists, and, pushed once a second, a Snapshot of the rates, the top
+// limited keys and the bans (GET /admin/api/events). Every action it
+// offers calls the admin API's endpoints, as the CLI does, with the
+// session cookie and the CSRF header. Its chart library (uPlot) is
+// vendored into static/ at the version web/package-lock.json pins
+// (scripts/vendor-dashboard.sh) and embedded: nothing is fetched from
+// another origin, which the Content-Security-Policy forbids anyway.
 
-var dashboardTmpl = template.Must(template.New("dashboard").Funcs(template.FuncMap{
-	"ago": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-	"left": func(t time.Time) string {
-		return max(time.Until(t), 0).Round(time.Second).String()
-	},
-}).Parse(dashboardHTML))
+//go:embed dashboard.html login.html
+var pages embed.FS
 
-// dashboardData is what the dashboard shows.
-type dashboardData struct {
-	Rules   []RuleView
-	Bans    []Ban
-	BansErr string
-	Denials []Denial
-	Allow   []string
-	Deny    []string
+//go:embed static
+var static embed.FS
+
+var templates = template.Must(template.ParseFS(pages, "*.html"))
+
+// staticHandler serves the dashboard's script, styles and chart library.
+var staticHandler = func() http.Handler {
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree has static/
+	}
+	return http.StripPrefix("/admin/static/", http.FileServerFS(sub))
+}()
+
+// pageCSP allows the pages nothing from another origin, no inline script,
+// and no framing.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// dashboard serves the dashboard's page, with the CSRF value of the
+// request's credentials for its script.
+func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", pageCSP)
+	_ = templates.ExecuteTemplate(w, "dashboard.html", struct{ CSRF string }{h.csrf(r)})
 }
 
-// dashboard renders the state of the service on the server: no script,
-// nothing to build, readable in any browser and with curl.
-func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
-	d := dashboardData{Rules: h.b.Rules(), Denials: h.b.Denials()}
-	if len(d.Denials) > 50 {
-		d.Denials = d.Denials[:50]
-	}
-	var err error
-	if d.Bans, err = h.b.Bans(r.Context()); err != nil {
-		d.BansErr = "the store failed; bans cannot be listed now"
-	}
-	d.Allow, _ = h.b.List("allow")
-	d.Deny, _ = h.b.List("deny")
+// loginPage serves the login form with status and an error message.
+func (h *handler) loginPage(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	w.Header().Set("X-Frame-Options", "DENY")
-	_ = dashboardTmpl.Execute(w, d)
+	w.Header().Set("Content-Security-Policy", pageCSP)
+	w.WriteHeader(status)
+	_ = templates.ExecuteTemplate(w, "login.html", struct{ Error string }{msg})
 }

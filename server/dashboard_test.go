@@ -1,0 +1,343 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/server/admin"
+)
+
+const browserRules = `rules:
+  - name: api
+    limits: ["20/s"]
+  - name: login
+    limits: ["3/min"]
+  - name: signup
+    limits: ["1/min"]
+    shadow: true
+guard:
+  deny: [198.51.100.0/24]
+  jails:
+    - {name: abuse, rules: [login], max_failures: 5, find_time: 1m, ban_time: 10m}
+admin:
+  token: test-token-0123456789
+`
+
+// attacker is the address the test's traffic tries to log in from.
+const attacker = "203.0.113.7"
+
+// browser starts headless Chromium for the test, in a fresh profile, and
+// returns its context: a missing chromium fails the test under CI=true.
+func browser(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	bin := testserver.Binary(t, "chromium", "/usr/lib/chromium")
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("mute-audio", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	return bctx
+}
+
+// run runs browser actions, failing the test with what they were doing.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval returns the value of a JavaScript expression in the page,
+// awaiting it when it is a promise.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, func(p *runtime.EvaluateParams) { p.AwaitPromise = new(true) }))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// poll waits until the JavaScript expression is true in the page.
+func poll(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(25*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+	if err != nil {
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
+		t.Fatalf("waiting for %s: %v; the page shows:\n%s", what, err, page)
+	}
+}
+
+// traffic sends takes to the HTTP API until stop is called: api for a
+// few keys, some over the limit, and logins from the attacker.
+func traffic(t *testing.T, url string) (stop func()) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ctx.Err() == nil && i < 6000; i++ {
+			body := fmt.Sprintf(`{"rule":"api","key":"client-%d"}`, i%3)
+			switch i % 10 {
+			case 0:
+				body = `{"rule":"login","key":"` + attacker + `"}`
+			case 5:
+				body = `{"rule":"signup","key":"bot-signup"}`
+			}
+			req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/check", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+// adminBans lists the bans through the admin API, as the CLI does.
+func adminBans(t *testing.T, url string) []admin.Ban {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url+"/admin/api/bans", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var bans []admin.Ban
+	if err := json.NewDecoder(res.Body).Decode(&bans); err != nil {
+		t.Fatal(err)
+	}
+	return bans
+}
+
+func banned(bans []admin.Ban, key string) bool {
+	for _, b := range bans {
+		if b.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDashboardBrowser drives the dashboard in headless Chromium while
+// the test sends traffic: refused without the token, signed in it sees
+// the rates move, the attacker among the top limited keys and banned by
+// the jail, lifts the ban with a click (checked through the admin API),
+// bans and lists by form, and fits a phone's width. With env
+// SLUICE_DASHBOARD_SCREENSHOT=FILE it saves a screenshot of the main view.
+func TestDashboardBrowser(t *testing.T) {
+	testserver.SkipShort(t, "starts Chromium")
+	c, err := config.Parse("test.yaml", []byte(browserRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewService(t.Context(), c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	api, adm := httptest.NewServer(s.Handler()), httptest.NewServer(s.AdminHandler())
+	t.Cleanup(api.Close)
+	t.Cleanup(adm.Close)
+	t.Cleanup(s.Feed().Close) // ends the page's stream, which adm.Close would wait for
+	// A key that is markup must show as text.
+	const evil = `<img src=x id=pwned onerror="document.title='pwned'">`
+	if _, err := s.Ban(t.Context(), ManualJail, "key:"+evil, time.Hour, "markup"); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	b := browser(t, ctx)
+	refusedWithoutToken(t, b, adm.URL)
+	signIn(t, b, adm.URL)
+
+	stop := traffic(t, api.URL)
+	defer stop()
+	poll(t, b, "api's rates to move", `(() => {
+		const row = document.querySelector('#rules tr[data-rule="api"]');
+		return row && +row.querySelector('[data-rate="allowed"]').textContent > 0 && +row.querySelector('[data-rate="denied"]').textContent > 0;
+	})()`)
+	poll(t, b, "the charts", `document.querySelectorAll('[data-chart] canvas').length === 3`)
+	poll(t, b, "the shadow rule's would-be denials", `(() => {
+		const r = document.querySelector('#top tr[data-rule="signup"][data-key="bot-signup"] [data-f="state"]');
+		return r && r.textContent.includes('would be denied');
+	})()`)
+	poll(t, b, "the attacker banned among the top limited keys",
+		`!!document.querySelector('#top tr[data-rule="login"][data-key="`+attacker+`"][data-state="banned"] button[data-action="lift"]')`)
+	stop() // the jail would ban again
+	if path := os.Getenv("SLUICE_DASHBOARD_SCREENSHOT"); path != "" {
+		screenshot(t, b, path)
+	}
+	liftByClick(t, b, adm.URL)
+	banAndListByForm(t, b, adm.URL)
+
+	poll(t, b, "the markup key shown as text", `[...document.querySelectorAll('#bans code')].some(c => c.textContent.includes('<img src=x'))`)
+	if title, pwned := eval[string](t, b, `document.title`), eval[bool](t, b, `!!document.getElementById('pwned')`); title == "pwned" || pwned {
+		t.Error("a ban's key ran as markup in the dashboard")
+	}
+	narrowScreen(t, b)
+}
+
+// refusedWithoutToken checks that, before signing in, the dashboard sends
+// the browser to the login page and the API refuses it.
+func refusedWithoutToken(t *testing.T, b context.Context, url string) {
+	t.Helper()
+	run(t, b, "opening the dashboard without the token",
+		chromedp.Navigate(url+"/admin/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)))
+	loc := eval[string](t, b, `location.href`)
+	statuses := eval[[]int](t, b, `Promise.all(['/admin/api/bans', '/admin/api/events', '/admin/api/rules'].map(p => fetch(p).then(r => r.status)))`)
+	if !strings.HasSuffix(loc, "/admin/login") || fmt.Sprint(statuses) != "[401 401 401]" {
+		t.Fatalf("without the token: at %s, API answers %v; want the login page and 401s", loc, statuses)
+	}
+	run(t, b, "signing in with a wrong token",
+		chromedp.SendKeys(chromedp.CSS(`#token`), "not-the-token-at-all"),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(`.error`)))
+	if msg := eval[string](t, b, `document.querySelector('.error').textContent`); msg != "Wrong token." {
+		t.Errorf("wrong token: %q", msg)
+	}
+}
+
+func signIn(t *testing.T, b context.Context, url string) {
+	t.Helper()
+	run(t, b, "signing in",
+		chromedp.Navigate(url+"/admin/login"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), adminToken),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(`#status[data-state="live"]`)))
+}
+
+// confirm answers the page's confirmation dialog: Confirm or Cancel.
+func confirm(t *testing.T, b context.Context, ok bool) {
+	t.Helper()
+	button := `#confirm-cancel`
+	if ok {
+		button = `#confirm-ok`
+	}
+	run(t, b, "confirming", chromedp.WaitVisible(chromedp.CSS(button)), chromedp.Click(chromedp.CSS(button)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#confirm`)))
+}
+
+// liftByClick lifts the attacker's ban from the top keys: Cancel keeps
+// it, Confirm lifts it, as the admin API then says.
+func liftByClick(t *testing.T, b context.Context, url string) {
+	t.Helper()
+	lift := `#top tr[data-rule="login"][data-key="` + attacker + `"] button[data-action="lift"]`
+	run(t, b, "clicking Lift ban", chromedp.Click(chromedp.CSS(lift)))
+	confirm(t, b, false)
+	if !banned(adminBans(t, url), attacker) {
+		t.Fatal("Cancel lifted the ban")
+	}
+	run(t, b, "clicking Lift ban again", chromedp.Click(chromedp.CSS(lift)))
+	confirm(t, b, true)
+	poll(t, b, "the notice", `document.querySelector('#notice').textContent.startsWith('Done: Lift the ban of `+attacker+`')`)
+	if banned(adminBans(t, url), attacker) {
+		t.Fatal("the ban is still in force after Lift ban was confirmed")
+	}
+	poll(t, b, "the top key no longer banned", `(() => {
+		const r = document.querySelector('#top tr[data-rule="login"][data-key="`+attacker+`"]');
+		return r && r.dataset.state !== 'banned';
+	})()`)
+}
+
+// banAndListByForm bans a network and deny-lists a key with the forms.
+func banAndListByForm(t *testing.T, b context.Context, url string) {
+	t.Helper()
+	run(t, b, "filling the ban form",
+		chromedp.SendKeys(chromedp.CSS(`#ban-form input[name="key"]`), "192.0.2.0/24"),
+		chromedp.SetValue(chromedp.CSS(`#ban-form input[name="duration"]`), "30m"),
+		chromedp.SendKeys(chromedp.CSS(`#ban-form input[name="reason"]`), "from the form"),
+		chromedp.Click(chromedp.CSS(`#ban-form button[type="submit"]`)))
+	confirm(t, b, true)
+	poll(t, b, "the network's ban listed", `!!document.querySelector('#bans tr[data-ban="192.0.2.0/24"]')`)
+	var found bool
+	for _, ban := range adminBans(t, url) {
+		found = found || ban.Key == "192.0.2.0/24" && ban.Reason == "from the form" && ban.Until.Sub(ban.Since).Round(time.Minute) == 30*time.Minute
+	}
+	if !found {
+		t.Error("the ban made with the form is not in the admin API's list, for 30m with its reason")
+	}
+	deny := `.list[data-list="deny"] `
+	run(t, b, "deny-listing a key",
+		chromedp.SendKeys(chromedp.CSS(deny+`input[name="entry"]`), "key:scraper"),
+		chromedp.Click(chromedp.CSS(deny+`button[type="submit"]`)))
+	confirm(t, b, true)
+	poll(t, b, "the entry listed", `[...document.querySelectorAll('.list[data-list="deny"] code')].some(c => c.textContent === 'key:scraper')`)
+	if l, _ := denyList(t, url); !strings.Contains(l, "key:scraper") {
+		t.Errorf("deny list through the API = %s, want key:scraper", l)
+	}
+}
+
+// denyList returns the deny list through the admin API.
+func denyList(t *testing.T, url string) (string, error) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", url+"/admin/api/lists/deny", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return string(body), err
+}
+
+// narrowScreen checks that the page fits a phone's width: no horizontal
+// scrolling of the page itself (wide tables scroll in their own box).
+func narrowScreen(t *testing.T, b context.Context) {
+	t.Helper()
+	run(t, b, "narrowing the screen", chromedp.EmulateViewport(390, 844))
+	poll(t, b, "the page to fit 390 px without scrolling sideways", `window.innerWidth === 390 && document.documentElement.scrollWidth <= window.innerWidth`)
+}
+
+func screenshot(t *testing.T, b context.Context, path string) {
+	t.Helper()
+	png, err := chromedp.Run(b, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		t.Fatalf("taking a screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
