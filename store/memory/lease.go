@@ -1,0 +1,180 @@
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algorithm"
+)
+
+// leaseShare is the share of MaxBytes the leases may count, apart from
+// the states and the sketches: an eighth.
+const leaseShare = 8
+
+// leaseShardCount is the number of independently locked parts of the
+// lease tables.
+const leaseShardCount = 64
+
+// Counted sizes: a table's map entry, key and header, and one lease's
+// entry beside its ID.
+const (
+	leaseTableBytes = 96
+	leaseEntryBytes = 32
+)
+
+// leaseShards holds the lease tables of a Store, apart from its rate
+// states: a live lease is never evicted to make room (forgetting it would
+// admit one more holder than the limit), so when the leases' share of
+// MaxBytes is spent a new lease is refused (LeaseDecision.Full) until
+// others are released or expire. Tables whose leases have all expired are
+// dropped as the shard is used: after as many calls as it holds tables,
+// a call sweeps the shard, so dead tables cost amortised O(1).
+type leaseShards struct {
+	once   sync.Once
+	seed   maphash.Seed
+	shards []leaseShard
+	bytes  atomic.Int64
+}
+
+type leaseShard struct {
+	mu     sync.Mutex
+	tables map[string]*algorithm.LeaseTable
+	calls  int // since the last sweep
+	_      [40]byte
+}
+
+var _ sluice.LeaseStore = (*Store)(nil)
+
+// LeaseBytes returns what the store's leases count against their share of
+// MaxBytes (an eighth, on top of the states' and sketches' share).
+func (s *Store) LeaseBytes() int64 { return s.leases.bytes.Load() }
+
+// Acquire grants a lease; see sluice.LeaseStore. It refuses a new lease,
+// with Full set, when the leases' share of MaxBytes is spent.
+func (s *Store) Acquire(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	return s.lease(&r, "acquire")
+}
+
+// Release ends a lease; see sluice.LeaseStore.
+func (s *Store) Release(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	return s.lease(&r, "release")
+}
+
+// Extend renews a live lease; see sluice.LeaseStore.
+func (s *Store) Extend(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	return s.lease(&r, "extend")
+}
+
+func (s *Store) lease(r *sluice.LeaseRequest, op string) (sluice.LeaseDecision, error) {
+	if err := r.Validate(op); err != nil {
+		return sluice.LeaseDecision{}, err
+	}
+	ls := &s.leases
+	ls.once.Do(func() {
+		ls.seed = maphash.MakeSeed()
+		ls.shards = make([]leaseShard, leaseShardCount)
+	})
+	now := r.Now.UnixNano()
+	if r.Now.IsZero() {
+		now = s.now(false)
+	}
+	name := r.Prefix + r.Key
+	sh := &ls.shards[maphash.String(ls.seed, name)%leaseShardCount]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.sweep(ls, now)
+	t := sh.tables[name]
+	if t == nil {
+		t = &algorithm.LeaseTable{}
+	}
+	before := leaseCount(t)
+	d := sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now)}
+	exp := now + int64(r.TTL)
+	switch op {
+	case "acquire":
+		d.Allowed = s.acquire(t, r, now, exp, name, &d)
+	case "release":
+		d.Allowed = t.Release(r.ID, now)
+	case "extend":
+		d.Allowed = t.Extend(r.ID, now, exp)
+	}
+	if d.Allowed && op != "release" {
+		d.Expires = time.Unix(0, t.Expires(r.ID))
+	}
+	d.InUse = len(t.Leases)
+	if !d.Allowed && op == "acquire" && d.InUse > 0 {
+		d.RetryAfter = time.Duration(t.Earliest() - now)
+	}
+	sh.store(ls, name, t, before)
+	return d, nil
+}
+
+// acquire grants r.ID in t if the ceiling and the leases' share of
+// MaxBytes allow it.
+func (s *Store) acquire(t *algorithm.LeaseTable, r *sluice.LeaseRequest, now, exp int64, name string, d *sluice.LeaseDecision) bool {
+	t.Prune(now)
+	if t.Expires(r.ID) == 0 && len(t.Leases) < r.EffectiveCeiling() {
+		need := int64(leaseEntryBytes + len(r.ID))
+		if len(t.Leases) == 0 {
+			need += leaseTableBytes + int64(len(name))
+		}
+		if s.leases.bytes.Load()+need > s.maxBytes/leaseShare {
+			d.Full = true
+			return false
+		}
+	}
+	return t.Acquire(r.ID, r.EffectiveCeiling(), now, exp)
+}
+
+// store keeps t under name, or drops it when empty, and counts the bytes
+// of the change from before (leaseCount of the table as it was).
+func (sh *leaseShard) store(ls *leaseShards, name string, t *algorithm.LeaseTable, before int64) {
+	after := leaseCount(t)
+	switch {
+	case len(t.Leases) == 0:
+		delete(sh.tables, name)
+		after = 0
+	case before == 0:
+		if sh.tables == nil {
+			sh.tables = make(map[string]*algorithm.LeaseTable)
+		}
+		sh.tables[name] = t
+		after += leaseTableBytes + int64(len(name))
+	default:
+		after += leaseTableBytes + int64(len(name))
+	}
+	if before > 0 {
+		before += leaseTableBytes + int64(len(name))
+	}
+	ls.bytes.Add(after - before)
+}
+
+// leaseCount returns the counted bytes of t's leases, or 0 for an empty
+// table (which is not kept).
+func leaseCount(t *algorithm.LeaseTable) int64 {
+	var n int64
+	for _, l := range t.Leases {
+		n += leaseEntryBytes + int64(len(l.ID))
+	}
+	return n
+}
+
+// sweep drops the tables of sh whose leases have all expired at now, once
+// every as many calls as sh holds tables.
+func (sh *leaseShard) sweep(ls *leaseShards, now int64) {
+	sh.calls++
+	if sh.calls <= len(sh.tables)+16 {
+		return
+	}
+	sh.calls = 0
+	for name, t := range sh.tables {
+		if t.Latest() <= now {
+			ls.bytes.Add(-leaseCount(t) - leaseTableBytes - int64(len(name)))
+			delete(sh.tables, name)
+		}
+	}
+}
