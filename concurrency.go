@@ -180,12 +180,13 @@ func (c *Concurrency) acquire(ctx context.Context, key string, cl Class) (*Lease
 		c.inflight.Add(-1)
 		return nil, err
 	}
-	l := &Lease{LeaseDecision: d, Class: cl, c: c, key: key, id: id}
+	l := &Lease{LeaseDecision: d, Class: cl, c: c, key: key}
 	if !d.Allowed {
 		c.inflight.Add(-1)
 		l.done.Store(true)
 		return l, nil
 	}
+	l.id = id
 	l.start, l.started = c.clock(), int(c.inflight.Load())
 	return l, nil
 }

@@ -114,11 +114,6 @@ func TestNoLimit(t *testing.T) {
 	}
 }
 
-type fixed int
-
-func (f fixed) Limit() int                                { return int(f) }
-func (fixed) Observe(time.Time, time.Duration, int, bool) {}
-
 // TestDropped checks that dropped samples shrink both limits
 // multiplicatively and that the bounds hold.
 func TestDropped(t *testing.T) {
