@@ -256,8 +256,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-// Extend renews the lease for another TTL from now, and reports whether
-// it was still held: false means it expired (or was released) and its
+// Extend renews the lease for another TTL from now (Expires keeps the
+// expiry of the acquisition), and reports whether it was still held: false means it expired (or was released) and its
 // place may be another's, so the work should stop. A denied lease reports
 // false.
 func (l *Lease) Extend(ctx context.Context) (bool, error) {
@@ -268,9 +268,6 @@ func (l *Lease) Extend(ctx context.Context) (bool, error) {
 	d, err := c.store.Extend(ctx, LeaseRequest{Prefix: c.prefix, Key: l.key, ID: l.id, Limit: c.limit, TTL: c.ttl})
 	if err != nil {
 		return false, err
-	}
-	if d.Allowed {
-		l.Expires = d.Expires
 	}
 	return d.Allowed, nil
 }
@@ -291,4 +288,35 @@ func (ids *leaseIDs) next() string {
 	var buf [12 + binary.MaxVarintLen64]byte
 	n := copy(buf[:], ids.prefix[:])
 	return string(strconv.AppendUint(buf[:n], ids.n.Add(1), 36))
+}
+
+// KeepAlive extends the lease every half TTL, until stop is called or ctx
+// ends, for work that may outlive one TTL (a stream, an upload): a holder
+// that is alive keeps its place, and one that crashes loses it within a
+// TTL. An extension that finds the lease lost (or fails) ends the
+// keep-alive; the work goes on, its place perhaps another's. A denied
+// lease has nothing to keep alive.
+func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
+	if l.id == "" || l.done.Load() {
+		return func() {}
+	}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(l.c.ttl/2, func() {
+		ok, err := l.Extend(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if ok && err == nil && !stopped && ctx.Err() == nil {
+			t.Reset(l.c.ttl / 2)
+		}
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
+	}
 }

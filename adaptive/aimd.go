@@ -80,12 +80,12 @@ func checkBounds(initial, lo, hi int) error {
 }
 
 // backoff returns limit cut by factor, no lower than lo, and records now
-// in cut; but a sample of a request that started before the last cut
+// in cut; but a sample of a request that started by the last cut
 // leaves it as it is: the requests admitted under the old limit report
 // the congestion it caused, and the limit is cut once for it, as TCP
 // cuts its window once per round trip, not once per lost packet.
 func backoff(limit float64, cut *time.Time, now time.Time, rtt time.Duration, factor float64, lo int) float64 {
-	if now.Add(-rtt).Before(*cut) {
+	if !cut.IsZero() && !now.Add(-rtt).After(*cut) {
 		return limit
 	}
 	*cut = now

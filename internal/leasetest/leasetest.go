@@ -126,9 +126,9 @@ func (o *Observer) WaitGranted(n int, d time.Duration) bool {
 
 // Params are what a holder process does.
 type Params struct {
-	Addr, Prefix, Mode      string
+	Addr, Prefix, Mode        string
 	Limit, Goroutines, Rounds int
-	TTL                     time.Duration
+	TTL                       time.Duration
 }
 
 func (p Params) env() string {
