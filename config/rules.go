@@ -316,6 +316,9 @@ func (v *validator) rule(c *Config, seen map[string]int, i int, fr fileRule) err
 	if fr.Domain != "" {
 		return v.domainRule(c, i, name, fr)
 	}
+	if fr.Concurrency != nil {
+		return v.concurrencyRule(c, i, name, fr)
+	}
 	if len(fr.Descriptors) > 0 {
 		return v.errorf(at("rules", i, "descriptors"), "rule %q has descriptors: name a domain instead (domain: %s)", name, name)
 	}
