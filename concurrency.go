@@ -3,7 +3,7 @@ package sluice
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"sync"
@@ -264,28 +264,27 @@ func (l *Lease) Extend(ctx context.Context) (bool, error) {
 	if l.id == "" || l.done.Load() {
 		return false, nil
 	}
-	c := l.c
-	d, err := c.store.Extend(ctx, LeaseRequest{Prefix: c.prefix, Key: l.key, ID: l.id, Limit: c.limit, TTL: c.ttl})
-	if err != nil {
-		return false, err
-	}
-	return d.Allowed, nil
+	d, err := l.c.store.Extend(ctx, LeaseRequest{Prefix: l.c.prefix, Key: l.key, ID: l.id, Limit: l.c.limit, TTL: l.c.ttl})
+	return d.Allowed, err
 }
 
-// leaseIDs draws lease IDs: 12 random bytes drawn once per process and a
-// counter, so IDs are unique across the processes of a fleet (with
-// probability 1 − 2⁻⁹⁶ per pair) at the cost of an increment each.
+// leaseIDs draws lease IDs: 12 random bytes drawn once per process, in
+// base64url, and a counter in base 36, so IDs are printable (they travel
+// in JSON) and unique across the processes of a fleet (with probability
+// 1 − 2⁻⁹⁶ per pair) at the cost of an increment each.
 type leaseIDs struct {
-	prefix [12]byte
+	prefix [16]byte
 	n      atomic.Uint64
 }
 
 func (ids *leaseIDs) init() {
-	_, _ = rand.Read(ids.prefix[:]) // never fails (crypto/rand panics rather than return an error)
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather than return an error)
+	base64.RawURLEncoding.Encode(ids.prefix[:], b[:])
 }
 
 func (ids *leaseIDs) next() string {
-	var buf [12 + binary.MaxVarintLen64]byte
+	var buf [16 + 13]byte
 	n := copy(buf[:], ids.prefix[:])
 	return string(strconv.AppendUint(buf[:n], ids.n.Add(1), 36))
 }
@@ -320,3 +319,37 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 		t.Stop()
 	}
 }
+
+// Detach hands the lease over to a holder elsewhere (a client of the
+// service, another process) and returns its ID: this process stops
+// counting it among its leases in flight, and its Release and Extend do
+// nothing after; the lease lives on in the store until ReleaseID or its
+// expiry. A denied lease returns "".
+func (l *Lease) Detach() string {
+	if l.id == "" || !l.done.CompareAndSwap(false, true) {
+		return ""
+	}
+	l.c.inflight.Add(-1)
+	return l.id
+}
+
+// ReleaseID ends the lease id on key, for a holder that kept only its ID
+// (see Lease.Detach); Allowed reports whether it was live. It wakes this
+// process's waiters for key.
+func (c *Concurrency) ReleaseID(ctx context.Context, key, id string) (LeaseDecision, error) {
+	key = actorKey(key)
+	d, err := c.store.Release(ctx, LeaseRequest{Prefix: c.prefix, Key: key, ID: id, Limit: c.limit})
+	if err == nil && d.Allowed {
+		c.wake(key)
+	}
+	return d, err
+}
+
+// ExtendID renews the lease id on key for another TTL, for a holder that
+// kept only its ID; Allowed false means it had expired or been released.
+func (c *Concurrency) ExtendID(ctx context.Context, key, id string) (LeaseDecision, error) {
+	return c.store.Extend(ctx, LeaseRequest{Prefix: c.prefix, Key: actorKey(key), ID: id, Limit: c.limit, TTL: c.ttl})
+}
+
+// TTL returns the lease TTL.
+func (c *Concurrency) TTL() time.Duration { return c.ttl }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -302,4 +303,34 @@ func TestNewConcurrencyInvalid(t *testing.T) {
 	if _, err := sluice.NewConcurrency(nil, sluice.ConcurrencyConfig{Limit: 1}); !errors.Is(err, sluice.ErrInvalidRequest) {
 		t.Errorf("NewConcurrency(nil) error = %v", err)
 	}
+}
+
+// TestDetach: a lease handed over by ID no longer counts in this
+// process, and is ended by ReleaseID (or renewed by ExtendID) with its ID.
+func TestDetach(t *testing.T) {
+	clk := &clock{now: t0}
+	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second}, clk.Now)
+	l := acquire(t, c, "k", sluice.ClassDefault, true)
+	id := l.Detach()
+	if !regexp.MustCompile(`^[A-Za-z0-9_-]{17,29}$`).MatchString(id) {
+		t.Errorf("lease ID %q: want printable (it travels in JSON), 17 to 29 bytes", id)
+	}
+	if id == "" || c.InFlight() != 0 || l.Detach() != "" {
+		t.Fatalf("Detach = %q, InFlight %d; want the ID once, 0 in flight", id, c.InFlight())
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	acquire(t, c, "k", sluice.ClassDefault, false) // Release after Detach did nothing
+	clk.Advance(9 * time.Second)
+	if d, err := c.ExtendID(t.Context(), "k", id); err != nil || !d.Allowed || !d.Expires.Equal(t0.Add(19*time.Second)) {
+		t.Errorf("ExtendID = %+v, %v", d, err)
+	}
+	if d, err := c.ReleaseID(t.Context(), "k", id); err != nil || !d.Allowed || d.InUse != 0 {
+		t.Errorf("ReleaseID = %+v, %v", d, err)
+	}
+	if d, err := c.ReleaseID(t.Context(), "k", id); err != nil || d.Allowed {
+		t.Errorf("second ReleaseID = %+v, %v; want not live", d, err)
+	}
+	acquire(t, c, "k", sluice.ClassDefault, true)
 }

@@ -98,6 +98,9 @@ func (o *Observer) handle(c net.Conn) {
 	}
 }
 
+// Addr returns the observer's unix socket path.
+func (o *Observer) Addr() string { return o.ln.Addr().String() }
+
 // Counts returns the holders counted now, the most counted at once and
 // the grants announced so far.
 func (o *Observer) Counts() (cur, most, granted int) {
@@ -157,7 +160,7 @@ func Start(t testing.TB, test string, p Params, env ...string) (*exec.Cmd, *byte
 func Processes(t *testing.T, test string, procs int, p Params, env ...string) {
 	t.Helper()
 	o := NewObserver(t)
-	p.Addr, p.Mode = o.ln.Addr().String(), "hold"
+	p.Addr, p.Mode = o.Addr(), "hold"
 	cmds := make([]*exec.Cmd, procs)
 	outs := make([]*bytes.Buffer, procs)
 	for i := range cmds {
@@ -189,7 +192,7 @@ func Processes(t *testing.T, test string, procs int, p Params, env ...string) {
 func Crash(t *testing.T, test string, c *sluice.Concurrency, key string, p Params, env ...string) {
 	t.Helper()
 	o := NewObserver(t)
-	p.Addr, p.Mode = o.ln.Addr().String(), "crash"
+	p.Addr, p.Mode = o.Addr(), "crash"
 	start := time.Now()
 	cmd, out := Start(t, test, p, env...)
 	if !o.WaitGranted(p.Limit, 30*time.Second) {
@@ -220,11 +223,10 @@ func Crash(t *testing.T, test string, c *sluice.Concurrency, key string, p Param
 // Holder is the body of a holder process, on store: it does nothing unless
 // Start started it (Env set), and reports whether it ran.
 func Holder(t *testing.T, store sluice.LeaseStore) bool {
-	env := os.Getenv(Env)
-	if env == "" {
+	p, ok, err := FromEnv()
+	if !ok {
 		return false
 	}
-	p, err := parse(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,16 +250,49 @@ func Holder(t *testing.T, store sluice.LeaseStore) bool {
 	return true
 }
 
+// Announce is a holder's connection to the observer.
+type Announce struct {
+	conn net.Conn
+	ack  [1]byte
+}
+
+// Dial connects a holder to the observer at addr.
+func Dial(addr string) (*Announce, error) {
+	c, err := net.Dial("unix", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Announce{conn: c}, nil
+}
+
+// Granted announces a lease granted.
+func (a *Announce) Granted() error {
+	_, err := a.conn.Write([]byte{'+'})
+	return err
+}
+
+// Releasing announces a lease about to be released, and returns once the
+// observer has counted it: only then may the holder release.
+func (a *Announce) Releasing() error {
+	if _, err := a.conn.Write([]byte{'-'}); err != nil {
+		return err
+	}
+	_, err := a.conn.Read(a.ack[:])
+	return err
+}
+
+// Close closes the connection.
+func (a *Announce) Close() error { return a.conn.Close() }
+
 // hold runs the rounds of one goroutine on its own connection to the
 // observer. The work while holding is a millisecond's sleep: a holder
 // doing I/O, long enough for holders of every process to overlap.
 func hold(c *sluice.Concurrency, p Params) error {
-	conn, err := net.Dial("unix", p.Addr)
+	a, err := Dial(p.Addr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	ack := make([]byte, 1)
+	defer a.Close()
 	for range p.Rounds {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		l, err := c.Wait(ctx, "one", sluice.ClassCritical)
@@ -265,14 +300,11 @@ func hold(c *sluice.Concurrency, p Params) error {
 		if err != nil || !l.Allowed {
 			return fmt.Errorf("wait: %+v, %v", l, err)
 		}
-		if _, err := conn.Write([]byte{'+'}); err != nil {
+		if err := a.Granted(); err != nil {
 			return err
 		}
 		time.Sleep(time.Millisecond)
-		if _, err := conn.Write([]byte{'-'}); err != nil {
-			return err
-		}
-		if _, err := conn.Read(ack); err != nil {
+		if err := a.Releasing(); err != nil {
 			return err
 		}
 		if err := l.Release(context.Background()); err != nil {
@@ -284,7 +316,7 @@ func hold(c *sluice.Concurrency, p Params) error {
 
 // crash takes every place and announces it, then waits to be killed.
 func crash(t *testing.T, c *sluice.Concurrency, p Params) {
-	conn, err := net.Dial("unix", p.Addr)
+	a, err := Dial(p.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,11 +325,22 @@ func crash(t *testing.T, c *sluice.Concurrency, p Params) {
 		if err != nil || !l.Allowed {
 			t.Fatalf("acquire: %+v, %v", l, err)
 		}
-		if _, err := conn.Write([]byte{'+'}); err != nil {
+		if err := a.Granted(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	select {} // until SIGKILL
+}
+
+// FromEnv returns the Params of a holder process that Start started, and
+// false in any other process.
+func FromEnv() (Params, bool, error) {
+	env := os.Getenv(Env)
+	if env == "" {
+		return Params{}, false, nil
+	}
+	p, err := parse(env)
+	return p, true, err
 }
 
 func parse(env string) (Params, error) {
