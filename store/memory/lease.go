@@ -34,11 +34,19 @@ const (
 // dropped as the shard is used: after as many calls as it holds tables,
 // a call sweeps the shard, so dead tables cost amortised O(1).
 type leaseShards struct {
-	once   sync.Once
-	seed   maphash.Seed
-	shards []leaseShard
-	bytes  atomic.Int64
+	once     sync.Once
+	seed     maphash.Seed
+	shards   []leaseShard
+	bytes    atomic.Int64
+	lastFull atomic.Int64 // time of the last sweep of every shard, Unix ns
 }
+
+// fullSweepEvery is how often, at most, a full store sweeps every shard
+// for expired leases before it refuses a lease: so a store full of
+// expired leases refuses for at most that long, and a flood of acquires
+// on a store full of live ones costs one sweep per interval, not one per
+// acquire.
+const fullSweepEvery = 100 * time.Millisecond
 
 type leaseShard struct {
 	mu     sync.Mutex
@@ -82,6 +90,33 @@ func (s *Store) lease(r *sluice.LeaseRequest, op string) (sluice.LeaseDecision, 
 	if r.Now.IsZero() {
 		now = s.now(false)
 	}
+	d := s.leaseOnce(r, op, now)
+	if d.Full && ls.sweepAll(now) {
+		d = s.leaseOnce(r, op, now)
+	}
+	return d, nil
+}
+
+// sweepAll drops the expired leases of every shard, unless it did less
+// than fullSweepEvery ago, and reports whether it did.
+func (ls *leaseShards) sweepAll(now int64) bool {
+	last := ls.lastFull.Load()
+	if now-last < int64(fullSweepEvery) || !ls.lastFull.CompareAndSwap(last, now) {
+		return false
+	}
+	for i := range ls.shards {
+		sh := &ls.shards[i]
+		sh.mu.Lock()
+		sh.calls = len(sh.tables) + 16 // due
+		sh.sweep(ls, now)
+		sh.mu.Unlock()
+	}
+	return true
+}
+
+// leaseOnce applies op to r's table at now.
+func (s *Store) leaseOnce(r *sluice.LeaseRequest, op string, now int64) sluice.LeaseDecision {
+	ls := &s.leases
 	name := r.Prefix + r.Key
 	sh := &ls.shards[maphash.String(ls.seed, name)%leaseShardCount]
 	sh.mu.Lock()
@@ -110,7 +145,7 @@ func (s *Store) lease(r *sluice.LeaseRequest, op string) (sluice.LeaseDecision, 
 		d.RetryAfter = time.Duration(t.Earliest() - now)
 	}
 	sh.store(ls, name, t, before)
-	return d, nil
+	return d
 }
 
 // acquire grants r.ID in t if the ceiling and the leases' share of
