@@ -87,6 +87,7 @@ type Concurrency struct {
 	ttl      time.Duration
 	prefix   string
 	shares   Shares
+	ceilings [numClasses]int // of limit, by class
 	adaptive AdaptiveLimit
 	poll     time.Duration
 	clock    func() time.Time
@@ -129,6 +130,9 @@ func NewConcurrency(store LeaseStore, c ConcurrencyConfig) (*Concurrency, error)
 		store: store, limit: c.Limit, ttl: c.TTL, prefix: c.Namespace + ":" + c.Action + ":",
 		shares: shares, adaptive: c.Adaptive, poll: c.Poll, clock: c.Clock,
 		queues: make(map[queueKey]*waitQueue),
+	}
+	for cl := range numClasses {
+		con.ceilings[cl] = shares.Ceiling(cl, c.Limit)
 	}
 	con.ids.init()
 	return con, nil
@@ -175,7 +179,7 @@ func (c *Concurrency) acquire(ctx context.Context, key string, cl Class) (*Lease
 	}
 	id := c.ids.next()
 	d, err := c.store.Acquire(ctx, LeaseRequest{Prefix: c.prefix, Key: key, ID: id, Limit: c.limit,
-		Ceiling: c.shares.Ceiling(cl, c.limit), TTL: c.ttl})
+		Ceiling: c.ceilings[cl], TTL: c.ttl})
 	if err != nil {
 		c.inflight.Add(-1)
 		return nil, err
@@ -187,7 +191,9 @@ func (c *Concurrency) acquire(ctx context.Context, key string, cl Class) (*Lease
 		return l, nil
 	}
 	l.id = id
-	l.start, l.started = c.clock(), int(c.inflight.Load())
+	if c.adaptive != nil {
+		l.start, l.started = c.clock(), int(c.inflight.Load())
+	}
 	return l, nil
 }
 

@@ -27,7 +27,8 @@ const (
 )
 
 // leaseShards holds the lease tables of a Store, apart from its rate
-// states: a live lease is never evicted to make room (forgetting it would
+// states (a table emptied by releases is kept until a sweep, so that a
+// key whose holders come and go does not allocate a table each time): a live lease is never evicted to make room (forgetting it would
 // admit one more holder than the limit), so when the leases' share of
 // MaxBytes is spent a new lease is refused (LeaseDecision.Full) until
 // others are released or expire. Tables whose leases have all expired are
@@ -88,7 +89,9 @@ func (s *Store) lease(r *sluice.LeaseRequest, op string) (sluice.LeaseDecision, 
 	})
 	now := r.Now.UnixNano()
 	if r.Now.IsZero() {
-		now = s.now(false)
+		// The coarse clock (see Config.Resolution) for leases of ten
+		// resolutions or more: a lease may end up to a resolution early.
+		now = s.now(op == "release" || r.TTL >= coarseGrains*s.clk.res)
 	}
 	d := s.leaseOnce(r, op, now)
 	if d.Full && ls.sweepAll(now) {
@@ -117,13 +120,16 @@ func (ls *leaseShards) sweepAll(now int64) bool {
 // leaseOnce applies op to r's table at now.
 func (s *Store) leaseOnce(r *sluice.LeaseRequest, op string, now int64) sluice.LeaseDecision {
 	ls := &s.leases
-	name := r.Prefix + r.Key
-	sh := &ls.shards[maphash.String(ls.seed, name)%leaseShardCount]
+	var buf [128]byte
+	name := append(buf[:0], r.Prefix...) // on the stack unless longer
+	name = append(name, r.Key...)
+	sh := &ls.shards[maphash.Bytes(ls.seed, name)%leaseShardCount]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.sweep(ls, now)
-	t := sh.tables[name]
-	if t == nil {
+	t := sh.tables[string(name)] // no allocation for the lookup
+	fresh := t == nil
+	if fresh {
 		t = &algorithm.LeaseTable{}
 	}
 	before := leaseCount(t)
@@ -131,7 +137,7 @@ func (s *Store) leaseOnce(r *sluice.LeaseRequest, op string, now int64) sluice.L
 	exp := now + int64(r.TTL)
 	switch op {
 	case "acquire":
-		d.Allowed = s.acquire(t, r, now, exp, name, &d)
+		d.Allowed = s.acquire(t, r, now, exp, fresh, len(name), &d)
 	case "release":
 		d.Allowed = t.Release(r.ID, now)
 	case "extend":
@@ -144,18 +150,27 @@ func (s *Store) leaseOnce(r *sluice.LeaseRequest, op string, now int64) sluice.L
 	if !d.Allowed && op == "acquire" && d.InUse > 0 {
 		d.RetryAfter = time.Duration(t.Earliest() - now)
 	}
-	sh.store(ls, name, t, before)
+	delta := leaseCount(t) - before
+	if fresh && len(t.Leases) > 0 {
+		if sh.tables == nil {
+			sh.tables = make(map[string]*algorithm.LeaseTable)
+		}
+		sh.tables[string(name)] = t
+		delta += leaseTableBytes + int64(len(name))
+	}
+	ls.bytes.Add(delta)
 	return d
 }
 
 // acquire grants r.ID in t if the ceiling and the leases' share of
-// MaxBytes allow it.
-func (s *Store) acquire(t *algorithm.LeaseTable, r *sluice.LeaseRequest, now, exp int64, name string, d *sluice.LeaseDecision) bool {
+// MaxBytes allow it; fresh tells a table the store does not hold yet,
+// whose name of nameLen bytes would count too.
+func (s *Store) acquire(t *algorithm.LeaseTable, r *sluice.LeaseRequest, now, exp int64, fresh bool, nameLen int, d *sluice.LeaseDecision) bool {
 	t.Prune(now)
 	if t.Expires(r.ID) == 0 && len(t.Leases) < r.EffectiveCeiling() {
 		need := int64(leaseEntryBytes + len(r.ID))
-		if len(t.Leases) == 0 {
-			need += leaseTableBytes + int64(len(name))
+		if fresh {
+			need += leaseTableBytes + int64(nameLen)
 		}
 		if s.leases.bytes.Load()+need > s.maxBytes/leaseShare {
 			d.Full = true
@@ -163,29 +178,6 @@ func (s *Store) acquire(t *algorithm.LeaseTable, r *sluice.LeaseRequest, now, ex
 		}
 	}
 	return t.Acquire(r.ID, r.EffectiveCeiling(), now, exp)
-}
-
-// store keeps t under name, or drops it when empty, and counts the bytes
-// of the change from before (leaseCount of the table as it was).
-func (sh *leaseShard) store(ls *leaseShards, name string, t *algorithm.LeaseTable, before int64) {
-	after := leaseCount(t)
-	switch {
-	case len(t.Leases) == 0:
-		delete(sh.tables, name)
-		after = 0
-	case before == 0:
-		if sh.tables == nil {
-			sh.tables = make(map[string]*algorithm.LeaseTable)
-		}
-		sh.tables[name] = t
-		after += leaseTableBytes + int64(len(name))
-	default:
-		after += leaseTableBytes + int64(len(name))
-	}
-	if before > 0 {
-		before += leaseTableBytes + int64(len(name))
-	}
-	ls.bytes.Add(after - before)
 }
 
 // leaseCount returns the counted bytes of t's leases, or 0 for an empty
@@ -207,7 +199,7 @@ func (sh *leaseShard) sweep(ls *leaseShards, now int64) {
 	}
 	sh.calls = 0
 	for name, t := range sh.tables {
-		if t.Latest() <= now {
+		if t.Latest() <= now { // every lease expired, or none left
 			ls.bytes.Add(-leaseCount(t) - leaseTableBytes - int64(len(name)))
 			delete(sh.tables, name)
 		}
