@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,10 +191,22 @@ func ccRun(b *testing.B, addr string, impl ccImpl, keys string, parallel bool) {
 	if trips != nil {
 		trips.Store(0)
 	}
+	key := pickKey(keys) // builds the key list on first use: not timed
+	cpu0 := processCPU()
+	var redis0 time.Duration
+	if addr != "" {
+		redis0 = testserver.RedisCPU(addr)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	admitted, _ := driveTakes(b, ctx, parallel, rdParallel, op, pickKey(keys))
+	admitted, _ := driveTakes(b, ctx, parallel, rdParallel, op, key)
 	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
+	// CPU time per op, of this process and of Redis: on a shared machine
+	// it drifts far less than wall time with the other load.
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	if addr != "" {
+		b.ReportMetric(float64(testserver.RedisCPU(addr)-redis0)/float64(b.N), "redis-cpu-ns/op")
+	}
 	switch {
 	case trips != nil:
 		b.ReportMetric(float64(trips.Load())/float64(b.N), "round-trips/op")
@@ -242,4 +255,14 @@ func TestConcurrencyAdmitted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// processCPU returns the CPU time this process has used (user and system),
+// from getrusage: microsecond resolution, unlike /proc/self/stat's ticks.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
