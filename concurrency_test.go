@@ -334,3 +334,33 @@ func TestDetach(t *testing.T) {
 	}
 	acquire(t, c, "k", sluice.ClassDefault, true)
 }
+
+// TestWaitFlood: a flood of waiters on one key is bounded: past
+// MaxWaiters, Wait is refused at once; the queue drains when the waiters'
+// contexts end.
+func TestWaitFlood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: time.Hour, Poll: time.Hour}, time.Now)
+		acquire(t, c, "k", sluice.ClassDefault, true)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for range sluice.MaxWaiters {
+			wg.Go(func() { _, _ = c.Wait(ctx, "k", sluice.ClassDefault) })
+		}
+		synctest.Wait()
+		start := time.Now()
+		l, err := c.Wait(t.Context(), "k", sluice.ClassDefault)
+		if err != nil || l.Allowed || time.Since(start) != 0 {
+			t.Errorf("Wait past MaxWaiters = %+v, %v after %v; want refused at once", l.LeaseDecision, err, time.Since(start))
+		}
+		wctx, wcancel := context.WithTimeout(t.Context(), time.Second)
+		defer wcancel()
+		start = time.Now()
+		if l, _ := c.Wait(wctx, "k", sluice.ClassCritical); l.Allowed || time.Since(start) != time.Second {
+			t.Errorf("critical Wait beside a full default queue = %+v after %v, want to queue (its own) until its deadline, 1s",
+				l.LeaseDecision, time.Since(start))
+		}
+		cancel()
+		wg.Wait()
+	})
+}

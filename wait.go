@@ -22,6 +22,11 @@ type waitQueue struct {
 	wake chan struct{}
 }
 
+// MaxWaiters bounds the waiters of one key and class in a process: Wait
+// beyond it is refused at once, so a flood of waiting requests costs a
+// bounded queue.
+const MaxWaiters = 4096
+
 // A waiter is one call of Wait in a queue. Its turn is closed when it
 // becomes the head, the only waiter that asks the store.
 type waiter struct {
@@ -44,10 +49,14 @@ func (c *Concurrency) Wait(ctx context.Context, key string, cl Class) (*Lease, e
 		return c.Acquire(ctx, key, cl) // its error
 	}
 	qk := queueKey{actorKey(key), cl}
-	q, w := c.enqueue(qk)
-	defer c.dequeue(qk, q, w)
 	denied := &Lease{LeaseDecision: LeaseDecision{Limit: c.limit}, Class: cl, c: c, key: qk.key}
 	denied.done.Store(true)
+	q, w := c.enqueue(qk)
+	if w == nil {
+		denied.Time = c.clock()
+		return denied, nil // MaxWaiters wait already
+	}
+	defer c.dequeue(qk, q, w)
 	select {
 	case <-w.turn:
 	case <-ctx.Done():
@@ -80,9 +89,9 @@ func (c *Concurrency) Wait(ctx context.Context, key string, cl Class) (*Lease, e
 }
 
 // enqueue puts a new waiter at the tail of qk's queue, its turn already
-// come if the queue was empty.
+// come if the queue was empty; or returns a nil waiter when the queue
+// holds MaxWaiters.
 func (c *Concurrency) enqueue(qk queueKey) (*waitQueue, *waiter) {
-	w := &waiter{turn: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.queues[qk]
@@ -90,6 +99,10 @@ func (c *Concurrency) enqueue(qk queueKey) (*waitQueue, *waiter) {
 		q = &waitQueue{wake: make(chan struct{}, 1)}
 		c.queues[qk] = q
 	}
+	if len(q.waiters) >= MaxWaiters {
+		return q, nil
+	}
+	w := &waiter{turn: make(chan struct{})}
 	q.waiters = append(q.waiters, w)
 	if len(q.waiters) == 1 {
 		close(w.turn)
