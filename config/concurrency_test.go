@@ -53,6 +53,9 @@ func TestParseConcurrencyErrors(t *testing.T) {
 			t.Errorf("Parse(%s) error = %v, want it to contain %q", tt.in, err, tt.want)
 		}
 	}
+	if _, err := Parse("t.yaml", []byte("rules:\n  - {name: r, concurrency: {limit: 2}}\n")); err == nil || !strings.Contains(err.Error(), "only concurrency rules") {
+		t.Errorf("only a concurrency rule: error %v, want one asking for a rule with limits", err)
+	}
 	_, err := Parse("t.yaml", []byte("rules:\n  - {name: r, concurrency: {limit: 2}}\n  - {name: r, limits: [\"1/s\"]}\n"))
 	if err == nil || !strings.Contains(err.Error(), "already defined at line 2") {
 		t.Errorf("a rate rule named as a concurrency rule: error %v, want already defined", err)

@@ -292,6 +292,9 @@ func (f *file) rules(v *validator, c *Config) error {
 			}
 		}
 	}
+	if len(errs) == 0 && len(c.Rules)+len(c.Domains) == 0 {
+		errs = append(errs, v.errorf(at("rules"), "only concurrency rules: a configuration needs at least one rule with limits (or a domain) too"))
+	}
 	return errors.Join(errs...)
 }
 

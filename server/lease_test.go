@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,10 +22,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/leasetest"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
 	"github.com/sluicehq/sluice/server/leaseapi"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 const leaseRules = `
@@ -265,4 +269,56 @@ func post(client *http.Client, url, body string) (leaseapi.LeaseResponse, error)
 		return res, fmt.Errorf("%s: %d %s", url, resp.StatusCode, b)
 	}
 	return res, json.Unmarshal(b, &res)
+}
+
+// TestLeasesCrash kills (SIGKILL) a client process holding every place of
+// a key through the service (memory store): the places stay taken just
+// after, and come back when the 2 s leases expire.
+func TestLeasesCrash(t *testing.T) {
+	ms := memory.New(memory.Config{})
+	defer ms.Close()
+	c, err := config.Parse("test.yaml", []byte("rules:\n  - {name: login, limits: [5/min]}\n  - {name: crashy, concurrency: {limit: 4, ttl: 2s}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewService(context.Background(), c, Options{Store: ms, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	// The same keys as the service's rule: namespace "sluice", action "crashy".
+	con, err := sluice.NewConcurrency(ms, sluice.ConcurrencyConfig{Limit: 4, TTL: 2 * time.Second, Action: "crashy", Poll: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leasetest.Crash(t, "TestLeasesCrashHolder", con, "one", leasetest.Params{Limit: 4, Goroutines: 1, Rounds: 1, TTL: 2 * time.Second},
+		"SLUICE_LEASES_URL="+srv.URL)
+}
+
+// TestLeasesCrashHolder is the client process of TestLeasesCrash: it
+// takes every place over HTTP, announces them, and waits to be killed.
+func TestLeasesCrashHolder(t *testing.T) {
+	p, ok, err := leasetest.FromEnv()
+	if !ok {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := leasetest.Dial(p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range p.Limit {
+		res, err := post(http.DefaultClient, os.Getenv("SLUICE_LEASES_URL")+"/v1/acquire", `{"rule":"crashy","key":"one","class":"critical"}`)
+		if err != nil || !res.OK {
+			t.Fatalf("acquire: %+v, %v", res, err)
+		}
+		if err := a.Granted(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {} // until SIGKILL
 }
