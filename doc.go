@@ -137,6 +137,18 @@ Redis, the server's, so that application servers with skewed clocks agree.
 drive a limiter through hours of traffic in microseconds. A clock that
 steps backwards never admits more than the later time would have.
 
+# Concurrency
+
+A [Concurrency] limits how many requests per key are in flight at once,
+rather than how many per period: each request acquires a [Lease] from a
+[LeaseStore] (store/memory, store/redis and store/memcached are ones) and
+releases it when done; a lease expires after its TTL, so a holder that
+crashes never leaks its place for longer. Requests carry a [Class], and
+under pressure sheddable ones are refused first while a reserve is kept
+for critical ones ([Shares]); an [AdaptiveLimit] (package adaptive) limits
+each process further by what its latency shows it can take. See
+docs/concurrency.md.
+
 # Errors
 
 Errors wrap the sentinels of this package; test them with [errors.Is]:

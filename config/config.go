@@ -45,6 +45,10 @@ type Config struct {
 	// Domains are the descriptor rule trees (Envoy's format), in file
 	// order, with names unique among domains and rules.
 	Domains []Domain
+	// Concurrency are the rules that limit requests in flight (a rule
+	// with a concurrency block), in file order, with names unique among
+	// every rule and domain.
+	Concurrency []ConcurrencyRule
 	// Failure is what rules answer while a shared store fails.
 	Failure Failure
 	// Admin configures the admin API; off by default.
@@ -215,6 +219,7 @@ type fileRule struct {
 	Shadow      bool             `yaml:"shadow"`
 	Domain      string           `yaml:"domain"`
 	Descriptors []fileDescriptor `yaml:"descriptors"`
+	Concurrency *fileConcurrency `yaml:"concurrency"`
 }
 
 var ruleName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)

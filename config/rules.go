@@ -292,6 +292,9 @@ func (f *file) rules(v *validator, c *Config) error {
 			}
 		}
 	}
+	if len(errs) == 0 && len(c.Rules)+len(c.Domains) == 0 {
+		errs = append(errs, v.errorf(at("rules"), "only concurrency rules: a configuration needs at least one rule with limits (or a domain) too"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -315,6 +318,9 @@ func (v *validator) rule(c *Config, seen map[string]int, i int, fr fileRule) err
 	seen[name] = i
 	if fr.Domain != "" {
 		return v.domainRule(c, i, name, fr)
+	}
+	if fr.Concurrency != nil {
+		return v.concurrencyRule(c, i, name, fr)
 	}
 	if len(fr.Descriptors) > 0 {
 		return v.errorf(at("rules", i, "descriptors"), "rule %q has descriptors: name a domain instead (domain: %s)", name, name)

@@ -26,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/server/forwardauth"
 	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/server/leaseapi"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -79,6 +80,8 @@ type Service struct {
 	edits   listEdits  // the admin API's list edits, replayed by build
 	rls     *envoyrls.Service
 	limits  *grpcapi.Service
+	leases  *leaseapi.GRPC
+	leaseM  *leaseapi.Metrics
 	handler http.Handler
 	tel     *telemetry
 	notes   *notifier          // the audit trail and the expiry watcher
@@ -98,8 +101,9 @@ type state struct {
 	deny     *guard.List
 	policies map[string]string // failure policy by named rule and domain
 	logins   map[string]*guard.Login
-	admin    http.Handler // nil when the admin API is off
-	sinks    *sinkSet     // where bans are told
+	admin    http.Handler     // nil when the admin API is off
+	sinks    *sinkSet         // where bans are told
+	leases   *leaseapi.Leases // the concurrency rules
 }
 
 // ManualJail is the jail of bans made by hand through the admin API; it
@@ -117,6 +121,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s := &Service{opts: o, log: slog.New(logthrottle.New(o.Logger.Handler(), logthrottle.Config{})), m: newMetrics()}
 	s.denials.max = 100
+	s.leaseM = leaseapi.NewMetrics(s.m.reg)
 	st, err := openStores(ctx, c, o, s.m, s.log)
 	if err != nil {
 		return nil, err
@@ -141,6 +146,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 		return nil, errors.Join(err, s.Close())
 	}
 	s.limits = grpcapi.New(s.Engine, func() map[string]*guard.Login { return s.state.Load().logins }, s.log)
+	s.leases = leaseapi.NewGRPC(s.Leases)
 	s.handler = s.tel.traceContext(s.routes())
 	return s, nil
 }
@@ -155,6 +161,10 @@ func (s *Service) routes() http.Handler {
 	mux.Handle("/readyz", s.m.instrument("readyz", http.HandlerFunc(s.readyz)))
 	mux.Handle("/healthz", s.m.instrument("healthz", http.HandlerFunc(s.healthz)))
 	mux.Handle("/json", s.m.instrument("json", envoyrls.JSONHandler(s.rls)))
+	leases := leaseapi.Handler(s.Leases, s.log)
+	for _, p := range []string{"/v1/acquire", "/v1/release", "/v1/extend"} {
+		mux.Handle(p, s.m.instrument("leases", leases))
+	}
 	mux.Handle("/openapi.yaml", s.m.instrument("openapi", httpapi.OpenAPIHandler()))
 	mux.Handle("/", s.m.instrument("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.state.Load().api.ServeHTTP(w, r)
@@ -171,6 +181,13 @@ func (s *Service) RateLimitService() *envoyrls.Service { return s.rls }
 // calls) over the service's rules, to register beside Envoy's on a gRPC
 // server.
 func (s *Service) LimitsService() *grpcapi.Service { return s.limits }
+
+// LeasesService returns the gRPC service of the concurrency rules
+// (sluice.v1.Leases), to register beside the others on a gRPC server.
+func (s *Service) LeasesService() *leaseapi.GRPC { return s.leases }
+
+// Leases returns the concurrency rules of the configuration in force.
+func (s *Service) Leases() *leaseapi.Leases { return s.state.Load().leases }
 
 // Engine returns the rules engine of the configuration in force, which
 // decides for every API (Envoy's gRPC API asks it at each request, so a
@@ -209,6 +226,10 @@ func (s *Service) build(c *config.Config) (*state, error) {
 		OnGuard: func(ru *rules.Rule, a guard.Action) { s.m.guard.WithLabelValues(scopeOf(ru), a.String()).Inc() },
 	})
 	if err != nil {
+		return nil, err
+	}
+	ls, _ := s.st.primary.(sluice.LeaseStore) // memory, Redis and memcached are
+	if n.leases, err = leaseapi.New(leaseapi.Config{Store: ls, Rules: c.Concurrency, Namespace: s.opts.Namespace, Metrics: s.leaseM}); err != nil {
 		return nil, err
 	}
 	if n.logins, err = s.buildLogins(n, c); err != nil {

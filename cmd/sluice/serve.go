@@ -225,6 +225,7 @@ func (ls *listeners) startGRPC(ctx context.Context, addr string, tc *config.Serv
 	}
 	ls.grpc = envoyrls.NewServer(svc.RateLimitService(), opts...)
 	svc.LimitsService().Register(ls.grpc)
+	svc.LeasesService().Register(ls.grpc)
 	go func() { ls.served <- ls.grpc.Serve(ln) }()
 	ls.announce("grpc", ln.Addr().String())
 	return nil

@@ -175,4 +175,13 @@
 // wrapping sluice.ErrCorruptState. A server that answers outside the
 // protocol, or not at all within Timeout, is an error wrapping
 // sluice.ErrStore, and its connection is closed; nothing panics.
+//
+// # Leases
+//
+// A Store is a sluice.LeaseStore: the lease table of one key is one item,
+// read with its CAS token and written back by compare-and-set (or add),
+// so each acquire, release or extend is atomic, in two round trips (more
+// when another process wrote between). Expiries are on the clients'
+// clocks. memcached may evict the item under memory pressure, forgetting
+// live leases: give it room, or run it with -M. See docs/concurrency.md.
 package memcached

@@ -61,4 +61,11 @@
 // scheduling delay: measured on the true clock, a window can see the
 // refill of that lag more or less. Finer limits read the clock for every
 // request.
+//
+// # Leases
+//
+// A Store is a sluice.LeaseStore. Leases are kept apart from the rate
+// states, within an eighth of MaxBytes on top of theirs; a live lease is
+// never evicted, and a store whose leases' share is spent refuses new
+// ones (sluice.LeaseDecision.Full). See docs/concurrency.md.
 package memory

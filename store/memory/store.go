@@ -107,6 +107,7 @@ type Store struct {
 	userClock    func() time.Time // Config.Clock, or nil for clk
 	clk          *clock
 	usesClock    atomic.Bool
+	leases       leaseShards // the concurrency leases: see lease.go
 
 	stop      chan struct{}
 	done      chan struct{}

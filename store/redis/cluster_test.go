@@ -43,6 +43,12 @@ func TestCluster(t *testing.T) {
 		storetest.RunBatch(t, func(t *testing.T) storetest.BatchStore { return newStore(t, Config{GoRedis: gc}) })
 	})
 	t.Run("batch/calls", func(t *testing.T) { testBatchCluster(t, nodes, rc, gc) })
+	t.Run("leases/rueidis", func(t *testing.T) {
+		storetest.RunLeases(t, func(t *testing.T) sluice.LeaseStore { return newStore(t, Config{Client: rc}) })
+	})
+	t.Run("leases/go-redis", func(t *testing.T) {
+		storetest.RunLeases(t, func(t *testing.T) sluice.LeaseStore { return newStore(t, Config{GoRedis: gc}) })
+	})
 
 	policy := []sluice.Limit{
 		{Rate: 3, Period: time.Minute},

@@ -56,4 +56,13 @@
 // A Store returns errors wrapping sluice.ErrStore when Redis is slow or
 // gone; wrap it in package store/fallback for timeouts, a circuit breaker
 // and a fail-open, fail-closed or local fallback policy.
+//
+// # Leases
+//
+// A Store is a sluice.LeaseStore: the leases of a concurrency limit on one
+// key are a sorted set (LeaseKey) of lease IDs scored by their expiry in
+// microseconds, and each acquire, release or extend is one call of the
+// script lease.lua — expired leases dropped, the live ones counted, the
+// lease added, removed or renewed, atomically, at the server's TIME: one
+// round trip each. See docs/concurrency.md.
 package redis

@@ -1,0 +1,125 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A LeaseStore keeps, per key, a table of leases — grants of "one of at
+// most N in flight" — shared by every process using the store. It is an
+// optional capability of a Store, found by type assertion; store/memory,
+// store/redis and store/memcached implement it.
+//
+// Each call is one atomic step on the key's table: concurrent calls for
+// the same key, from any number of goroutines or processes, behave as if
+// they ran one after another. Leases whose expiry has passed (by the
+// store's clock, or LeaseRequest.Now) no longer count and are dropped by
+// the next call on the key, so a holder that crashes or hangs gives its
+// capacity back when its lease expires.
+//
+// A table full of live leases is a LeaseDecision with Allowed false, not
+// an error; the error wraps ErrStore only when the store could not
+// decide, and ErrInvalidRequest for a malformed request.
+// Implementations must pass store/storetest.RunLeases.
+type LeaseStore interface {
+	// Acquire grants the lease r.ID, expiring r.TTL from now, if fewer
+	// than r.Ceiling live leases (r.Limit when Ceiling is 0) are held on
+	// the key. Acquiring an ID that is already live renews it, whatever
+	// the count: a retried acquire never takes a second place.
+	Acquire(ctx context.Context, r LeaseRequest) (LeaseDecision, error)
+	// Release ends the lease r.ID. Allowed reports whether it was still
+	// live; releasing a lease that expired or was released is harmless.
+	Release(ctx context.Context, r LeaseRequest) (LeaseDecision, error)
+	// Extend moves the expiry of the live lease r.ID to r.TTL from now.
+	// Allowed false means the lease had expired or been released: it is
+	// not revived, since its place may have been granted to another.
+	Extend(ctx context.Context, r LeaseRequest) (LeaseDecision, error)
+}
+
+// Bounds of a LeaseRequest, so that a hostile caller cannot make a store
+// hold an unbounded table per key or leases that never expire.
+const (
+	// MaxLeases is the largest LeaseRequest.Limit.
+	MaxLeases = 1 << 16
+	// MaxLeaseTTL is the longest LeaseRequest.TTL.
+	MaxLeaseTTL = 24 * time.Hour
+	// MinLeaseTTL is the shortest LeaseRequest.TTL (the Redis store works
+	// in microseconds).
+	MinLeaseTTL = time.Millisecond
+	// MaxLeaseIDLen is the longest LeaseRequest.ID.
+	MaxLeaseIDLen = 64
+)
+
+// A LeaseRequest asks a LeaseStore to acquire, release or extend one lease
+// on one key.
+type LeaseRequest struct {
+	// Prefix and Key name the table, as in Request: Prefix+Key, any
+	// bytes, bounded in length by the caller (Concurrency hashes long
+	// keys as Limiter does).
+	Prefix, Key string
+	// ID names the lease: 1 to MaxLeaseIDLen bytes, unique among the
+	// holders of the key (Concurrency draws 16 random bytes).
+	ID string
+	// Limit is the capacity of the key: at most Limit leases live, 1 to
+	// MaxLeases. Release and Extend use it only to report.
+	Limit int
+	// Ceiling, for Acquire, admits the request only while fewer than
+	// Ceiling leases are live: the share of Limit its priority class may
+	// use (see Class). 0 means Limit; at most Limit.
+	Ceiling int
+	// TTL is how long the lease lives from now (Acquire, Extend): from
+	// MinLeaseTTL to MaxLeaseTTL. Release ignores it.
+	TTL time.Duration
+	// Now is the time of the request; zero means the store's clock (for
+	// a shared store, the server's, so skewed hosts agree on expiries).
+	Now time.Time
+}
+
+// Validate checks what every LeaseStore requires of a request. op is
+// "acquire", "release" or "extend": a release needs no TTL.
+func (r *LeaseRequest) Validate(op string) error {
+	switch {
+	case len(r.ID) == 0 || len(r.ID) > MaxLeaseIDLen:
+		return fmt.Errorf("%w: lease id of %d bytes, want 1 to %d", ErrInvalidRequest, len(r.ID), MaxLeaseIDLen)
+	case r.Limit < 1 || r.Limit > MaxLeases:
+		return fmt.Errorf("%w: lease limit %d, want 1 to %d", ErrInvalidRequest, r.Limit, MaxLeases)
+	case r.Ceiling < 0 || r.Ceiling > r.Limit:
+		return fmt.Errorf("%w: lease ceiling %d, want 0 to the limit %d", ErrInvalidRequest, r.Ceiling, r.Limit)
+	case op != "release" && (r.TTL < MinLeaseTTL || r.TTL > MaxLeaseTTL):
+		return fmt.Errorf("%w: lease ttl %v, want %v to %v", ErrInvalidRequest, r.TTL, MinLeaseTTL, MaxLeaseTTL)
+	}
+	return checkTime(r.Now)
+}
+
+// EffectiveCeiling returns r.Ceiling, or r.Limit when it is 0.
+func (r *LeaseRequest) EffectiveCeiling() int {
+	if r.Ceiling == 0 {
+		return r.Limit
+	}
+	return r.Ceiling
+}
+
+// A LeaseDecision is a LeaseStore's answer.
+type LeaseDecision struct {
+	// Allowed reports, for Acquire, that the lease was granted (or
+	// renewed); for Release, that it was live until now; for Extend,
+	// that it was live and now expires at Expires.
+	Allowed bool
+	// InUse is the number of live leases on the key after the call.
+	InUse int
+	// Limit is the request's Limit.
+	Limit int
+	// Expires is when the lease expires, if Allowed (Acquire, Extend).
+	Expires time.Time
+	// RetryAfter, for a denied Acquire, is how long until the earliest
+	// live lease expires: the longest a waiter needs to wait if no holder
+	// releases. Zero otherwise.
+	RetryAfter time.Duration
+	// Full reports a denial because the store had no room for another
+	// lease (store/memory at its cap), not because the key's table was at
+	// its ceiling. A full store refuses rather than forget a live lease.
+	Full bool
+	// Time is when the store decided, by the clock it used.
+	Time time.Time
+}

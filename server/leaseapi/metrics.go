@@ -1,0 +1,147 @@
+package leaseapi
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+)
+
+// maxTracked bounds the leases the metrics track per rule: beyond it, a
+// grant is counted but not tracked, and the in-flight gauge undercounts.
+const maxTracked = 1 << 16
+
+// Metrics are the Prometheus metrics of the lease calls:
+//
+//	sluice_concurrency_in_flight{rule}                 leases this service granted, live
+//	sluice_concurrency_acquires_total{rule,class,result} granted or refused (shed)
+//	sluice_concurrency_releases_total{rule}            releases of live leases
+//	sluice_concurrency_lease_expiries_total{rule}      leases that expired before release
+//
+// A refusal of the sheddable class while default and critical requests
+// are granted is load shedding at work. A rising expiry count means
+// holders crash, hang, or forget to release. Safe for concurrent use; a
+// nil *Metrics counts nothing.
+type Metrics struct {
+	acquires *prometheus.CounterVec
+	releases *prometheus.CounterVec
+	expiries *prometheus.CounterVec
+	inFlight *prometheus.Desc
+	clock    func() time.Time
+
+	mu     sync.Mutex
+	leases map[string]map[string]int64 // by rule: lease ID → expiry, Unix ns
+}
+
+// NewMetrics returns Metrics registered with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_concurrency_acquires_total",
+			Help: "Lease acquisitions of concurrency rules, by class, granted or refused (shed)."}, []string{"rule", "class", "result"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_concurrency_releases_total",
+			Help: "Releases of live leases of concurrency rules."}, []string{"rule"}),
+		expiries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_concurrency_lease_expiries_total",
+			Help: "Leases granted by this service that expired before their holder released them."}, []string{"rule"}),
+		inFlight: prometheus.NewDesc("sluice_concurrency_in_flight",
+			"Leases granted by this service that are live: not released, not expired.", []string{"rule"}, nil),
+		clock:  time.Now,
+		leases: map[string]map[string]int64{},
+	}
+	reg.MustRegister(m.acquires, m.releases, m.expiries, m)
+	return m
+}
+
+// Describe implements prometheus.Collector for the in-flight gauge.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.inFlight }
+
+// Collect implements prometheus.Collector: it counts the expired leases
+// and reports the live ones.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock().UnixNano()
+	for rule, t := range m.leases {
+		m.sweep(rule, t, now)
+		ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(len(t)), rule)
+	}
+}
+
+// sweep drops the expired leases of rule's table t, counting them.
+func (m *Metrics) sweep(rule string, t map[string]int64, now int64) {
+	for k, exp := range t {
+		if exp <= now {
+			delete(t, k)
+			m.expiries.WithLabelValues(rule).Inc()
+		}
+	}
+}
+
+func (m *Metrics) acquired(rule string, cl sluice.Class, res Result) {
+	if m == nil {
+		return
+	}
+	result := "refused"
+	if res.OK {
+		result = "granted"
+	}
+	m.acquires.WithLabelValues(rule, cl.String(), result).Inc()
+	if !res.OK {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.leases[rule]
+	if t == nil {
+		t = map[string]int64{}
+		m.leases[rule] = t
+	}
+	if len(t) >= maxTracked {
+		m.sweep(rule, t, m.clock().UnixNano())
+	}
+	if len(t) < maxTracked {
+		t[res.ID] = res.Expires.UnixNano()
+	}
+}
+
+func (m *Metrics) released(rule, id string, live bool) {
+	if m == nil {
+		return
+	}
+	if live {
+		m.releases.WithLabelValues(rule).Inc()
+	}
+	m.forget(rule, id, !live)
+}
+
+func (m *Metrics) extended(rule, id string, d sluice.LeaseDecision) {
+	if m == nil {
+		return
+	}
+	if !d.Allowed {
+		m.forget(rule, id, true)
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if t := m.leases[rule]; t != nil {
+		if _, ok := t[id]; ok {
+			t[id] = d.Expires.UnixNano()
+		}
+	}
+}
+
+// forget drops a tracked lease, counting it as expired if it was.
+func (m *Metrics) forget(rule, id string, expired bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.leases[rule]
+	if _, ok := t[id]; !ok {
+		return
+	}
+	delete(t, id)
+	if expired {
+		m.expiries.WithLabelValues(rule).Inc()
+	}
+}

@@ -1,0 +1,68 @@
+package memory
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+func TestLeaseConformance(t *testing.T) {
+	storetest.RunLeases(t, func(t *testing.T) sluice.LeaseStore {
+		s := New(Config{})
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// TestLeaseFlood fills the leases' share of a small store with a flood of
+// keys: it is never exceeded, a full store refuses new leases (Full)
+// rather than forget live ones, and room comes back as leases expire.
+func TestLeaseFlood(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := New(Config{MaxBytes: 64 << 10, SweepInterval: -1, Clock: func() time.Time { return now }})
+	defer s.Close()
+	budget := int64(64<<10) / leaseShare
+	req := func(key, id string) sluice.LeaseRequest {
+		return sluice.LeaseRequest{Prefix: "p:", Key: key, ID: id, Limit: 2, TTL: time.Minute}
+	}
+	granted, full := 0, 0
+	for i := range 10000 {
+		d, err := s.Acquire(t.Context(), req(strconv.Itoa(i), "id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case d.Allowed:
+			granted++
+		case d.Full:
+			full++
+		default:
+			t.Fatalf("key %d: refused but not full: %+v", i, d)
+		}
+		if b := s.LeaseBytes(); b > budget {
+			t.Fatalf("after %d keys: LeaseBytes %d over the leases' share %d", i, b, budget)
+		}
+	}
+	if granted == 0 || full == 0 {
+		t.Fatalf("granted %d, full %d: want both", granted, full)
+	}
+	// Every live lease is still counted: key 0 holds one of 2, and a
+	// second holder takes the other place only if room allows.
+	if d, _ := s.Acquire(t.Context(), req("0", "id")); !d.Allowed || d.InUse != 1 {
+		t.Errorf("renewal of a live lease in a full store = %+v, want granted, 1 in use", d)
+	}
+	if d, _ := s.Acquire(t.Context(), req(strings.Repeat("k", 1<<20), "id")); d.Allowed || !d.Full {
+		t.Errorf("a megabyte key = %+v, want refused as full", d)
+	}
+	now = now.Add(2 * time.Minute) // every lease expired: a full store sweeps before it refuses
+	if d, _ := s.Acquire(t.Context(), req("new", "id")); !d.Allowed {
+		t.Errorf("acquire after expiry = %+v, want granted", d)
+	}
+	if b := s.LeaseBytes(); b > 200 {
+		t.Errorf("after every lease expired: LeaseBytes %d, want only the new lease's", b)
+	}
+}
