@@ -24,20 +24,8 @@ import (
 // username the form carries (?user=), and passes the ticket and the
 // username on to the application, which checks the password and reports
 // the outcome to sluice. Denials (403 from the subrequest) become 429.
-const nginxLoginConf = `daemon off;
-worker_processes 1;
-pid {{.Dir}}/nginx.pid;
-error_log {{.Dir}}/error.log info;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path {{.Dir}}/body;
-  proxy_temp_path {{.Dir}}/proxy;
-  fastcgi_temp_path {{.Dir}}/fastcgi;
-  uwsgi_temp_path {{.Dir}}/uwsgi;
-  scgi_temp_path {{.Dir}}/scgi;
-  set_real_ip_from 127.0.0.0/8;
-  real_ip_header X-Forwarded-For;
+// It is the http block of testserver.NginxConf.
+const nginxLoginConf = `  access_log off;
 
   server {
     listen 127.0.0.1:{{.Port}};
@@ -71,7 +59,6 @@ http {
       return 429 "too many attempts\n";
     }
   }
-}
 `
 
 // nginxLoginRules are the rules of TestNginxLoginAttack, with a webhook
@@ -145,7 +132,7 @@ func TestNginxLoginAttack(t *testing.T) {
 	base := testserver.StartNginx(t, func(dir string, port int) string {
 		var conf strings.Builder
 		tmpl.Execute(&conf, map[string]any{"Dir": dir, "Port": port, "Upstream": app.URL, "Sluice": sluice.URL})
-		return conf.String()
+		return testserver.NginxConf(dir, conf.String())
 	})
 	client := &http.Client{Timeout: 5 * time.Second}
 	var slowed atomic.Int64

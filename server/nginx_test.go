@@ -19,22 +19,10 @@ import (
 // auth subrequest, so sluice is asked for 403 on a denial
 // (deny_status=403) and error_page turns it into a 429 carrying the
 // RateLimit fields and Retry-After that auth_request_set captured.
-// realip makes the X-Forwarded-For of the test's clients their address,
-// as a trusted load balancer in front of nginx would.
-const nginxConf = `daemon off;
-worker_processes 1;
-pid {{.Dir}}/nginx.pid;
-error_log {{.Dir}}/error.log info;
-events { worker_connections 128; }
-http {
-  access_log off;
-  client_body_temp_path {{.Dir}}/body;
-  proxy_temp_path {{.Dir}}/proxy;
-  fastcgi_temp_path {{.Dir}}/fastcgi;
-  uwsgi_temp_path {{.Dir}}/uwsgi;
-  scgi_temp_path {{.Dir}}/scgi;
-  set_real_ip_from 127.0.0.0/8;
-  real_ip_header X-Forwarded-For;
+// It is the http block of testserver.NginxConf, whose realip makes the
+// X-Forwarded-For of the test's clients their address, as a trusted load
+// balancer in front of nginx would.
+const nginxConf = `  access_log off;
 
   server {
     listen 127.0.0.1:{{.Port}};
@@ -88,7 +76,6 @@ http {
       return 429 "rate limited\n";
     }
   }
-}
 `
 
 // startNginx runs nginx with nginxConf on a free loopback port, stopped
@@ -101,7 +88,7 @@ func startNginx(t *testing.T, upstream, sluice string) string {
 		if err := tmpl.Execute(&conf, map[string]any{"Dir": dir, "Port": port, "Upstream": upstream, "Sluice": sluice}); err != nil {
 			t.Fatal(err)
 		}
-		return conf.String()
+		return testserver.NginxConf(dir, conf.String())
 	})
 }
 

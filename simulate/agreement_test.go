@@ -23,21 +23,9 @@ import (
 // sluice serve: rule login for /login, web for the rest (the rule of
 // forward_auth). nginx logs each request in the combined format, the
 // client's address from X-Forwarded-For (realip), and its status: 429
-// when sluice denied or refused it.
-const agreementConf = `daemon off;
-worker_processes 1;
-pid {{.Dir}}/nginx.pid;
-error_log {{.Dir}}/error.log;
-events { worker_connections 64; }
-http {
-  access_log {{.Dir}}/access.log combined;
-  client_body_temp_path {{.Dir}}/body;
-  proxy_temp_path {{.Dir}}/proxy;
-  fastcgi_temp_path {{.Dir}}/fastcgi;
-  uwsgi_temp_path {{.Dir}}/uwsgi;
-  scgi_temp_path {{.Dir}}/scgi;
-  set_real_ip_from 127.0.0.0/8;
-  real_ip_header X-Forwarded-For;
+// when sluice denied or refused it. It is the http block of
+// testserver.NginxConf.
+const agreementConf = `  access_log {{.Dir}}/access.log combined;
   server {
     listen 127.0.0.1:{{.Port}};
     location / {
@@ -70,7 +58,6 @@ http {
     }
     location @denied { return 429; }
   }
-}
 `
 
 // agreementRules use fixed windows of an hour: the service decides at
@@ -113,7 +100,7 @@ func TestAgreesWithServe(t *testing.T) {
 		if err := tmpl.Execute(&b, map[string]any{"Dir": d, "Port": port, "Upstream": upstream.URL, "Sluice": sluice.URL}); err != nil {
 			t.Fatal(err)
 		}
-		return b.String()
+		return testserver.NginxConf(d, b.String())
 	})
 
 	sent := send(t, base, 600)

@@ -54,6 +54,18 @@ func IsJSON(r *http.Request) bool {
 	return err == nil && mt == "application/json"
 }
 
+// RequirePost answers 405 (with Allow) or 415, and reports false,
+// unless r is a POST whose body is declared JSON: what every POST
+// endpoint of the service requires before it reads a body.
+func RequirePost(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		Error(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use POST")
+		return false
+	}
+	return RequireJSON(w, r)
+}
+
 // RequireJSON answers 415 and reports false unless r's body is declared
 // JSON (see IsJSON).
 func RequireJSON(w http.ResponseWriter, r *http.Request) bool {

@@ -29,6 +29,19 @@ func StartNginx(t testing.TB, conf func(dir string, port int) string) string {
 	})
 }
 
+// NginxConf returns a configuration for StartNginx whose http block is
+// http: nginx in the foreground with one worker, its pid, error log and
+// temp paths under dir, and the client's address taken from the
+// X-Forwarded-For a loopback peer sends (realip), as behind a trusted
+// load balancer. http holds the access_log line and the server blocks.
+func NginxConf(dir, http string) string {
+	return "daemon off;\nworker_processes 1;\npid " + dir + "/nginx.pid;\nerror_log " + dir + "/error.log info;\n" +
+		"events { worker_connections 256; }\nhttp {\n" +
+		"  client_body_temp_path " + dir + "/body;\n  proxy_temp_path " + dir + "/proxy;\n" +
+		"  fastcgi_temp_path " + dir + "/fastcgi;\n  uwsgi_temp_path " + dir + "/uwsgi;\n  scgi_temp_path " + dir + "/scgi;\n" +
+		"  set_real_ip_from 127.0.0.0/8;\n  real_ip_header X-Forwarded-For;\n" + http + "}\n"
+}
+
 // StartCaddy runs caddy with the Caddyfile conf returns for a free
 // loopback port, with its data and configuration directories in a
 // directory of its own, waits until it listens on 127.0.0.1:port and

@@ -112,12 +112,7 @@ func badRequest(format string, args ...any) *apiError {
 // as JSON.
 func (h *Handler) post(serve func(w http.ResponseWriter, r *http.Request) *apiError) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			jsonhttp.Error(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use POST")
-			return
-		}
-		if !jsonhttp.RequireJSON(w, r) {
+		if !jsonhttp.RequirePost(w, r) {
 			return
 		}
 		if err := serve(w, r); err != nil {

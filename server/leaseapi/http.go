@@ -112,12 +112,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 // LeaseResponse, errors as problem details.
 func post(log *slog.Logger, call func(w http.ResponseWriter, r *http.Request) (Result, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			jsonhttp.Error(w, http.StatusMethodNotAllowed, r.Method+" not allowed: use POST")
-			return
-		}
-		if !jsonhttp.RequireJSON(w, r) {
+		if !jsonhttp.RequirePost(w, r) {
 			return
 		}
 		res, err := call(w, r)
