@@ -228,28 +228,36 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	ls, _ := s.st.primary.(sluice.LeaseStore) // memory, Redis and memcached are
-	if n.leases, err = leaseapi.New(leaseapi.Config{Store: ls, Rules: c.Concurrency, Namespace: s.opts.Namespace, Metrics: s.leaseM}); err != nil {
+	if err := s.buildAPIs(n, c); err != nil {
 		return nil, err
-	}
-	if n.logins, err = s.buildLogins(n, c); err != nil {
-		return nil, err
-	}
-	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log, Logins: n.logins}); err != nil {
-		return nil, err
-	}
-	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, authLogins(c, n.logins), s.st.policy(config.FailClosed), s.log); err != nil {
-		return nil, err
-	}
-	if c.Admin.Enabled() {
-		if n.admin, err = admin.Handler(s, c.Admin.Token); err != nil {
-			return nil, err
-		}
 	}
 	if n.sinks, err = s.notes.sinks(c, s.sinks()); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// buildAPIs builds what the state's APIs decide with beside the engine
+// (the concurrency rules, the login rules) and the APIs themselves.
+func (s *Service) buildAPIs(n *state, c *config.Config) error {
+	ls, _ := s.st.primary.(sluice.LeaseStore) // memory, Redis and memcached are
+	var err error
+	if n.leases, err = leaseapi.New(leaseapi.Config{Store: ls, Rules: c.Concurrency, Namespace: s.opts.Namespace, Metrics: s.leaseM}); err != nil {
+		return err
+	}
+	if n.logins, err = s.buildLogins(n, c); err != nil {
+		return err
+	}
+	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log, Logins: n.logins}); err != nil {
+		return err
+	}
+	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, authLogins(c, n.logins), s.st.policy(config.FailClosed), s.log); err != nil {
+		return err
+	}
+	if c.Admin.Enabled() {
+		n.admin, err = admin.Handler(s, c.Admin.Token)
+	}
+	return err
 }
 
 // fillLists adds the allow and deny entries of g to the state's lists.
