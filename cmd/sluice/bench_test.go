@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,6 +77,17 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// atoiOf returns the number the first group of pattern matches in s.
+func atoiOf(t *testing.T, s, pattern string) int {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("no %q in:\n%s", pattern, s)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
 // TestBenchRate runs "sluice bench -rate" against a real "sluice serve":
 // the schedule sets exactly how many requests are sent, and the report
 // says how they kept to it.
@@ -88,13 +101,20 @@ func TestBenchRate(t *testing.T) {
 	}
 	for _, want := range []string{
 		"(8 at most in flight over 2 connections, 1 keys)",
-		"schedule   200/s offered, 200 requests: ", " 0 missed",
-		"requests   200 in", "verdicts   50 allowed (25.0%), 150 over the limit (75.0%), 0 errors",
+		"schedule   200/s offered, 200 requests: ",
 		"p99 ", "(from each request's intended send time)", "send lag   p50 ", "histogram",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("bench -rate grpc output lacks %q:\n%s", want, out)
 		}
+	}
+	// How many a busy machine misses is its business, not the test's
+	// (no bound on time): every request is answered or missed, and the
+	// limit of 50 decides the verdicts of those answered.
+	missed, answered, allowed, over := atoiOf(t, out, `(\d+) missed`), atoiOf(t, out, `requests\s+(\d+) in`),
+		atoiOf(t, out, `verdicts\s+(\d+) allowed`), atoiOf(t, out, `(\d+) over the limit`)
+	if answered+missed != 200 || answered == 0 || allowed > 50 || allowed < 50-missed || allowed+over != answered || !strings.Contains(out, " 0 errors") {
+		t.Errorf("bench -rate grpc: %d answered, %d missed, %d allowed, %d over; want 200 answered or missed, 50 allowed of those answered, no errors:\n%s", answered, missed, allowed, over, out)
 	}
 
 	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=r{key}",
@@ -106,8 +126,8 @@ func TestBenchRate(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Schedule == nil {
 		t.Fatalf("bench -rate -json http = %q (%v), want a report with a schedule", out, err)
 	}
-	if s := r.Schedule; r.Requests != 100 || r.Allowed != 100 || r.Errors != 0 || s.OfferedRate != 500 || s.Scheduled != 100 || s.Missed != 0 || r.P99 <= 0 || s.LagMax < s.LagP50 {
-		t.Errorf("bench -rate -json http = %+v, schedule %+v; want 100 requests allowed of 100 scheduled at 500/s, none missed", r, *s)
+	if s := r.Schedule; r.Requests+s.Missed != 100 || r.Requests == 0 || r.Allowed != r.Requests || r.Errors != 0 || s.OfferedRate != 500 || s.Scheduled != 100 || r.P99 <= 0 || s.LagMax < s.LagP50 {
+		t.Errorf("bench -rate -json http = %+v, schedule %+v; want the 100 scheduled at 500/s answered (allowed) or missed", r, *s)
 	}
 	// A closed loop has no schedule.
 	out, _, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=c{key}", "-n", "5")
