@@ -23,6 +23,8 @@ import (
 // form of request the description names has a rule to apply.
 var openAPIConfig = strings.Replace(serviceConfig, "forward_auth:", `  - domain: edge
     descriptors: [{key: remote_address, limits: ["1/min"]}]
+  - name: reports
+    concurrency: {limit: 1, ttl: 1m}
 logins:
   - {name: web}
 forward_auth:`, 1)
@@ -94,6 +96,11 @@ func openAPICases() []apiCase {
 		{name: "login fail", method: "POST", path: "/v1/login/fail", body: `{"login":"web","user":"alice","address":"192.0.2.77","ticket":"7"}`, status: 200, want: `{`},
 		{name: "login succeed", method: "POST", path: "/v1/login/succeed", body: `{"login":"web","user":"alice","address":"192.0.2.77","ticket":"8"}`, status: 200, want: `{`},
 		{name: "login bad ticket", method: "POST", path: "/v1/login/succeed", body: `{"login":"web","user":"alice","address":"192.0.2.77","ticket":"x"}`, status: 400, want: "invalid login ticket"},
+		{name: "acquire", method: "POST", path: "/v1/acquire", body: `{"rule":"reports","key":"k","class":"critical"}`, status: 200, want: `"ok":true`},
+		{name: "acquire full", method: "POST", path: "/v1/acquire", body: `{"rule":"reports","key":"k"}`, status: 200, want: `"ok":false`},
+		{name: "extend unknown", method: "POST", path: "/v1/extend", body: `{"rule":"reports","key":"k","id":"nope"}`, status: 200, want: `"ok":false`},
+		{name: "release unknown", method: "POST", path: "/v1/release", body: `{"rule":"reports","key":"k","id":"nope"}`, status: 200, want: `"ok":false`},
+		{name: "acquire bad class", method: "POST", path: "/v1/acquire", body: `{"rule":"reports","key":"k","class":"vip"}`, status: 400, want: "class", invalid: true},
 		{name: "healthz", method: "GET", path: "/healthz", status: 200, want: `"ok"`},
 		{name: "readyz", method: "GET", path: "/readyz", status: 200, want: `"ready"`},
 		{name: "openapi", method: "GET", path: "/openapi.yaml", status: 200, want: "openapi: 3.1"},
