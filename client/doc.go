@@ -4,7 +4,9 @@
 // state ([Client.Reset]), counts without checking ([Client.Insert]),
 // reports outcomes after the fact ([Client.Reserve], [Client.Commit],
 // [Client.Refund], [Client.Report]), runs the service's login rules
-// ([Client.LoginBegin], [Client.LoginFail], [Client.LoginSucceed]), and
+// ([Client.LoginBegin], [Client.LoginFail], [Client.LoginSucceed]) and
+// concurrency rules ([Client.Acquire], [Client.Release],
+// [Client.Extend]), and
 // manages bans ([Client.Ban], [Client.Bans], [Client.Lift]).
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:8080"})

@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/server/leaseapi"
 )
 
 // TestOutcomes runs insert, reservations and reports through a real
@@ -49,5 +50,37 @@ func TestOutcomes(t *testing.T) {
 	}
 	if _, err := c.LoginBegin(ctx, httpapi.LoginRequest{Login: "nope", Address: "192.0.2.1"}); !errors.Is(err, sluice.ErrInvalidRequest) {
 		t.Errorf("LoginBegin of an unknown login = %v, want ErrInvalidRequest", err)
+	}
+}
+
+// TestLeases takes the one place of a concurrency rule through a real
+// service, is refused a second, extends and releases the first, and then
+// gets the place again.
+func TestLeases(t *testing.T) {
+	s := startService(t, nil)
+	ctx := t.Context()
+	c := newClient(t, s, "http", client.Config{})
+	first, err := c.Acquire(ctx, leaseapi.AcquireBody{Rule: "reports", Key: "k"})
+	if err != nil || !first.OK || first.ID == "" || first.Expires == nil {
+		t.Fatalf("Acquire = %+v, %v; want a lease", first, err)
+	}
+	if r, err := c.Acquire(ctx, leaseapi.AcquireBody{Rule: "reports", Key: "k", Class: "critical"}); err != nil || r.OK || r.InUse != 1 || r.RetryAfter <= 0 {
+		t.Errorf("second Acquire = %+v, %v; want refused, 1 in use, a wait", r, err)
+	}
+	lease := leaseapi.LeaseBody{Rule: "reports", Key: "k", ID: first.ID}
+	if r, err := c.Extend(ctx, lease); err != nil || !r.OK {
+		t.Errorf("Extend = %+v, %v; want renewed", r, err)
+	}
+	if r, err := c.Release(ctx, lease); err != nil || !r.OK {
+		t.Errorf("Release = %+v, %v; want released", r, err)
+	}
+	if r, err := c.Release(ctx, lease); err != nil || r.OK {
+		t.Errorf("second Release = %+v, %v; want not live", r, err)
+	}
+	if r, err := c.Acquire(ctx, leaseapi.AcquireBody{Rule: "reports", Key: "k"}); err != nil || !r.OK {
+		t.Errorf("Acquire after the release = %+v, %v; want the place", r, err)
+	}
+	if _, err := c.Acquire(ctx, leaseapi.AcquireBody{Rule: "nope", Key: "k"}); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("Acquire of an unknown rule = %v, want ErrInvalidRequest", err)
 	}
 }

@@ -27,6 +27,8 @@ const rulesConfig = `rules:
     limits: ["1/h"]
   - name: hot
     limits: ["100/s"]
+  - name: reports
+    concurrency: {limit: 1, ttl: 1m}
 guard:
   deny: ["key:blocked"]
 admin:

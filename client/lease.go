@@ -1,0 +1,34 @@
+package client
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/server/leaseapi"
+)
+
+// Acquire asks for a place among the requests in flight for req.Key under
+// the service's concurrency rule req.Rule (see docs/concurrency.md), at
+// once or waiting up to req.Wait seconds: OK reports a place granted, and
+// ID names the lease to Release or Extend. A refusal is an answer with OK
+// false, not an error. Over the HTTP API.
+func (c *Client) Acquire(ctx context.Context, req leaseapi.AcquireBody) (leaseapi.LeaseResponse, error) {
+	var resp leaseapi.LeaseResponse
+	err := c.post(ctx, "/v1/acquire", req.Rule, req.Key, req, &resp)
+	return resp, err
+}
+
+// Release ends the lease req.ID: its place is free at once. OK reports
+// that the lease was live.
+func (c *Client) Release(ctx context.Context, req leaseapi.LeaseBody) (leaseapi.LeaseResponse, error) {
+	var resp leaseapi.LeaseResponse
+	err := c.post(ctx, "/v1/release", req.Rule, req.Key, req, &resp)
+	return resp, err
+}
+
+// Extend renews the live lease req.ID for its rule's TTL from now. OK
+// reports that it was live (an expired lease is not revived).
+func (c *Client) Extend(ctx context.Context, req leaseapi.LeaseBody) (leaseapi.LeaseResponse, error) {
+	var resp leaseapi.LeaseResponse
+	err := c.post(ctx, "/v1/extend", req.Rule, req.Key, req, &resp)
+	return resp, err
+}
