@@ -112,3 +112,38 @@ func (l *Login) Resume(ctx context.Context, try Try, t Ticket) (*Attempt, error)
 	}
 	return a, nil
 }
+
+// A Settlement is what Settle did with a ticket.
+type Settlement struct {
+	// Duplicate reports that the ticket was settled before: nothing was
+	// done again.
+	Duplicate bool
+	// Banned reports that the failure made the login's jail ban the
+	// address, with Ban.
+	Banned bool
+	Ban    Ban
+}
+
+// Settle ends the attempt of try that Begin allowed with the ticket
+// written ticket (see Ticket.String), in this process or another: as a
+// failure (see Attempt.Fail) when failed, else as a success (see
+// Attempt.Succeed). What a service's APIs do with the outcome of a login.
+// The error wraps ErrInvalidTicket (a sluice.ErrInvalidRequest) for a
+// malformed or stale ticket, and sluice.ErrStore when the store failed.
+func (l *Login) Settle(ctx context.Context, try Try, ticket string, failed bool) (Settlement, error) {
+	t, err := ParseTicket(ticket)
+	if err != nil {
+		return Settlement{}, err
+	}
+	a, err := l.Resume(ctx, try, t)
+	if err != nil {
+		return Settlement{}, err
+	}
+	s := Settlement{Duplicate: a.Settled}
+	if failed {
+		s.Ban, s.Banned, err = a.Fail(ctx)
+	} else {
+		err = a.Succeed(ctx)
+	}
+	return s, err
+}

@@ -62,29 +62,15 @@ func (s *Service) settle(ctx context.Context, req *sluicepb.LoginRequest, failed
 	if err != nil {
 		return nil, err
 	}
-	t, err := guard.ParseTicket(req.GetTicket())
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	a, err := l.Resume(ctx, try, t)
+	st, err := l.Settle(ctx, try, req.GetTicket(), failed)
 	if errors.Is(err, sluice.ErrInvalidRequest) {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	} else if err != nil {
 		return nil, s.fail(ctx, "login "+req.GetLogin(), err)
 	}
-	out := &sluicepb.SettleResponse{Duplicate: a.Settled}
-	if !failed {
-		if err := a.Succeed(ctx); err != nil {
-			return nil, s.fail(ctx, "login "+req.GetLogin(), err)
-		}
-		return out, nil
-	}
-	b, banned, err := a.Fail(ctx)
-	if err != nil {
-		return nil, s.fail(ctx, "login "+req.GetLogin(), err)
-	}
-	if banned {
-		out.Banned, out.Ban = true, durationpb.New(b.Until.Sub(b.Since))
+	out := &sluicepb.SettleResponse{Duplicate: st.Duplicate, Banned: st.Banned}
+	if st.Banned {
+		out.Ban = durationpb.New(st.Ban.Until.Sub(st.Ban.Since))
 	}
 	return out, nil
 }

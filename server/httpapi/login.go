@@ -123,25 +123,15 @@ func (h *Handler) loginSettle(failed bool) func(http.ResponseWriter, *http.Reque
 		if aerr != nil {
 			return aerr
 		}
-		t, err := guard.ParseTicket(req.Ticket)
-		if err != nil {
-			return badRequest("%v", err)
-		}
-		a, err := l.Resume(r.Context(), try, t)
+		st, err := l.Settle(r.Context(), try, req.Ticket, failed)
 		if errors.Is(err, sluice.ErrInvalidRequest) {
 			return badRequest("%v", err)
 		} else if err != nil {
 			return h.engineError(r, req.Login, err)
 		}
-		resp := SettleResponse{Duplicate: a.Settled}
-		if failed {
-			b, banned, err := a.Fail(r.Context())
-			if err != nil {
-				return h.engineError(r, req.Login, err)
-			}
-			resp.Banned, resp.BanSeconds = banned, Seconds(b.Until.Sub(b.Since))
-		} else if err := a.Succeed(r.Context()); err != nil {
-			return h.engineError(r, req.Login, err)
+		resp := SettleResponse{Duplicate: st.Duplicate, Banned: st.Banned}
+		if st.Banned {
+			resp.BanSeconds = Seconds(st.Ban.Until.Sub(st.Ban.Since))
 		}
 		jsonhttp.Write(w, http.StatusOK, resp)
 		return nil
