@@ -12,23 +12,17 @@ import (
 // ID names the lease to Release or Extend. A refusal is an answer with OK
 // false, not an error. Over the HTTP API.
 func (c *Client) Acquire(ctx context.Context, req leaseapi.AcquireBody) (leaseapi.LeaseResponse, error) {
-	var resp leaseapi.LeaseResponse
-	err := c.post(ctx, "/v1/acquire", req.Rule, req.Key, req, &resp)
-	return resp, err
+	return post[leaseapi.LeaseResponse](ctx, c, "/v1/acquire", req.Rule, req.Key, req)
 }
 
 // Release ends the lease req.ID: its place is free at once. OK reports
 // that the lease was live.
 func (c *Client) Release(ctx context.Context, req leaseapi.LeaseBody) (leaseapi.LeaseResponse, error) {
-	var resp leaseapi.LeaseResponse
-	err := c.post(ctx, "/v1/release", req.Rule, req.Key, req, &resp)
-	return resp, err
+	return post[leaseapi.LeaseResponse](ctx, c, "/v1/release", req.Rule, req.Key, req)
 }
 
 // Extend renews the live lease req.ID for its rule's TTL from now. OK
 // reports that it was live (an expired lease is not revived).
 func (c *Client) Extend(ctx context.Context, req leaseapi.LeaseBody) (leaseapi.LeaseResponse, error) {
-	var resp leaseapi.LeaseResponse
-	err := c.post(ctx, "/v1/extend", req.Rule, req.Key, req, &resp)
-	return resp, err
+	return post[leaseapi.LeaseResponse](ctx, c, "/v1/extend", req.Rule, req.Key, req)
 }
