@@ -80,31 +80,27 @@ func (s *Service) Insert(ctx context.Context, req *sluicepb.InsertRequest) (*slu
 
 // Reserve takes the cost and holds it awaiting Commit or Refund.
 func (s *Service) Reserve(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
-	o, err := outcomeRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.engine().Reserve(ctx, o)
-	return s.answer(ctx, o.Rule, res, err)
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Reserve(ctx, o) })
 }
 
 // Commit keeps a reserved take.
 func (s *Service) Commit(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
-	o, err := outcomeRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.engine().Settle(ctx, o, false)
-	return s.answer(ctx, o.Rule, res, err)
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Settle(ctx, o, false) })
 }
 
 // Refund gives a reserved take back.
 func (s *Service) Refund(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Settle(ctx, o, true) })
+}
+
+// outcome reads req, asks call of the current engine, and renders its
+// answer: what every outcome call does but the engine's method.
+func (s *Service) outcome(ctx context.Context, req *sluicepb.OutcomeRequest, call func(*rules.Engine, rules.OutcomeRequest) (rules.OutcomeResult, error)) (*sluicepb.OutcomeResponse, error) {
 	o, err := outcomeRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.engine().Settle(ctx, o, true)
+	res, err := call(s.engine(), o)
 	return s.answer(ctx, o.Rule, res, err)
 }
 
@@ -113,16 +109,11 @@ var outcomes = map[sluicepb.Outcome]string{sluicepb.Outcome_OUTCOME_FAILURE: "fa
 
 // Report reports the outcome of unreserved work.
 func (s *Service) Report(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
-	o, err := outcomeRequest(req)
-	if err != nil {
-		return nil, err
-	}
 	outcome, ok := outcomes[req.GetOutcome()]
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "unknown outcome %v (want OUTCOME_FAILURE or OUTCOME_SUCCESS)", req.GetOutcome())
 	}
-	res, err := s.engine().Report(ctx, o, outcome)
-	return s.answer(ctx, o.Rule, res, err)
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Report(ctx, o, outcome) })
 }
 
 // outcomeRequest is the engine's form of req; the engine checks the rest.
