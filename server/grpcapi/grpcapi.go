@@ -85,12 +85,16 @@ func (s *Service) Reserve(ctx context.Context, req *sluicepb.OutcomeRequest) (*s
 
 // Commit keeps a reserved take.
 func (s *Service) Commit(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
-	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Settle(ctx, o, false) })
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) {
+		return e.Settle(ctx, o, false)
+	})
 }
 
 // Refund gives a reserved take back.
 func (s *Service) Refund(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
-	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Settle(ctx, o, true) })
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) {
+		return e.Settle(ctx, o, true)
+	})
 }
 
 // outcome reads req, asks call of the current engine, and renders its
@@ -113,7 +117,9 @@ func (s *Service) Report(ctx context.Context, req *sluicepb.OutcomeRequest) (*sl
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "unknown outcome %v (want OUTCOME_FAILURE or OUTCOME_SUCCESS)", req.GetOutcome())
 	}
-	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) { return e.Report(ctx, o, outcome) })
+	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) {
+		return e.Report(ctx, o, outcome)
+	})
 }
 
 // outcomeRequest is the engine's form of req; the engine checks the rest.
