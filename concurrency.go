@@ -83,6 +83,7 @@ type AdaptiveLimit interface {
 // Create one with NewConcurrency; it is safe for concurrent use.
 type Concurrency struct {
 	store    LeaseStore
+	refs     LeaseRefs // store, if it grants leases by ref
 	limit    int
 	ttl      time.Duration
 	prefix   string
@@ -131,6 +132,7 @@ func NewConcurrency(store LeaseStore, c ConcurrencyConfig) (*Concurrency, error)
 		shares: shares, adaptive: c.Adaptive, poll: c.Poll, clock: c.Clock,
 		queues: make(map[queueKey]*waitQueue),
 	}
+	con.refs, _ = store.(LeaseRefs)
 	for cl := range numClasses {
 		con.ceilings[cl] = shares.Ceiling(cl, c.Limit)
 	}
@@ -160,59 +162,93 @@ func (c *Concurrency) InFlight() int { return int(c.inflight.Load()) }
 // overtake them. The error is non-nil only when the store failed (or for
 // an unknown class).
 func (c *Concurrency) Acquire(ctx context.Context, key string, cl Class) (*Lease, error) {
-	if cl >= numClasses {
-		return nil, fmt.Errorf("%w: unknown class %d", ErrInvalidRequest, cl)
-	}
-	key = actorKey(key)
-	if c.queued(key, cl) {
-		l := &Lease{LeaseDecision: LeaseDecision{Limit: c.limit, Time: c.clock()}, Class: cl, c: c, key: key}
-		l.done.Store(true)
-		return l, nil
-	}
-	return c.acquire(ctx, key, cl)
-}
-
-// acquire is Acquire for a bounded key, in or out of turn.
-func (c *Concurrency) acquire(ctx context.Context, key string, cl Class) (*Lease, error) {
-	if l := c.shedLocally(key, cl); l != nil {
-		return l, nil
-	}
-	id := c.ids.next()
-	d, err := c.store.Acquire(ctx, LeaseRequest{Prefix: c.prefix, Key: key, ID: id, Limit: c.limit,
-		Ceiling: c.ceilings[cl], TTL: c.ttl})
+	l := new(Lease)
+	err := c.acquireInto(ctx, key, cl, l)
 	if err != nil {
-		c.inflight.Add(-1)
 		return nil, err
-	}
-	l := &Lease{LeaseDecision: d, Class: cl, c: c, key: key}
-	if !d.Allowed {
-		c.inflight.Add(-1)
-		l.done.Store(true)
-		return l, nil
-	}
-	l.id = id
-	if c.adaptive != nil {
-		l.start, l.started = c.clock(), int(c.inflight.Load())
 	}
 	return l, nil
 }
 
+// Do runs f holding a place for key, if one is free now, and releases
+// it when f returns (or panics): Acquire and Release in one call, without
+// a Lease, so that on a store of this process (store/memory) it
+// allocates nothing. It returns Acquire's decision, and f runs only if
+// Allowed; the error is the store's, from the acquire or the release.
+// Work that may outlive the lease TTL, or that must tell the adaptive
+// limit it failed from overload, uses Acquire.
+func (c *Concurrency) Do(ctx context.Context, key string, cl Class, f func()) (LeaseDecision, error) {
+	var l Lease
+	if err := c.acquireInto(ctx, key, cl, &l); err != nil || !l.Allowed {
+		return l.LeaseDecision, err
+	}
+	var err error
+	defer func() { err = l.Release(ctx) }()
+	f()
+	return l.LeaseDecision, err
+}
+
+// acquireInto is Acquire into l.
+func (c *Concurrency) acquireInto(ctx context.Context, key string, cl Class, l *Lease) error {
+	if cl >= numClasses {
+		return fmt.Errorf("%w: unknown class %d", ErrInvalidRequest, cl)
+	}
+	key = actorKey(key)
+	if c.queued(key, cl) {
+		*l = Lease{LeaseDecision: LeaseDecision{Limit: c.limit, Time: c.clock()}, Class: cl, c: c, key: key}
+		l.done.Store(true)
+		return nil
+	}
+	return c.acquire(ctx, key, cl, l)
+}
+
+// acquire is Acquire for a bounded key, in or out of turn, into l.
+func (c *Concurrency) acquire(ctx context.Context, key string, cl Class, l *Lease) error {
+	l.Class, l.c, l.key = cl, c, key
+	if c.shedLocally(key, cl, l) {
+		return nil
+	}
+	r := LeaseRequest{Prefix: c.prefix, Key: key, Limit: c.limit, Ceiling: c.ceilings[cl], TTL: c.ttl}
+	if c.refs != nil {
+		l.LeaseDecision, l.ref = c.refs.AcquireRef(r)
+	} else {
+		r.ID = c.ids.next()
+		d, err := c.store.Acquire(ctx, r)
+		if err != nil {
+			c.inflight.Add(-1)
+			return err
+		}
+		l.LeaseDecision, l.id = d, r.ID
+	}
+	if !l.Allowed {
+		c.inflight.Add(-1)
+		l.done.Store(true)
+		l.id = ""
+		return nil
+	}
+	if c.adaptive != nil {
+		l.start, l.started = c.clock(), int(c.inflight.Load())
+	}
+	return nil
+}
+
 // shedLocally counts a request against this process's leases in flight
-// and returns nil, or, when the adaptive limit refuses its class, undoes
-// the count and returns the refusal.
-func (c *Concurrency) shedLocally(key string, cl Class) *Lease {
+// and returns false, or, when the adaptive limit refuses its class,
+// undoes the count, makes l the refusal and returns true.
+func (c *Concurrency) shedLocally(key string, cl Class, l *Lease) bool {
 	n := c.inflight.Add(1)
 	if c.adaptive == nil {
-		return nil
+		return false
 	}
 	limit := c.adaptive.Limit()
 	if n <= int64(c.shares.Ceiling(cl, limit)) {
-		return nil
+		return false
 	}
 	c.inflight.Add(-1)
-	l := &Lease{LeaseDecision: LeaseDecision{InUse: int(n - 1), Limit: limit, Time: c.clock()}, Class: cl, Adaptive: true, c: c, key: key}
+	l.LeaseDecision = LeaseDecision{InUse: int(n - 1), Limit: limit, Time: c.clock()}
+	l.Adaptive = true
 	l.done.Store(true)
-	return l
+	return true
 }
 
 // A Lease is a place among the requests in flight for one key, acquired
@@ -230,14 +266,28 @@ type Lease struct {
 
 	c       *Concurrency
 	key, id string
+	ref     LeaseRef // from a LeaseRefs store; id is then drawn on demand
+	idMu    sync.Mutex
 	start   time.Time
 	started int // this process's leases in flight when it was acquired
 	dropped atomic.Bool
 	done    atomic.Bool
 }
 
-// ID returns the lease's ID in its store ("" for a denial).
-func (l *Lease) ID() string { return l.id }
+// ID returns the lease's ID in its store: "" for a denial, or for a
+// lease of a LeaseRefs store (store/memory) that was released or expired
+// before its first ID was asked for (such a lease is given an ID only
+// when asked, so that it costs none otherwise).
+func (l *Lease) ID() string {
+	l.idMu.Lock()
+	defer l.idMu.Unlock()
+	if l.id == "" && l.ref.Table != nil && !l.done.Load() {
+		if id := l.c.ids.next(); l.c.refs.NameRef(l.ref, id) {
+			l.id = id
+		}
+	}
+	return l.id
+}
 
 // Drop marks the work as failed from overload (a timeout, a refusal
 // downstream), so that Release tells the adaptive limit to back off.
@@ -257,7 +307,12 @@ func (l *Lease) Release(ctx context.Context) error {
 		now := c.clock()
 		c.adaptive.Observe(now, now.Sub(l.start), l.started, l.dropped.Load())
 	}
-	_, err := c.store.Release(ctx, LeaseRequest{Prefix: c.prefix, Key: l.key, ID: l.id, Limit: c.limit})
+	var err error
+	if l.ref.Table != nil {
+		c.refs.ReleaseRef(l.ref)
+	} else {
+		_, err = c.store.Release(ctx, LeaseRequest{Prefix: c.prefix, Key: l.key, ID: l.id, Limit: c.limit})
+	}
 	c.wake(l.key)
 	return err
 }
@@ -267,8 +322,12 @@ func (l *Lease) Release(ctx context.Context) error {
 // place may be another's, so the work should stop. A denied lease reports
 // false.
 func (l *Lease) Extend(ctx context.Context) (bool, error) {
-	if l.id == "" || l.done.Load() {
+	if !l.Allowed || l.done.Load() {
 		return false, nil
+	}
+	if l.ref.Table != nil {
+		_, ok := l.c.refs.ExtendRef(l.ref, l.c.ttl)
+		return ok, nil
 	}
 	d, err := l.c.store.Extend(ctx, LeaseRequest{Prefix: l.c.prefix, Key: l.key, ID: l.id, Limit: l.c.limit, TTL: l.c.ttl})
 	return d.Allowed, err
@@ -302,7 +361,7 @@ func (ids *leaseIDs) next() string {
 // keep-alive; the work goes on, its place perhaps another's. A denied
 // lease has nothing to keep alive.
 func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
-	if l.id == "" || l.done.Load() {
+	if !l.Allowed || l.done.Load() {
 		return func() {}
 	}
 	var mu sync.Mutex
@@ -332,11 +391,12 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 // nothing after; the lease lives on in the store until ReleaseID or its
 // expiry. A denied lease returns "".
 func (l *Lease) Detach() string {
-	if l.id == "" || !l.done.CompareAndSwap(false, true) {
+	id := l.ID()
+	if id == "" || !l.done.CompareAndSwap(false, true) {
 		return ""
 	}
 	l.c.inflight.Add(-1)
-	return l.id
+	return id
 }
 
 // ReleaseID ends the lease id on key, for a holder that kept only its ID

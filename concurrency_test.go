@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -19,7 +20,9 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // newConcurrency returns a Concurrency of c on a memory store whose clock
-// is now.
+// is now: granting leases by ref, unless the test's name ends in
+// "/byID", where the store is seen as a LeaseStore only, as the shared
+// stores are.
 func newConcurrency(t *testing.T, c sluice.ConcurrencyConfig, now func() time.Time) *sluice.Concurrency {
 	t.Helper()
 	s := memory.New(memory.Config{Clock: now, SweepInterval: -1})
@@ -27,7 +30,11 @@ func newConcurrency(t *testing.T, c sluice.ConcurrencyConfig, now func() time.Ti
 	if c.Clock == nil {
 		c.Clock = now
 	}
-	con, err := sluice.NewConcurrency(s, c)
+	var store sluice.LeaseStore = s
+	if strings.HasSuffix(t.Name(), "/byID") {
+		store = struct{ sluice.LeaseStore }{s}
+	}
+	con, err := sluice.NewConcurrency(store, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +53,18 @@ func acquire(t *testing.T, c *sluice.Concurrency, key string, cl sluice.Class, w
 	return l
 }
 
+// bothPaths runs f on a store that grants leases by ref and on one that
+// grants them by ID.
+func bothPaths(t *testing.T, f func(t *testing.T)) {
+	t.Run("byRef", f)
+	t.Run("byID", f)
+}
+
 // TestConcurrencyLeases walks a limit of 2 through acquire, release,
 // extend and expiry on a fake clock.
-func TestConcurrencyLeases(t *testing.T) {
+func TestConcurrencyLeases(t *testing.T) { bothPaths(t, testConcurrencyLeases) }
+
+func testConcurrencyLeases(t *testing.T) {
 	clk := &clock{now: t0}
 	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 2, TTL: 10 * time.Second}, clk.Now)
 	a := acquire(t, c, "k", sluice.ClassCritical, true)
@@ -307,7 +323,9 @@ func TestNewConcurrencyInvalid(t *testing.T) {
 
 // TestDetach: a lease handed over by ID no longer counts in this
 // process, and is ended by ReleaseID (or renewed by ExtendID) with its ID.
-func TestDetach(t *testing.T) {
+func TestDetach(t *testing.T) { bothPaths(t, testDetach) }
+
+func testDetach(t *testing.T) {
 	clk := &clock{now: t0}
 	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second}, clk.Now)
 	l := acquire(t, c, "k", sluice.ClassDefault, true)
@@ -363,4 +381,60 @@ func TestWaitFlood(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+}
+
+// TestDo: Do runs its function holding a place, and only then; the place
+// is free again when it returns, or panics.
+func TestDo(t *testing.T) { bothPaths(t, testDo) }
+
+func testDo(t *testing.T) {
+	clk := &clock{now: t0}
+	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second}, clk.Now)
+	ran := 0
+	d, err := c.Do(t.Context(), "k", sluice.ClassCritical, func() {
+		ran++
+		if d, _ := c.Do(t.Context(), "k", sluice.ClassCritical, func() { ran += 10 }); d.Allowed || d.InUse != 1 {
+			t.Errorf("Do while the place is held = %+v, want denied, 1 in use", d)
+		}
+		if c.InFlight() != 1 {
+			t.Errorf("InFlight inside Do = %d, want 1", c.InFlight())
+		}
+	})
+	if err != nil || !d.Allowed || ran != 1 {
+		t.Fatalf("Do = %+v, %v, ran %d; want allowed, f run once", d, err, ran)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Do swallowed its function's panic")
+			}
+		}()
+		c.Do(t.Context(), "k", sluice.ClassCritical, func() { panic("boom") })
+	}()
+	if c.InFlight() != 0 {
+		t.Errorf("InFlight after Do = %d, want 0", c.InFlight())
+	}
+	acquire(t, c, "k", sluice.ClassCritical, true) // free after the panic too
+	if _, err := c.Do(t.Context(), "k", sluice.Class(99), func() { t.Error("f ran for an unknown class") }); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("Do with an unknown class: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// TestDoAllocs: on a store of this process, Do allocates nothing.
+func TestDoAllocs(t *testing.T) {
+	s := memory.New(memory.Config{})
+	defer s.Close()
+	c, err := sluice.NewConcurrency(s, sluice.ConcurrencyConfig{Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func() {}
+	c.Do(t.Context(), "k", sluice.ClassCritical, f) // makes the table
+	if n := testing.AllocsPerRun(1000, func() {
+		if d, _ := c.Do(t.Context(), "k", sluice.ClassCritical, f); !d.Allowed {
+			t.Fatal("denied")
+		}
+	}); n != 0 {
+		t.Errorf("Do allocates %v times per call, want 0", n)
+	}
 }

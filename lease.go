@@ -123,3 +123,40 @@ type LeaseDecision struct {
 	// Time is when the store decided, by the clock it used.
 	Time time.Time
 }
+
+// A LeaseRefs is a LeaseStore whose tables live in this process
+// (store/memory): it can grant a lease with no ID and hand back a
+// LeaseRef, through which the lease is released or extended without its
+// key being found again. Concurrency uses it when its store has it, so
+// that a lease costs no ID and no second lookup; the lease is named (and
+// then found by ID, as any other) only when its holder asks for its ID.
+// Each call is one atomic step on the key's table, as the LeaseStore's
+// are, and the two kinds of lease share the table's places.
+type LeaseRefs interface {
+	LeaseStore
+	// AcquireRef grants a lease as Acquire does (r.ID is ignored), and
+	// returns its ref when Allowed.
+	AcquireRef(r LeaseRequest) (LeaseDecision, LeaseRef)
+	// ReleaseRef ends the lease of ref, as Release does its ID's, and
+	// reports whether it was still live. A ref already released or whose
+	// lease expired is harmless.
+	ReleaseRef(ref LeaseRef) bool
+	// ExtendRef moves the expiry of ref's live lease to ttl from now, as
+	// Extend does, and returns the new expiry, or false if the lease was
+	// not live.
+	ExtendRef(ref LeaseRef, ttl time.Duration) (time.Time, bool)
+	// NameRef gives ref's live lease the ID id, so that Release and
+	// Extend by that ID find it, and reports whether it was live.
+	NameRef(ref LeaseRef, id string) bool
+}
+
+// A LeaseRef is a LeaseRefs store's reference to one granted lease: the
+// store's table (a pointer, so that a ref costs no allocation), the
+// lease's place in it and the grant's generation, so that a ref to a
+// place granted since to another holder refers to nothing. Only the store
+// that made it reads its fields.
+type LeaseRef struct {
+	Table any
+	Slot  int
+	Gen   uint64
+}

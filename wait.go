@@ -65,9 +65,12 @@ func (c *Concurrency) Wait(ctx context.Context, key string, cl Class) (*Lease, e
 	}
 	var timer *time.Timer
 	for {
-		l, err := c.acquire(ctx, qk.key, cl)
-		if err != nil || l.Allowed || ctx.Err() != nil {
-			return l, err
+		l := new(Lease)
+		if err := c.acquire(ctx, qk.key, cl, l); err != nil {
+			return nil, err
+		}
+		if l.Allowed || ctx.Err() != nil {
+			return l, nil
 		}
 		wait := c.poll
 		if l.RetryAfter > 0 && l.RetryAfter < wait {

@@ -10,9 +10,10 @@ import (
 // granted on it, each an ID and an expiry in Unix nanoseconds. A lease is
 // live while now < its expiry. The methods take the time and read no
 // clock; every call drops the leases that have expired first, so a table
-// never counts a lease past its expiry, and store/memory and
-// store/memcached apply exactly these semantics (the Redis script
-// lease.lua is their twin, held to them by store/storetest.RunLeases).
+// never counts a lease past its expiry. store/memcached applies exactly
+// these semantics; store/memory's tables (which also grant leases by
+// ref) and the Redis script lease.lua are their twins, held to them by
+// store/storetest.RunLeases.
 //
 // The zero value is an empty table. A LeaseTable is not safe for
 // concurrent use: the store serialises the calls on one key.

@@ -24,9 +24,12 @@ import (
 // places, so part of the traffic is refused.
 const ccLimit = 8
 
-// A ccSem acquires a place for key, and returns how to release it.
+// A ccSem acquires a place for key, and returns how to release it; or
+// holds one while f runs, each in its own tightest way (the benchmarks'
+// op).
 type ccSem interface {
 	acquire(ctx context.Context, key string) (release func(context.Context) error, ok bool, err error)
+	hold(ctx context.Context, key string, f func()) (ok bool, err error)
 }
 
 // A ccImpl makes a ccSem, with its count of round trips (nil when the
@@ -39,12 +42,18 @@ type ccImpl struct {
 // pair is one op: an acquire and, if granted, its release.
 func pair(s ccSem) func(ctx context.Context, key string) (bool, error) {
 	return func(ctx context.Context, key string) (bool, error) {
-		release, ok, err := s.acquire(ctx, key)
-		if err != nil || !ok {
-			return false, err
-		}
-		return true, release(ctx)
+		return s.hold(ctx, key, func() {})
 	}
+}
+
+// holdByAcquire is hold for a ccSem that has no tighter way.
+func holdByAcquire(s ccSem, ctx context.Context, key string, f func()) (bool, error) {
+	release, ok, err := s.acquire(ctx, key)
+	if err != nil || !ok {
+		return false, err
+	}
+	f()
+	return true, release(ctx)
 }
 
 // semaphores is the usual in-process peer: a golang.org/x/sync
@@ -52,20 +61,38 @@ func pair(s ccSem) func(ctx context.Context, key string) (bool, error) {
 // (fail fast, as sluice's Acquire).
 type semaphores struct{ m sync.Map }
 
-func (s *semaphores) acquire(_ context.Context, key string) (func(context.Context) error, bool, error) {
+func (s *semaphores) get(key string) *semaphore.Weighted {
 	v, ok := s.m.Load(key)
 	if !ok {
 		v, _ = s.m.LoadOrStore(key, semaphore.NewWeighted(ccLimit))
 	}
-	sem := v.(*semaphore.Weighted)
+	return v.(*semaphore.Weighted)
+}
+
+func (s *semaphores) acquire(_ context.Context, key string) (func(context.Context) error, bool, error) {
+	sem := s.get(key)
 	if !sem.TryAcquire(1) {
 		return nil, false, nil
 	}
 	return func(context.Context) error { sem.Release(1); return nil }, true, nil
 }
 
-// sluiceSem acquires through a sluice.Concurrency.
-type sluiceSem struct{ c *sluice.Concurrency }
+func (s *semaphores) hold(_ context.Context, key string, f func()) (bool, error) {
+	sem := s.get(key)
+	if !sem.TryAcquire(1) {
+		return false, nil
+	}
+	f()
+	sem.Release(1)
+	return true, nil
+}
+
+// sluiceSem acquires through a sluice.Concurrency, and holds with Do;
+// or, if lease is set, holds with Acquire and Lease.Release.
+type sluiceSem struct {
+	c     *sluice.Concurrency
+	lease bool
+}
 
 func (s sluiceSem) acquire(ctx context.Context, key string) (func(context.Context) error, bool, error) {
 	l, err := s.c.Acquire(ctx, key, sluice.ClassCritical)
@@ -75,19 +102,31 @@ func (s sluiceSem) acquire(ctx context.Context, key string) (func(context.Contex
 	return l.Release, true, nil
 }
 
-func newSluiceSem(tb testing.TB, st sluice.LeaseStore) sluiceSem {
+func (s sluiceSem) hold(ctx context.Context, key string, f func()) (bool, error) {
+	if s.lease {
+		return holdByAcquire(s, ctx, key, f)
+	}
+	d, err := s.c.Do(ctx, key, sluice.ClassCritical, f)
+	return d.Allowed, err
+}
+
+func newSluiceSem(tb testing.TB, st sluice.LeaseStore, lease bool) sluiceSem {
 	c, err := sluice.NewConcurrency(st, sluice.ConcurrencyConfig{Limit: ccLimit, TTL: time.Minute,
 		Namespace: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36)})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return sluiceSem{c}
+	return sluiceSem{c, lease}
 }
 
 var ccMemoryImpls = []ccImpl{
 	{"sluice", func(tb testing.TB, _ string) (ccSem, *atomic.Int64, func()) {
 		st := memory.New(memory.Config{})
-		return newSluiceSem(tb, st), nil, func() { st.Close() }
+		return newSluiceSem(tb, st, false), nil, func() { st.Close() }
+	}},
+	{"sluice-lease", func(tb testing.TB, _ string) (ccSem, *atomic.Int64, func()) {
+		st := memory.New(memory.Config{})
+		return newSluiceSem(tb, st, true), nil, func() { st.Close() }
 	}},
 	{"x-sync-semaphore", func(testing.TB, string) (ccSem, *atomic.Int64, func()) {
 		return &semaphores{}, nil, func() {}
@@ -134,13 +173,17 @@ func (z *zsetSemaphore) acquire(ctx context.Context, key string) (func(context.C
 	return release, true, nil
 }
 
+func (z *zsetSemaphore) hold(ctx context.Context, key string, f func()) (bool, error) {
+	return holdByAcquire(z, ctx, key, f)
+}
+
 var ccRedisImpls = []ccImpl{
 	{"sluice", func(tb testing.TB, addr string) (ccSem, *atomic.Int64, func()) {
 		st, err := sredis.New(sredis.Config{Addrs: []string{addr}})
 		if err != nil {
 			tb.Fatal(err)
 		}
-		return newSluiceSem(tb, st), nil, func() { st.Close() }
+		return newSluiceSem(tb, st, false), nil, func() { st.Close() }
 	}},
 	{"zset-multi", func(_ testing.TB, addr string) (ccSem, *atomic.Int64, func()) {
 		z := &zsetSemaphore{c: goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 64}), ttl: time.Minute,

@@ -18,6 +18,44 @@ func TestLeaseConformance(t *testing.T) {
 	})
 }
 
+func TestLeaseRefConformance(t *testing.T) {
+	storetest.RunLeaseRefs(t, func(t *testing.T, clock func() time.Time) sluice.LeaseRefs {
+		s := New(Config{Clock: clock})
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// TestLeaseRefSwept: a table swept once its leases expired takes its refs
+// with it (they refer to nothing, and a late release counts nothing
+// twice), and the leases' bytes come back to zero.
+func TestLeaseRefSwept(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := New(Config{SweepInterval: -1, Clock: func() time.Time { return now }})
+	defer s.Close()
+	r := sluice.LeaseRequest{Prefix: "p:", Key: "k", Limit: 2, TTL: time.Second}
+	d, ref := s.AcquireRef(r)
+	if !d.Allowed || !s.NameRef(ref, "named") || s.LeaseBytes() <= 0 {
+		t.Fatalf("AcquireRef = %+v, LeaseBytes %d; want granted, named, counted", d, s.LeaseBytes())
+	}
+	now = now.Add(time.Minute)
+	for i := range 5000 { // enough calls on other keys to sweep every shard at least twice
+		s.Release(t.Context(), sluice.LeaseRequest{Prefix: "p:", Key: strconv.Itoa(i), ID: "x", Limit: 1})
+	}
+	if b := s.LeaseBytes(); b != 0 {
+		t.Fatalf("LeaseBytes after every lease expired and was swept = %d, want 0", b)
+	}
+	if s.ReleaseRef(ref) || s.NameRef(ref, "again") {
+		t.Fatal("a ref to a swept table still refers to a lease")
+	}
+	if _, ok := s.ExtendRef(ref, time.Second); ok {
+		t.Fatal("ExtendRef of a ref to a swept table = true")
+	}
+	if b := s.LeaseBytes(); b != 0 {
+		t.Fatalf("LeaseBytes after late calls on a swept ref = %d, want 0", b)
+	}
+}
+
 // TestLeaseFlood fills the leases' share of a small store with a flood of
 // keys: it is never exceeded, a full store refuses new leases (Full)
 // rather than forget live ones, and room comes back as leases expire.
@@ -59,10 +97,12 @@ func TestLeaseFlood(t *testing.T) {
 		t.Errorf("a megabyte key = %+v, want refused as full", d)
 	}
 	now = now.Add(2 * time.Minute) // every lease expired: a full store sweeps before it refuses
-	if d, _ := s.Acquire(t.Context(), req("new", "id")); !d.Allowed {
+	// A key of 400 bytes does not fit in what room a flood of short keys
+	// leaves, unless the expired leases are swept.
+	if d, _ := s.Acquire(t.Context(), req(strings.Repeat("n", 400), "id")); !d.Allowed {
 		t.Errorf("acquire after expiry = %+v, want granted", d)
 	}
-	if b := s.LeaseBytes(); b > 200 {
+	if b := s.LeaseBytes(); b > 600 {
 		t.Errorf("after every lease expired: LeaseBytes %d, want only the new lease's", b)
 	}
 }

@@ -169,6 +169,7 @@ func New(c Config) *Store {
 		res = DefaultResolution
 	}
 	s.clk = newClock(res)
+	s.leases.init(s.maxBytes)
 	for i := range s.shards {
 		s.shards[i].store = s
 		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 + 1

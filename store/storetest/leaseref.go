@@ -1,0 +1,216 @@
+package storetest
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// RunLeaseRefs runs the conformance suite of sluice.LeaseRefs against the
+// stores newStore returns, one per subtest, each reading the clock it is
+// given (which starts at t0 and only the test moves). Leases granted by
+// ref and by ID share a key's places.
+func RunLeaseRefs(t *testing.T, newStore func(t *testing.T, clock func() time.Time) sluice.LeaseRefs) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, rs *refSuite)
+	}{
+		{"SharePlaces", testRefSharePlaces},
+		{"Release", testRefRelease},
+		{"StaleRef", testRefStale},
+		{"Extend", testRefExtend},
+		{"Name", testRefName},
+		{"Concurrency", testRefConcurrency},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := &refSuite{prefix: newPrefix(t)}
+			rs.now.Store(t0.UnixNano())
+			rs.store = newStore(t, func() time.Time { return time.Unix(0, rs.now.Load()) })
+			if rs.store == nil {
+				t.Fatal("newStore returned nil")
+			}
+			tt.fn(t, rs)
+		})
+	}
+}
+
+type refSuite struct {
+	store  sluice.LeaseRefs
+	prefix string
+	now    atomic.Int64
+}
+
+func (rs *refSuite) advance(d time.Duration) { rs.now.Add(int64(d)) }
+
+func (rs *refSuite) request(key, id string, limit int) sluice.LeaseRequest {
+	return sluice.LeaseRequest{Prefix: rs.prefix, Key: key, ID: id, Limit: limit, TTL: 10 * time.Second}
+}
+
+// acquire acquires by ref on key, and fails t unless the decision is want.
+func (rs *refSuite) acquire(t *testing.T, key string, limit int, want bool) sluice.LeaseRef {
+	t.Helper()
+	d, ref := rs.store.AcquireRef(rs.request(key, "", limit))
+	if d.Allowed != want {
+		t.Fatalf("AcquireRef(%q) = %+v, want allowed %v", key, d, want)
+	}
+	return ref
+}
+
+func testRefSharePlaces(t *testing.T, rs *refSuite) {
+	a := rs.acquire(t, "k", 3, true)
+	rs.acquire(t, "k", 3, true)
+	d, err := rs.store.Acquire(t.Context(), rs.request("k", "id1", 3))
+	if err != nil || !d.Allowed || d.InUse != 3 {
+		t.Fatalf("Acquire by ID beside two refs = %+v, %v; want granted, 3 in use", d, err)
+	}
+	rs.acquire(t, "k", 3, false)
+	if d, _ := rs.store.Acquire(t.Context(), rs.request("k", "id2", 3)); d.Allowed || d.RetryAfter != 10*time.Second {
+		t.Fatalf("Acquire by ID at the limit = %+v, want denied, retry after 10s", d)
+	}
+	if !rs.store.ReleaseRef(a) {
+		t.Fatal("ReleaseRef of a live lease = false")
+	}
+	if d, _ := rs.store.Acquire(t.Context(), rs.request("k", "id2", 3)); !d.Allowed || d.InUse != 3 {
+		t.Fatalf("Acquire by ID after a ref's release = %+v, want granted, 3 in use", d)
+	}
+	// A ceiling counts both kinds.
+	r := rs.request("k2", "", 4)
+	r.Ceiling = 2
+	rs.acquire(t, "k2", 4, true)
+	rs.store.Acquire(t.Context(), rs.request("k2", "x", 4))
+	if d, _ := rs.store.AcquireRef(r); d.Allowed {
+		t.Fatalf("AcquireRef at its ceiling = %+v, want denied", d)
+	}
+}
+
+func testRefRelease(t *testing.T, rs *refSuite) {
+	ref := rs.acquire(t, "k", 1, true)
+	rs.acquire(t, "k", 1, false)
+	if !rs.store.ReleaseRef(ref) {
+		t.Fatal("first ReleaseRef = false, want true")
+	}
+	if rs.store.ReleaseRef(ref) {
+		t.Fatal("second ReleaseRef = true, want false")
+	}
+	if rs.store.ReleaseRef(sluice.LeaseRef{}) {
+		t.Fatal("ReleaseRef of the zero ref = true")
+	}
+	ref = rs.acquire(t, "k", 1, true)
+	rs.advance(10 * time.Second) // expired exactly
+	if rs.store.ReleaseRef(ref) {
+		t.Fatal("ReleaseRef of an expired lease = true, want false")
+	}
+	rs.acquire(t, "k", 1, true)
+}
+
+// testRefStale: a ref whose lease expired, its place granted since to
+// another holder, refers to nothing: releasing or extending it leaves the
+// new holder's lease alone.
+func testRefStale(t *testing.T, rs *refSuite) {
+	old := rs.acquire(t, "k", 1, true)
+	rs.advance(11 * time.Second)
+	cur := rs.acquire(t, "k", 1, true)
+	if rs.store.ReleaseRef(old) {
+		t.Fatal("ReleaseRef of a stale ref = true")
+	}
+	if _, ok := rs.store.ExtendRef(old, time.Minute); ok {
+		t.Fatal("ExtendRef of a stale ref = true")
+	}
+	if rs.store.NameRef(old, "stale") {
+		t.Fatal("NameRef of a stale ref = true")
+	}
+	rs.acquire(t, "k", 1, false) // cur still holds the place
+	if !rs.store.ReleaseRef(cur) {
+		t.Fatal("ReleaseRef of the current holder = false")
+	}
+}
+
+func testRefExtend(t *testing.T, rs *refSuite) {
+	ref := rs.acquire(t, "k", 1, true)
+	rs.advance(9 * time.Second)
+	exp, ok := rs.store.ExtendRef(ref, 10*time.Second)
+	if want := t0.Add(19 * time.Second); !ok || !exp.Equal(want) {
+		t.Fatalf("ExtendRef = %v, %v; want %v, true", exp, ok, want)
+	}
+	rs.advance(9 * time.Second) // past the first expiry, before the new one
+	rs.acquire(t, "k", 1, false)
+	if _, ok := rs.store.ExtendRef(ref, 0); ok {
+		t.Fatal("ExtendRef with a TTL of 0 = true")
+	}
+	rs.advance(time.Second) // expired at 19s
+	if _, ok := rs.store.ExtendRef(ref, 10*time.Second); ok {
+		t.Fatal("ExtendRef of an expired lease = true: it must not be revived")
+	}
+	rs.acquire(t, "k", 1, true)
+}
+
+// testRefName: a named lease is found by its ID, as any lease by ID is,
+// and still by its ref.
+func testRefName(t *testing.T, rs *refSuite) {
+	ref := rs.acquire(t, "k", 2, true)
+	if !rs.store.NameRef(ref, "lease-1") {
+		t.Fatal("NameRef of a live lease = false")
+	}
+	if rs.store.NameRef(ref, "") {
+		t.Fatal("NameRef with an empty ID = true")
+	}
+	d, err := rs.store.Extend(t.Context(), rs.request("k", "lease-1", 2))
+	if err != nil || !d.Allowed {
+		t.Fatalf("Extend by the given ID = %+v, %v; want allowed", d, err)
+	}
+	// Acquiring the ID again renews it: no second place.
+	if d, _ := rs.store.Acquire(t.Context(), rs.request("k", "lease-1", 2)); !d.Allowed || d.InUse != 1 {
+		t.Fatalf("Acquire of the given ID = %+v, want renewed, 1 in use", d)
+	}
+	if d, _ := rs.store.Release(t.Context(), rs.request("k", "lease-1", 2)); !d.Allowed || d.InUse != 0 {
+		t.Fatalf("Release by the given ID = %+v, want live, 0 in use", d)
+	}
+	if rs.store.ReleaseRef(ref) {
+		t.Fatal("ReleaseRef after its release by ID = true")
+	}
+}
+
+// testRefConcurrency: 32 goroutines acquiring and releasing by ref, and 8
+// by ID, on one key of limit 4: counted by the holders themselves, never
+// more than 4 hold a place at once, and all are free at the end.
+func testRefConcurrency(t *testing.T, rs *refSuite) {
+	const limit = 4
+	var holding, most atomic.Int64
+	hold := func() {
+		n := holding.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		holding.Add(-1)
+	}
+	var wg sync.WaitGroup
+	for g := range 40 {
+		wg.Go(func() {
+			for i := range 300 {
+				if g < 32 {
+					if d, ref := rs.store.AcquireRef(rs.request("k", "", limit)); d.Allowed {
+						hold()
+						rs.store.ReleaseRef(ref)
+					}
+					continue
+				}
+				r := rs.request("k", string(rune('a'+g))+string(rune('a'+i%26)), limit)
+				if d, err := rs.store.Acquire(t.Context(), r); err == nil && d.Allowed {
+					hold()
+					rs.store.Release(t.Context(), r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() > limit || most.Load() == 0 {
+		t.Fatalf("at most %d held at once, want 1 to %d", most.Load(), limit)
+	}
+	if d, _ := rs.store.AcquireRef(rs.request("k", "", limit)); !d.Allowed || d.InUse != 1 {
+		t.Fatalf("after every release: %+v, want granted, 1 in use", d)
+	}
+}
