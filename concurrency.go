@@ -183,7 +183,7 @@ func (c *Concurrency) Do(ctx context.Context, key string, cl Class, f func()) (L
 		return l.LeaseDecision, err
 	}
 	var err error
-	defer func() { err = l.Release(ctx) }()
+	defer func() { err = c.release(ctx, &l) }() // l is Do's alone: no need to mark it done
 	f()
 	return l.LeaseDecision, err
 }
@@ -301,7 +301,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	if !l.done.CompareAndSwap(false, true) {
 		return nil
 	}
-	c := l.c
+	return l.c.release(ctx, l)
+}
+
+// release gives l's place back, once.
+func (c *Concurrency) release(ctx context.Context, l *Lease) error {
 	c.inflight.Add(-1)
 	if c.adaptive != nil {
 		now := c.clock()
