@@ -59,30 +59,36 @@ func reportCPU(b *testing.B, ticks0 int64, lines int) {
 }
 
 // BenchmarkReplay replays the log end to end, parsing in parallel with
-// deciding, through one rule on the memory store; BenchmarkScan is a bare
-// bufio line scan of the same log, the floor to compare with.
+// deciding, through one rule on the memory store: on one worker (in log
+// order) and on as many as there are processors (the default).
+// BenchmarkScan is a bare bufio line scan of the same log, the floor to
+// compare with.
 func BenchmarkReplay(b *testing.B) {
 	log := logForBench(b)
 	cfg, err := configFor("rules:\n  - name: web\n    limits: [\"60/min\"]\n")
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(log)))
-	ticks := cpuTime()
-	b.ResetTimer()
-	var denied int64
-	for range b.N {
-		rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg}, Stdin: bytes.NewReader(log)})
-		if err != nil || rep.Requests != benchLines {
-			b.Fatalf("Run = %v, %d requests", err, rep.Requests)
-		}
-		denied = rep.Rules[0].WouldDeny
+	for _, workers := range []int{1, 0} {
+		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(log)))
+			ticks := cpuTime()
+			b.ResetTimer()
+			var denied int64
+			for range b.N {
+				rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg}, Stdin: bytes.NewReader(log), Workers: workers})
+				if err != nil || rep.Requests != benchLines {
+					b.Fatalf("Run = %v, %d requests", err, rep.Requests)
+				}
+				denied = rep.Rules[0].WouldDeny
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
+			b.ReportMetric(float64(denied), "denied")
+			reportCPU(b, ticks, b.N*benchLines)
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
-	b.ReportMetric(float64(denied), "denied")
-	reportCPU(b, ticks, b.N*benchLines)
 }
 
 func BenchmarkScan(b *testing.B) {

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,6 +139,13 @@ func (c *addrCache) get(b []byte) string {
 
 // NewReplayer builds the service of c.Rules on a memory store of its own.
 func NewReplayer(ctx context.Context, c Config) (*Replayer, error) {
+	return newReplayer(ctx, c, maphash.MakeSeed(), 1)
+}
+
+// newReplayer is NewReplayer, with the seed of the rules' distinct-key
+// sketches (workers share it, so that their sketches merge), on a store
+// of 1/share of the memory cap (the workers of a replay share it).
+func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) (*Replayer, error) {
 	if c.Rules == nil {
 		return nil, errors.New("simulate: no rules")
 	}
@@ -156,6 +164,9 @@ func NewReplayer(ctx context.Context, c Config) (*Replayer, error) {
 	if rc.Store.Type == config.StoreMemory {
 		mc.MaxBytes = rc.Store.Memory.MaxBytes
 	}
+	if share > 1 && mc.MaxBytes >= 0 {
+		mc.MaxBytes = cmp.Or(mc.MaxBytes, memory.DefaultMaxBytes) / share
+	}
 	r.store = memory.New(mc)
 	svc, err := server.NewService(ctx, &rc, server.Options{
 		Logger: slog.New(slog.DiscardHandler), Store: r.store, Clock: clock, OnBan: r.onBan,
@@ -165,7 +176,7 @@ func NewReplayer(ctx context.Context, c Config) (*Replayer, error) {
 		return nil, err
 	}
 	r.svc, r.fa = svc, svc.ForwardAuth()
-	if err := r.route(c, &rc); err != nil {
+	if err := r.route(c, &rc, seed); err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -181,7 +192,7 @@ func NewReplayer(ctx context.Context, c Config) (*Replayer, error) {
 }
 
 // route sets the rules that entries are checked against.
-func (r *Replayer) route(c Config, rc *config.Config) error {
+func (r *Replayer) route(c Config, rc *config.Config, seed maphash.Seed) error {
 	routes := c.Routes
 	if len(routes) == 0 && rc.ForwardAuth.Rule != "" {
 		routes = []Route{{Rule: rc.ForwardAuth.Rule}}
@@ -194,7 +205,6 @@ func (r *Replayer) route(c Config, rc *config.Config) error {
 	if len(routes) == 0 {
 		return errors.New("simulate: the configuration has no named rules (forward-auth, and so simulate, applies named rules, not descriptor domains)")
 	}
-	seed := maphash.MakeSeed()
 	engine := r.svc.Engine()
 	for _, rt := range routes {
 		if !engine.IsNamed(rt.Rule) {

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 )
 
@@ -71,6 +72,46 @@ func (t *topKeys) add(key string, denied bool) {
 		c.afterDenial++
 	}
 	t.down(i)
+}
+
+// merge adds the counters of o, a sketch of another stream, and keeps
+// the cap highest counts. A replay merges the sketches of its workers,
+// whose keys are disjoint (each client is decided by one worker); a key
+// counted in both has its counts added. The guarantee holds for the
+// merged stream: the counts of the counters sum to its length, so fewer
+// than cap of them exceed total/cap, and every key counted more than
+// that is among the kept.
+func (t *topKeys) merge(o *topKeys) {
+	t.total += o.total
+	for _, c := range o.heap {
+		i, ok := t.idx[c.key]
+		if !ok {
+			cc := *c
+			t.idx[c.key] = len(t.heap)
+			t.heap = append(t.heap, &cc)
+			continue
+		}
+		m := t.heap[i]
+		m.count, m.err, m.denied, m.afterDenial = m.count+c.count, m.err+c.err, m.denied+c.denied, m.afterDenial+c.afterDenial
+		m.everDenied = m.everDenied || c.everDenied
+		if m.everDenied {
+			m.beforeDenial = m.count - m.afterDenial
+		}
+	}
+	sort.Slice(t.heap, func(i, j int) bool {
+		if t.heap[i].count != t.heap[j].count {
+			return t.heap[i].count > t.heap[j].count
+		}
+		return t.heap[i].key < t.heap[j].key
+	})
+	for _, c := range t.heap[min(t.cap, len(t.heap)):] {
+		delete(t.idx, c.key)
+	}
+	t.heap = t.heap[:min(t.cap, len(t.heap))]
+	slices.Reverse(t.heap) // ascending counts: a min-heap
+	for i, c := range t.heap {
+		t.idx[c.key] = i
+	}
 }
 
 // up moves the new counter at i up to its place (its count of 0 is the
@@ -159,6 +200,14 @@ func (d *distinct) add(key string) {
 	rank := uint8(bits.LeadingZeros64(h<<12|1<<11)) + 1
 	if rank > d.reg[i] {
 		d.reg[i] = rank
+	}
+}
+
+// merge adds the keys of o, of the same seed: the union's registers are
+// the larger of each.
+func (d *distinct) merge(o *distinct) {
+	for i, r := range o.reg {
+		d.reg[i] = max(d.reg[i], r)
 	}
 }
 

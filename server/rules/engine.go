@@ -344,18 +344,22 @@ func (e *Engine) check(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	q := &query{r: r, d: d, now: e.now()}
-	q.res = Result{Allowed: true}
+	// A request of one descriptor (the common case: a named rule,
+	// forward-auth) makes its store request in one allocation, and its
+	// decision on the stack.
+	var oneDs [1]sluice.Decision
+	q := query{r: r, d: d, now: e.now()}
+	q.res = Result{Allowed: true, Statuses: make([]Status, len(r.Descriptors))}
 	if len(r.Descriptors) == 1 {
-		q.res.Statuses, q.reqs, q.idx = q.one.status[:], q.one.req[:0], q.one.idx[:0]
+		one := new(oneRequest)
+		q.reqs, q.idx = one.req[:0], one.idx[:0]
 	} else {
-		q.res.Statuses = make([]Status, len(r.Descriptors))
 		q.reqs, q.idx = make([]sluice.Request, 0, len(r.Descriptors)), make([]int, 0, len(r.Descriptors))
 	}
-	if err := e.plan(q); err != nil {
+	if err := e.plan(&q); err != nil {
 		return Result{}, err
 	}
-	ds, err := e.decide(ctx, q.reqs, q.idx, q.res.Statuses, q.one.ds[:0])
+	ds, err := e.decide(ctx, q.reqs, q.idx, q.res.Statuses, oneDs[:0])
 	if err != nil {
 		return Result{}, err
 	}
@@ -365,8 +369,8 @@ func (e *Engine) check(ctx context.Context, r Request) (Result, error) {
 	}
 	combine(&q.res, q.now)
 	if !q.res.Allowed && r.Op == sluice.OpTake {
-		e.refund(ctx, q)
-		e.strike(ctx, q)
+		e.refund(ctx, &q)
+		e.strike(ctx, &q)
 	}
 	return q.res, nil
 }
@@ -415,15 +419,12 @@ type query struct {
 	res  Result
 	reqs []sluice.Request
 	idx  []int
-	// one holds the statuses, store requests and decisions of a request
-	// of one descriptor (the common case: a named rule, forward-auth),
-	// so that its query costs one allocation instead of five.
-	one struct {
-		status [1]Status
-		req    [1]sluice.Request
-		idx    [1]int
-		ds     [1]sluice.Decision
-	}
+}
+
+// oneRequest is the store request of a query of one descriptor.
+type oneRequest struct {
+	req [1]sluice.Request
+	idx [1]int
 }
 
 // plan matches every descriptor of q to its rule, applies the guard and
@@ -623,7 +624,7 @@ func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, s
 	rule := func(k int) *Rule { return statuses[idx[k]].Rule }
 	store := rule(0).store
 	if len(reqs) > 1 && !slices.ContainsFunc(idx, func(i int) bool { return statuses[i].Rule.store != store }) {
-		ds, errs := sluice.DecideBatch(ctx, store, reqs)
+		ds, errs := sluice.DecideBatch(ctx, store, slices.Clone(reqs)) // a copy: reqs may be on the stack
 		for k, err := range errs {
 			if err != nil {
 				return nil, storeError(rule(k), err)
