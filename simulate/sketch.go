@@ -20,7 +20,7 @@ import (
 // The zero value is not usable; newTopKeys returns one. Not safe for
 // concurrent use.
 type topKeys struct {
-	idx   map[string]int // key to its position in heap
+	idx   map[string]*counter // key to its counter
 	heap  counterHeap
 	cap   int
 	total int64
@@ -36,31 +36,31 @@ type counter struct {
 	afterDenial  int64 // requests from the first denial on (that included)
 	everDenied   bool
 	beforeDenial int64 // the count when first denied (overstated by err)
+	pos          int   // its position in the heap
 }
 
 type counterHeap []*counter
 
 func newTopKeys(capacity int) *topKeys {
-	return &topKeys{idx: make(map[string]int, capacity), cap: capacity}
+	return &topKeys{idx: make(map[string]*counter, capacity), cap: capacity}
 }
 
 // add counts one request of key, denied or not.
 func (t *topKeys) add(key string, denied bool) {
 	t.total++
-	i, ok := t.idx[key]
+	c, ok := t.idx[key]
 	if !ok {
 		if len(t.heap) < t.cap {
-			t.heap = append(t.heap, &counter{key: key})
-			i = t.up(len(t.heap) - 1)
+			c = &counter{key: key, pos: len(t.heap)}
+			t.heap = append(t.heap, c)
+			t.up(c.pos)
 		} else { // replace the least counted key
-			c := t.heap[0]
+			c = t.heap[0]
 			delete(t.idx, c.key)
 			*c = counter{key: key, count: c.count, err: c.count}
-			i = 0
-			t.idx[key] = i
 		}
+		t.idx[key] = c
 	}
-	c := t.heap[i]
 	c.count++
 	if denied {
 		if !c.everDenied {
@@ -71,7 +71,7 @@ func (t *topKeys) add(key string, denied bool) {
 	if c.everDenied {
 		c.afterDenial++
 	}
-	t.down(i)
+	t.down(c.pos)
 }
 
 // merge adds the counters of o, a sketch of another stream, and keeps
@@ -84,14 +84,13 @@ func (t *topKeys) add(key string, denied bool) {
 func (t *topKeys) merge(o *topKeys) {
 	t.total += o.total
 	for _, c := range o.heap {
-		i, ok := t.idx[c.key]
+		m, ok := t.idx[c.key]
 		if !ok {
 			cc := *c
-			t.idx[c.key] = len(t.heap)
+			t.idx[c.key] = &cc
 			t.heap = append(t.heap, &cc)
 			continue
 		}
-		m := t.heap[i]
 		m.count, m.err, m.denied, m.afterDenial = m.count+c.count, m.err+c.err, m.denied+c.denied, m.afterDenial+c.afterDenial
 		m.everDenied = m.everDenied || c.everDenied
 		if m.everDenied {
@@ -110,13 +109,13 @@ func (t *topKeys) merge(o *topKeys) {
 	t.heap = t.heap[:min(t.cap, len(t.heap))]
 	slices.Reverse(t.heap) // ascending counts: a min-heap
 	for i, c := range t.heap {
-		t.idx[c.key] = i
+		c.pos = i
 	}
 }
 
 // up moves the new counter at i up to its place (its count of 0 is the
-// least), keeping idx right, and returns where it landed.
-func (t *topKeys) up(i int) int {
+// least), keeping the counters' positions right.
+func (t *topKeys) up(i int) {
 	h := t.heap
 	for i > 0 {
 		p := (i - 1) / 2
@@ -124,14 +123,13 @@ func (t *topKeys) up(i int) int {
 			break
 		}
 		h[i], h[p] = h[p], h[i]
-		t.idx[h[i].key] = i
+		h[i].pos, h[p].pos = i, p
 		i = p
 	}
-	t.idx[h[i].key] = i
-	return i
 }
 
-// down restores the heap after the count at i grew, keeping idx right.
+// down restores the heap after the count at i grew, keeping the
+// counters' positions right.
 func (t *topKeys) down(i int) {
 	h := t.heap
 	for {
@@ -147,7 +145,7 @@ func (t *topKeys) down(i int) {
 			return
 		}
 		h[i], h[m] = h[m], h[i]
-		t.idx[h[i].key], t.idx[h[m].key] = i, m
+		h[i].pos, h[m].pos = i, m
 		i = m
 	}
 }
