@@ -71,7 +71,12 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 	if c == nil || !c.trusted(peer) {
 		return peer, true
 	}
-	return c.hops(peer, r.Header.Values(c.header()))
+	h := c.header()
+	values, ok := r.Header[h] // the canonical names need no canonicalizing
+	if !ok {
+		values = r.Header.Values(h)
+	}
+	return c.hops(peer, values)
 }
 
 // AddrFrom returns the address of the client of a request that came

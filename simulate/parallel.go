@@ -218,7 +218,7 @@ type partitioner struct {
 	peer  netip.Addr
 	v6    int
 	seed  maphash.Seed
-	cache [1 << 14]struct {
+	cache [addrCacheSize]struct {
 		addr   string
 		worker int
 	}
@@ -238,7 +238,7 @@ func (p *partitioner) worker(e *accesslog.Entry) int {
 	if len(e.Forwarded) > 0 {
 		return p.of([]string{string(e.Forwarded), string(e.Addr)})
 	}
-	c := &p.cache[maphash.Bytes(p.seed, e.Addr)&(1<<14-1)]
+	c := &p.cache[maphash.Bytes(p.seed, e.Addr)&(addrCacheSize-1)]
 	if c.addr == string(e.Addr) && c.addr != "" {
 		return c.worker
 	}
