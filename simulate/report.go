@@ -118,7 +118,7 @@ func (rs *ruleStats) report() RuleReport {
 	}
 	for _, c := range rs.denials.top(rs.top, func(c *counter) int64 { return c.count }) {
 		kc := KeyCount{Key: c.key, Denied: c.count, Err: c.err}
-		if tc, ok := rs.traffic.idx[c.key]; ok {
+		if tc, ok := rs.traffic.idx[c.hash]; ok {
 			kc.Requests = tc.count
 		}
 		r.TopDenied = append(r.TopDenied, kc)

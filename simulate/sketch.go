@@ -17,10 +17,15 @@ import (
 // key's denials since it took it, so that the share of traffic from
 // denied keys can be read off the heavy hitters.
 //
+// Keys are found by a 64-bit hash of the seed (keys whose hashes
+// collide, about n²/2^65 of n keys, would share a counter), so that a
+// caller that hashed a key already does not hash it again.
+//
 // The zero value is not usable; newTopKeys returns one. Not safe for
 // concurrent use.
 type topKeys struct {
-	idx   map[string]*counter // key to its counter
+	seed  maphash.Seed
+	idx   map[uint64]*counter // key's hash to its counter
 	heap  counterHeap
 	cap   int
 	total int64
@@ -31,6 +36,7 @@ type topKeys struct {
 // denial.
 type counter struct {
 	key          string
+	hash         uint64
 	count, err   int64
 	denied       int64
 	afterDenial  int64 // requests from the first denial on (that included)
@@ -41,25 +47,30 @@ type counter struct {
 
 type counterHeap []*counter
 
-func newTopKeys(capacity int) *topKeys {
-	return &topKeys{idx: make(map[string]*counter, capacity), cap: capacity}
+func newTopKeys(capacity int, seed maphash.Seed) *topKeys {
+	return &topKeys{seed: seed, idx: make(map[uint64]*counter, capacity), cap: capacity}
 }
 
 // add counts one request of key, denied or not.
 func (t *topKeys) add(key string, denied bool) {
+	t.addHashed(maphash.String(t.seed, key), key, denied)
+}
+
+// addHashed is add of a key whose hash of the sketch's seed is h.
+func (t *topKeys) addHashed(h uint64, key string, denied bool) {
 	t.total++
-	c, ok := t.idx[key]
+	c, ok := t.idx[h]
 	if !ok {
 		if len(t.heap) < t.cap {
-			c = &counter{key: key, pos: len(t.heap)}
+			c = &counter{key: key, hash: h, pos: len(t.heap)}
 			t.heap = append(t.heap, c)
 			t.up(c.pos)
 		} else { // replace the least counted key
 			c = t.heap[0]
-			delete(t.idx, c.key)
-			*c = counter{key: key, count: c.count, err: c.count}
+			delete(t.idx, c.hash)
+			*c = counter{key: key, hash: h, count: c.count, err: c.count}
 		}
-		t.idx[key] = c
+		t.idx[h] = c
 	}
 	c.count++
 	if denied {
@@ -84,10 +95,10 @@ func (t *topKeys) add(key string, denied bool) {
 func (t *topKeys) merge(o *topKeys) {
 	t.total += o.total
 	for _, c := range o.heap {
-		m, ok := t.idx[c.key]
+		m, ok := t.idx[c.hash]
 		if !ok {
 			cc := *c
-			t.idx[c.key] = &cc
+			t.idx[c.hash] = &cc
 			t.heap = append(t.heap, &cc)
 			continue
 		}
@@ -104,7 +115,7 @@ func (t *topKeys) merge(o *topKeys) {
 		return t.heap[i].key < t.heap[j].key
 	})
 	for _, c := range t.heap[min(t.cap, len(t.heap)):] {
-		delete(t.idx, c.key)
+		delete(t.idx, c.hash)
 	}
 	t.heap = t.heap[:min(t.cap, len(t.heap))]
 	slices.Reverse(t.heap) // ascending counts: a min-heap
@@ -192,8 +203,10 @@ type distinct struct {
 
 func newDistinct(seed maphash.Seed) *distinct { return &distinct{seed: seed} }
 
-func (d *distinct) add(key string) {
-	h := maphash.String(d.seed, key)
+func (d *distinct) add(key string) { d.addHashed(maphash.String(d.seed, key)) }
+
+// addHashed is add of a key whose hash of the sketch's seed is h.
+func (d *distinct) addHashed(h uint64) {
 	i := h >> (64 - 12)
 	rank := uint8(bits.LeadingZeros64(h<<12|1<<11)) + 1
 	if rank > d.reg[i] {

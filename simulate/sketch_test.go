@@ -15,7 +15,7 @@ func TestTopKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	z := rand.NewZipf(rng, 1.2, 1, 1e6)
 	const n, capacity = 200_000, 256
-	tk := newTopKeys(capacity)
+	tk := newTopKeys(capacity, maphash.MakeSeed())
 	exact := map[string]int64{}
 	deniedFrom := map[string]int64{} // requests from a key's first denial on
 	for range n {
@@ -101,8 +101,8 @@ func TestTopKeysMerge(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	z := rand.NewZipf(rng, 1.2, 1, 1e6)
 	const n, capacity = 200_000, 256
-	parts := []*topKeys{newTopKeys(capacity), newTopKeys(capacity), newTopKeys(capacity)}
-	seed := maphash.MakeSeed()
+	seed := maphash.MakeSeed() // the workers' sketches share it
+	parts := []*topKeys{newTopKeys(capacity, seed), newTopKeys(capacity, seed), newTopKeys(capacity, seed)}
 	exact := map[string]int64{}
 	for range n {
 		k := fmt.Sprint(z.Uint64())
@@ -116,12 +116,12 @@ func TestTopKeysMerge(t *testing.T) {
 		t.Fatalf("merged: total %d, %d counters, %d indexed; want %d, %d, %d", tk.total, len(tk.heap), len(tk.idx), n, capacity, capacity)
 	}
 	for i, c := range tk.heap {
-		if c.pos != i || tk.idx[c.key] != c || (i > 0 && tk.heap[(i-1)/2].count > c.count) {
+		if c.pos != i || tk.idx[c.hash] != c || (i > 0 && tk.heap[(i-1)/2].count > c.count) {
 			t.Fatalf("counter %d (%s, count %d) at pos %d: heap or index broken", i, c.key, c.count, c.pos)
 		}
 	}
 	for k, want := range exact {
-		c, ok := tk.idx[k]
+		c, ok := tk.idx[maphash.String(seed, k)]
 		switch {
 		case want > n/capacity && !ok:
 			t.Errorf("key %s counted %d > n/cap = %d is not held", k, want, n/capacity)
@@ -132,7 +132,7 @@ func TestTopKeysMerge(t *testing.T) {
 		}
 	}
 	tk.add("new", false) // still a working sketch
-	if c := tk.idx["new"]; c == nil || tk.heap[c.pos] != c {
+	if c := tk.idx[maphash.String(seed, "new")]; c == nil || tk.heap[c.pos] != c {
 		t.Error("a key added after the merge is not held at its position")
 	}
 }

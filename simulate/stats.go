@@ -25,6 +25,7 @@ type ruleStats struct {
 	Requests, WouldDeny, Shadowed, Banned, Refused, Exempt, Bans int64
 	FirstDenial, LastDenial                                      int64 // Unix ns; 0: none
 
+	seed             maphash.Seed // of the sketches, hashing each key once
 	keys, deniedKeys *distinct
 	traffic          *topKeys // requests per key, with denials
 	denials          *topKeys // denials per key
@@ -41,9 +42,9 @@ func newRuleStats(rt Route, ru *rules.Rule, c Config, seed maphash.Seed) *ruleSt
 		sketch = 4096
 	}
 	rs := &ruleStats{
-		route: rt, rule: ru, top: top,
+		route: rt, rule: ru, top: top, seed: seed,
 		keys: newDistinct(seed), deniedKeys: newDistinct(seed),
-		traffic: newTopKeys(sketch), denials: newTopKeys(max(sketch/4, top)),
+		traffic: newTopKeys(sketch, seed), denials: newTopKeys(max(sketch/4, top), seed),
 	}
 	for _, l := range ru.Limits {
 		rs.rates = append(rs.rates, newRateHist(l))
@@ -57,11 +58,12 @@ func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
 	denied := !res.Allowed || st.Shadowed
 	rs.asked, rs.key, rs.wasDenied = true, key, denied
 	rs.Requests++
-	rs.keys.add(key)
-	rs.traffic.add(key, denied)
+	hash := maphash.String(rs.seed, key)
+	rs.keys.addHashed(hash)
+	rs.traffic.addHashed(hash, key, denied)
 	rs.series.add(t, denied)
 	for _, h := range rs.rates {
-		h.add(t, key)
+		h.add(t, hash)
 	}
 	switch st.Guard {
 	case guard.Banned:
@@ -78,8 +80,8 @@ func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
 		return
 	}
 	rs.WouldDeny++
-	rs.deniedKeys.add(key)
-	rs.denials.add(key, true)
+	rs.deniedKeys.addHashed(hash)
+	rs.denials.addHashed(hash, key, true)
 	if rs.FirstDenial == 0 {
 		rs.FirstDenial = t
 	}
@@ -213,14 +215,15 @@ type rateHist struct {
 	Buckets   [40]int64
 	Untallied int64
 	window    int64
-	counts    map[string]int32
+	counts    map[uint64]int32 // by the key's hash
 }
 
 func newRateHist(l sluice.Limit) *rateHist {
-	return &rateHist{Limit: l, counts: map[string]int32{}}
+	return &rateHist{Limit: l, counts: map[uint64]int32{}}
 }
 
-func (h *rateHist) add(t int64, key string) {
+// add counts a request at t of the key of hash key.
+func (h *rateHist) add(t int64, key uint64) {
 	if w := t / int64(h.Limit.Period); w > h.window {
 		h.flush()
 		h.window = w
