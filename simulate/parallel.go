@@ -79,9 +79,11 @@ type pool struct {
 }
 
 // A parcel is entries on their way to a worker, their fields copied
-// into arena.
+// into arena, and their client addresses as strings (interned by the
+// partitioner, so that the worker need not find them again).
 type parcel struct {
 	entries []accesslog.Entry
+	addrs   []string
 	arena   []byte
 }
 
@@ -102,7 +104,7 @@ func newPool(ctx context.Context, c Config, n int) (*pool, error) {
 	p.uri = r.needs.uri || slices.ContainsFunc(r.routes, func(rs *ruleStats) bool { return rs.route.PathPrefix != "" })
 	p.part = newPartitioner(c.Rules.ForwardAuth, r.proxy, n)
 	for range cap(p.free) {
-		p.free <- &parcel{entries: make([]accesslog.Entry, 0, parcelLen), arena: make([]byte, 0, parcelBytes)}
+		p.free <- &parcel{entries: make([]accesslog.Entry, 0, parcelLen), addrs: make([]string, 0, parcelLen), arena: make([]byte, 0, parcelBytes)}
 	}
 	for i := range n {
 		p.in[i], p.cur[i] = make(chan *parcel, queueLen), <-p.free
@@ -118,20 +120,21 @@ func (p *pool) work(ctx context.Context, i int) {
 	r := p.reps[i]
 	for pc := range p.in[i] {
 		for j := range pc.entries {
-			r.Decide(ctx, &pc.entries[j])
+			r.decide(ctx, &pc.entries[j], pc.addrs[j])
 		}
-		pc.entries, pc.arena = pc.entries[:0], pc.arena[:0]
+		clear(pc.addrs)
+		pc.entries, pc.addrs, pc.arena = pc.entries[:0], pc.addrs[:0], pc.arena[:0]
 		p.free <- pc
 	}
 }
 
 // add sends e to the worker of its client.
 func (p *pool) add(e *accesslog.Entry) {
-	w := p.part.worker(e)
-	if !p.cur[w].add(e, p.uri, &p.needs) {
+	w, addr := p.part.worker(e)
+	if !p.cur[w].add(e, addr, p.uri, &p.needs) {
 		p.in[w] <- p.cur[w]
 		p.cur[w] = <-p.free
-		p.cur[w].add(e, p.uri, &p.needs)
+		p.cur[w].add(e, addr, p.uri, &p.needs)
 	}
 }
 
@@ -165,10 +168,11 @@ func (p *pool) close() {
 	}
 }
 
-// add copies e into the parcel, the fields a Replayer reads (uri and
-// needs say which), or reports false when the parcel is full. An empty
-// parcel takes any entry, growing its arena for a long line.
-func (pc *parcel) add(e *accesslog.Entry, uri bool, n *needs) bool {
+// add copies e, whose address is addr, into the parcel: the fields a
+// Replayer reads (uri and needs say which); or it reports false when the
+// parcel is full. An empty parcel takes any entry, growing its arena for
+// a long line.
+func (pc *parcel) add(e *accesslog.Entry, addr string, uri bool, n *needs) bool {
 	size := len(e.Addr) + len(e.Forwarded) + len(e.URI) + len(e.Method) + len(e.Host) + len(e.UserAgent) + len(e.Referer) + len(e.User)
 	if len(pc.entries) > 0 && (len(pc.entries) == cap(pc.entries) || len(pc.arena)+size > cap(pc.arena)) {
 		return false
@@ -196,7 +200,7 @@ func (pc *parcel) add(e *accesslog.Entry, uri bool, n *needs) bool {
 	if n.user {
 		c.User = pc.put(e.User)
 	}
-	pc.entries = append(pc.entries, c)
+	pc.entries, pc.addrs = append(pc.entries, c), append(pc.addrs, addr)
 	return true
 }
 
@@ -233,18 +237,17 @@ func newPartitioner(fa config.ForwardAuth, proxy string, n int) *partitioner {
 	return &partitioner{n: uint64(n), ip: httplimit.ClientIP{TrustedProxies: fa.TrustedProxies}, peer: peer.Addr(), v6: v6, seed: maphash.MakeSeed()}
 }
 
-// worker returns the worker of e.
-func (p *partitioner) worker(e *accesslog.Entry) int {
-	if len(e.Forwarded) > 0 {
-		return p.of([]string{string(e.Forwarded), string(e.Addr)})
-	}
+// worker returns the worker of e, and e.Addr as a string.
+func (p *partitioner) worker(e *accesslog.Entry) (int, string) {
 	c := &p.cache[maphash.Bytes(p.seed, e.Addr)&(addrCacheSize-1)]
-	if c.addr == string(e.Addr) && c.addr != "" {
-		return c.worker
+	if c.addr != string(e.Addr) || c.addr == "" {
+		c.addr = string(e.Addr)
+		c.worker = p.of([]string{c.addr})
 	}
-	addr := string(e.Addr)
-	c.addr, c.worker = addr, p.of([]string{addr})
-	return c.worker
+	if len(e.Forwarded) > 0 {
+		return p.of([]string{string(e.Forwarded), c.addr}), c.addr
+	}
+	return c.worker, c.addr
 }
 
 // of returns the worker of the client behind the hops.

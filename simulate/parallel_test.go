@@ -163,17 +163,19 @@ func TestPartitioner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for range 2 { // the second time from the cache
-			if wa, wb := p.worker(tt.a), p.worker(tt.b); wa != wb {
-				t.Errorf("%s: workers %d and %d, want one", tt.name, wa, wb)
+			wa, addr := p.worker(tt.a)
+			if wb, _ := p.worker(tt.b); wa != wb || addr != string(tt.a.Addr) {
+				t.Errorf("%s: workers %d and %d, address %q; want one, %q", tt.name, wa, wb, addr, tt.a.Addr)
 			}
 		}
 	}
-	if w := p.worker(entry("junk", "")); w != 0 {
+	if w, _ := p.worker(entry("junk", "")); w != 0 {
 		t.Errorf("worker of an unknown client = %d, want 0 (they share the key \"unknown\")", w)
 	}
 	seen := map[int]bool{}
 	for i := range 256 {
-		seen[p.worker(entry(fmt.Sprintf("192.0.2.%d", i), ""))] = true
+		w, _ := p.worker(entry(fmt.Sprintf("192.0.2.%d", i), ""))
+		seen[w] = true
 	}
 	if len(seen) < 32 {
 		t.Errorf("256 addresses went to %d of 64 workers: want them spread", len(seen))
@@ -187,11 +189,11 @@ func TestParcelBounds(t *testing.T) {
 	n := &needs{}
 	src := accesslog.Entry{Time: 5, Addr: []byte("203.0.113.7"), URI: []byte("/a"), Line: 9}
 	for i := range 4 {
-		if !pc.add(&src, true, n) {
+		if !pc.add(&src, "203.0.113.7", true, n) {
 			t.Fatalf("entry %d refused by a parcel of 4", i)
 		}
 	}
-	if pc.add(&src, true, n) {
+	if pc.add(&src, "203.0.113.7", true, n) {
 		t.Fatal("a full parcel took a fifth entry")
 	}
 	src.Addr[0] = '9' // the copies do not share the source's bytes
@@ -200,10 +202,10 @@ func TestParcelBounds(t *testing.T) {
 	}
 	long := accesslog.Entry{Addr: []byte("203.0.113.7"), URI: []byte("/" + strings.Repeat("x", 1000))}
 	empty := &parcel{entries: make([]accesslog.Entry, 0, 4), arena: make([]byte, 0, 64)}
-	if !empty.add(&long, true, n) || len(empty.entries[0].URI) != 1001 {
+	if !empty.add(&long, "203.0.113.7", true, n) || len(empty.entries[0].URI) != 1001 {
 		t.Error("an empty parcel refused a long line")
 	}
-	if empty.add(&src, true, n) {
+	if empty.add(&src, "203.0.113.7", true, n) {
 		t.Error("a parcel whose arena a long line filled took more")
 	}
 }

@@ -238,8 +238,13 @@ func (r *Replayer) onBan(guard.Ban) {
 // longest matching prefix), as forward-auth
 // would have been asked by the proxy that logged it, at e's time.
 func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
+	r.decide(ctx, e, r.addrs.get(e.Addr))
+}
+
+// decide is Decide, with e.Addr as a string.
+func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) {
 	r.now.Store(e.Time)
-	r.fill(e)
+	r.fill(e, addr)
 	longest := -1
 	for _, rs := range r.routes {
 		rs.asked = false
@@ -269,9 +274,9 @@ func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
 // would have described it to forward-auth: asking from a trusted
 // proxy's address, the client appended to the X-Forwarded-For it came
 // with, the original method, URI and host, and the headers the log kept.
-func (r *Replayer) fill(e *accesslog.Entry) {
+func (r *Replayer) fill(e *accesslog.Entry, addr string) {
 	h := r.req.Header
-	xff := r.addrs.get(e.Addr)
+	xff := addr
 	if len(e.Forwarded) > 0 {
 		xff = string(e.Forwarded) + ", " + xff
 	}
