@@ -41,7 +41,10 @@ var ErrNotParallel = errors.New("simulate: this replay decides on one worker onl
 // workers returns how many workers replay o: o.Workers, or by default as
 // many as the processors when the replay can be split, else one.
 func workers(o Options) (int, error) {
-	split := o.Compare == nil && o.Config.Rules != nil && keyedByClient(o.Config.Rules.ForwardAuth)
+	if o.Config.Rules == nil {
+		return 1, nil // NewReplayer says what is missing
+	}
+	split := o.Compare == nil && keyedByClient(o.Config.Rules.ForwardAuth)
 	switch {
 	case o.Workers > 1 && !split && o.Compare != nil:
 		return 0, fmt.Errorf("%w: -compare replays in log order on one worker", ErrNotParallel)

@@ -126,6 +126,7 @@ func TestWorkers(t *testing.T) {
 		{"default, compare", Options{Config: Config{Rules: byIP}, Compare: byIP}, 1, false},
 		{"compare, asked for 2", Options{Config: Config{Rules: byIP}, Compare: byIP, Workers: 2}, 0, true},
 		{"asked for 1", Options{Config: Config{Rules: byUser}, Workers: 1}, 1, false},
+		{"no rules, asked for 2", Options{Workers: 2}, 1, false},
 	}
 	for _, tt := range tests {
 		n, err := workers(tt.o)
@@ -137,6 +138,9 @@ func TestWorkers(t *testing.T) {
 		case tt.want > 0 && n != tt.want, tt.want < 0 && n < 1:
 			t.Errorf("%s: workers = %d, want %d", tt.name, n, tt.want)
 		}
+	}
+	if _, err := Run(context.Background(), Options{Workers: 2, Stdin: strings.NewReader("")}); err == nil || !strings.Contains(err.Error(), "no rules") {
+		t.Errorf("Run without rules on 2 workers = %v, want an error saying there are no rules", err)
 	}
 }
 
