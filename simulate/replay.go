@@ -83,7 +83,7 @@ type Replayer struct {
 	proxy  string // RemoteAddr: the trusted proxy that asks
 	user   string
 	needs  needs
-	addrs  addrCache
+	addrs  *addrCache // made by the first Decide: a worker of a split replay gets its strings from the reader
 	errs   int64
 	first  error
 }
@@ -163,7 +163,6 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	}
 	r.user = http.CanonicalHeaderKey(r.user)
 	r.needs = needsOf(rc.ForwardAuth, r.user)
-	r.addrs.seed = maphash.MakeSeed()
 	clock := func() time.Time { return time.Unix(0, r.now.Load()) }
 	mc := memory.Config{Clock: clock}
 	if rc.Store.Type == config.StoreMemory {
@@ -238,6 +237,9 @@ func (r *Replayer) onBan(guard.Ban) {
 // longest matching prefix), as forward-auth
 // would have been asked by the proxy that logged it, at e's time.
 func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
+	if r.addrs == nil {
+		r.addrs = &addrCache{seed: maphash.MakeSeed()}
+	}
 	r.decide(ctx, e, r.addrs.get(e.Addr))
 }
 
