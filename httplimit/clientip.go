@@ -71,7 +71,33 @@ func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
 	if c == nil || !c.trusted(peer) {
 		return peer, true
 	}
-	values := r.Header.Values(c.header())
+	h := c.header()
+	values, ok := r.Header[h] // the canonical names need no canonicalizing
+	if !ok {
+		values = r.Header.Values(h)
+	}
+	return c.hops(peer, values)
+}
+
+// AddrFrom returns the address of the client of a request that came
+// from peer with the forwarding header values (its lines, in order), as
+// Addr does for a request: for a tool that knows a request's hops
+// without an http.Request, such as sluice simulate reading them from an
+// access log.
+func (c *ClientIP) AddrFrom(peer netip.Addr, values []string) (netip.Addr, bool) {
+	peer = canonical(peer)
+	if !peer.IsValid() {
+		return netip.Addr{}, false
+	}
+	if c == nil || !c.trusted(peer) {
+		return peer, true
+	}
+	return c.hops(peer, values)
+}
+
+// hops finds the client in the forwarding header values of a request
+// from the trusted proxy peer.
+func (c *ClientIP) hops(peer netip.Addr, values []string) (netip.Addr, bool) {
 	if len(values) == 0 {
 		return peer, true // the proxy reached us directly, or added nothing
 	}
@@ -138,10 +164,16 @@ func (c *ClientIP) AppendKey(dst []byte, r *http.Request) ([]byte, bool) {
 	if !ok {
 		return dst, false
 	}
+	return c.AppendKeyOf(dst, a), true
+}
+
+// AppendKeyOf appends the key of the client address a, as Addr returns
+// it, to dst: for a caller that has the address already.
+func (c *ClientIP) AppendKeyOf(dst []byte, a netip.Addr) []byte {
 	if bits := c.v6Bits(); a.Is6() && bits < 128 {
-		return appendPrefix(dst, a, bits), true
+		return appendPrefix(dst, a, bits)
 	}
-	return a.AppendTo(dst), true
+	return a.AppendTo(dst)
 }
 
 // v6Bits is the length of the network an IPv6 client is keyed by.

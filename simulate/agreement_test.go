@@ -14,6 +14,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/simulate/accesslog"
@@ -152,6 +153,24 @@ func TestAgreesWithServe(t *testing.T) {
 	t.Logf("%d requests, %d denied, %d bans", n, denied, bans)
 	if denied == 0 || denied == n {
 		t.Errorf("%d of %d denied: the traffic does not exercise the rules", denied, n)
+	}
+	agreesSplit(t, cfg, filepath.Join(dir, "access.log"), int64(denied), int64(len(bansServed)))
+}
+
+// agreesSplit replays the log on several workers, as sluice simulate
+// does by default, and wants the denials and bans serve made.
+func agreesSplit(t *testing.T, cfg *config.Config, log string, denied, bans int64) {
+	t.Helper()
+	rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg, Routes: []Route{{Rule: "web"}, {Rule: "login", PathPrefix: "/login"}}}, Files: []string{log}, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotDenied, gotBans int64
+	for _, rr := range rep.Rules {
+		gotDenied, gotBans = gotDenied+rr.WouldDeny, gotBans+rr.Bans
+	}
+	if gotDenied != denied || gotBans != bans {
+		t.Errorf("on 4 workers, simulate denied %d and made %d bans; serve %d and %d", gotDenied, gotBans, denied, bans)
 	}
 }
 

@@ -118,8 +118,8 @@ func (rs *ruleStats) report() RuleReport {
 	}
 	for _, c := range rs.denials.top(rs.top, func(c *counter) int64 { return c.count }) {
 		kc := KeyCount{Key: c.key, Denied: c.count, Err: c.err}
-		if i, ok := rs.traffic.idx[c.key]; ok {
-			kc.Requests = rs.traffic.heap[i].count
+		if tc, ok := rs.traffic.idx[c.hash]; ok {
+			kc.Requests = tc.count
 		}
 		r.TopDenied = append(r.TopDenied, kc)
 	}

@@ -40,6 +40,12 @@ type Options struct {
 	// Progress, when set, receives a line of progress every half second
 	// (lines, lines/s, bytes, ETA), rewritten in place. Default nil.
 	Progress io.Writer
+	// Workers is how many goroutines decide, each the clients of a share
+	// of the client networks (see the package documentation). Default 0:
+	// one per processor when forward_auth.key holds the client's address
+	// and there is no Compare, else 1. More than 1 otherwise is an error
+	// (ErrNotParallel): the replay would not decide as serve would.
+	Workers int
 }
 
 // Run replays the logs of o through the rules and returns the report.
@@ -53,6 +59,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer closeFiles()
 	defer rd.Close()
+	n, err := workers(o)
+	if err != nil {
+		return nil, err
+	}
+	if n > 1 {
+		return runParallel(ctx, o, rd, prog, n)
+	}
+	return runSequential(ctx, o, rd, prog)
+}
+
+// runSequential replays the entries of rd in log order, through the
+// rules and those of o.Compare.
+func runSequential(ctx context.Context, o Options, rd *accesslog.Reader, prog *progress) (*Report, error) {
 	a, err := NewReplayer(ctx, o.Config)
 	if err != nil {
 		return nil, err
@@ -77,15 +96,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer b.Close()
 		df = newDiffer(a, b, o.Config.TopKeys, o.Config.Sketch)
 	}
-	stop := prog.start(o.Progress)
 	start := time.Now()
-	from, to, err := replay(ctx, rd, a, b, df, prog, o.Strict)
-	stop()
+	from, to, err := replay(ctx, o, rd, prog, func(e *accesslog.Entry) {
+		a.Decide(ctx, e)
+		if b != nil {
+			b.Decide(ctx, e)
+			df.add()
+		}
+	})
 	if err != nil {
 		return nil, err
-	}
-	if o.Strict && len(rd.Stats.Errors) > 0 {
-		return nil, rd.Stats.Errors[0]
 	}
 	r := a.report(o, rd, from, to, time.Since(start))
 	if b != nil {
@@ -94,9 +114,37 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// replay decides every entry of rd with a (and b, compared by df), and
+// runParallel replays the entries of rd on n workers.
+func runParallel(ctx context.Context, o Options, rd *accesslog.Reader, prog *progress, n int) (*Report, error) {
+	p, err := newPool(ctx, o.Config, n)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	start := time.Now()
+	from, to, err := replay(ctx, o, rd, prog, p.add)
+	a := p.finish()
+	if err != nil {
+		return nil, err
+	}
+	return a.report(o, rd, from, to, time.Since(start)), nil
+}
+
+// replay decides every entry of rd, showing progress as o asks, and
 // returns the first and last times logged.
-func replay(ctx context.Context, rd *accesslog.Reader, a, b *Replayer, df *differ, prog *progress, strict bool) (from, to int64, err error) {
+func replay(ctx context.Context, o Options, rd *accesslog.Reader, prog *progress, decide func(*accesslog.Entry)) (from, to int64, err error) {
+	stop := prog.start(o.Progress)
+	defer stop()
+	from, to, err = decideAll(ctx, rd, prog, o.Strict, decide)
+	if err == nil && o.Strict && len(rd.Stats.Errors) > 0 {
+		err = rd.Stats.Errors[0]
+	}
+	return from, to, err
+}
+
+// decideAll decides every entry of rd, and returns the first and last
+// times logged.
+func decideAll(ctx context.Context, rd *accesslog.Reader, prog *progress, strict bool, decide func(*accesslog.Entry)) (from, to int64, err error) {
 	n := 0
 	for e := rd.Next(); e != nil; e = rd.Next() {
 		if n++; n&4095 == 0 {
@@ -113,11 +161,7 @@ func replay(ctx context.Context, rd *accesslog.Reader, a, b *Replayer, df *diffe
 			from = e.Time
 		}
 		to = max(to, e.Time)
-		a.Decide(ctx, e)
-		if b != nil {
-			b.Decide(ctx, e)
-			df.add()
-		}
+		decide(e)
 	}
 	if strict && rd.Stats.Malformed > 0 {
 		m := rd.Stats.Samples[0]

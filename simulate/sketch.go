@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 )
 
@@ -16,10 +17,15 @@ import (
 // key's denials since it took it, so that the share of traffic from
 // denied keys can be read off the heavy hitters.
 //
+// Keys are found by a 64-bit hash of the seed (keys whose hashes
+// collide, about n²/2^65 of n keys, would share a counter), so that a
+// caller that hashed a key already does not hash it again.
+//
 // The zero value is not usable; newTopKeys returns one. Not safe for
 // concurrent use.
 type topKeys struct {
-	idx   map[string]int // key to its position in heap
+	seed  maphash.Seed
+	idx   map[uint64]*counter // key's hash to its counter
 	heap  counterHeap
 	cap   int
 	total int64
@@ -30,36 +36,42 @@ type topKeys struct {
 // denial.
 type counter struct {
 	key          string
+	hash         uint64
 	count, err   int64
 	denied       int64
 	afterDenial  int64 // requests from the first denial on (that included)
 	everDenied   bool
 	beforeDenial int64 // the count when first denied (overstated by err)
+	pos          int   // its position in the heap
 }
 
 type counterHeap []*counter
 
-func newTopKeys(capacity int) *topKeys {
-	return &topKeys{idx: make(map[string]int, capacity), cap: capacity}
+func newTopKeys(capacity int, seed maphash.Seed) *topKeys {
+	return &topKeys{seed: seed, idx: make(map[uint64]*counter, capacity), cap: capacity}
 }
 
 // add counts one request of key, denied or not.
 func (t *topKeys) add(key string, denied bool) {
+	t.addHashed(maphash.String(t.seed, key), key, denied)
+}
+
+// addHashed is add of a key whose hash of the sketch's seed is h.
+func (t *topKeys) addHashed(h uint64, key string, denied bool) {
 	t.total++
-	i, ok := t.idx[key]
+	c, ok := t.idx[h]
 	if !ok {
 		if len(t.heap) < t.cap {
-			t.heap = append(t.heap, &counter{key: key})
-			i = t.up(len(t.heap) - 1)
+			c = &counter{key: key, hash: h, pos: len(t.heap)}
+			t.heap = append(t.heap, c)
+			t.up(c.pos)
 		} else { // replace the least counted key
-			c := t.heap[0]
-			delete(t.idx, c.key)
-			*c = counter{key: key, count: c.count, err: c.count}
-			i = 0
-			t.idx[key] = i
+			c = t.heap[0]
+			delete(t.idx, c.hash)
+			*c = counter{key: key, hash: h, count: c.count, err: c.count}
 		}
+		t.idx[h] = c
 	}
-	c := t.heap[i]
 	c.count++
 	if denied {
 		if !c.everDenied {
@@ -70,12 +82,51 @@ func (t *topKeys) add(key string, denied bool) {
 	if c.everDenied {
 		c.afterDenial++
 	}
-	t.down(i)
+	t.down(c.pos)
+}
+
+// merge adds the counters of o, a sketch of another stream, and keeps
+// the cap highest counts. A replay merges the sketches of its workers,
+// whose keys are disjoint (each client is decided by one worker); a key
+// counted in both has its counts added. The guarantee holds for the
+// merged stream: the counts of the counters sum to its length, so fewer
+// than cap of them exceed total/cap, and every key counted more than
+// that is among the kept.
+func (t *topKeys) merge(o *topKeys) {
+	t.total += o.total
+	for _, c := range o.heap {
+		m, ok := t.idx[c.hash]
+		if !ok {
+			cc := *c
+			t.idx[c.hash] = &cc
+			t.heap = append(t.heap, &cc)
+			continue
+		}
+		m.count, m.err, m.denied, m.afterDenial = m.count+c.count, m.err+c.err, m.denied+c.denied, m.afterDenial+c.afterDenial
+		m.everDenied = m.everDenied || c.everDenied
+		if m.everDenied {
+			m.beforeDenial = m.count - m.afterDenial
+		}
+	}
+	sort.Slice(t.heap, func(i, j int) bool {
+		if t.heap[i].count != t.heap[j].count {
+			return t.heap[i].count > t.heap[j].count
+		}
+		return t.heap[i].key < t.heap[j].key
+	})
+	for _, c := range t.heap[min(t.cap, len(t.heap)):] {
+		delete(t.idx, c.hash)
+	}
+	t.heap = t.heap[:min(t.cap, len(t.heap))]
+	slices.Reverse(t.heap) // ascending counts: a min-heap
+	for i, c := range t.heap {
+		c.pos = i
+	}
 }
 
 // up moves the new counter at i up to its place (its count of 0 is the
-// least), keeping idx right, and returns where it landed.
-func (t *topKeys) up(i int) int {
+// least), keeping the counters' positions right.
+func (t *topKeys) up(i int) {
 	h := t.heap
 	for i > 0 {
 		p := (i - 1) / 2
@@ -83,14 +134,13 @@ func (t *topKeys) up(i int) int {
 			break
 		}
 		h[i], h[p] = h[p], h[i]
-		t.idx[h[i].key] = i
+		h[i].pos, h[p].pos = i, p
 		i = p
 	}
-	t.idx[h[i].key] = i
-	return i
 }
 
-// down restores the heap after the count at i grew, keeping idx right.
+// down restores the heap after the count at i grew, keeping the
+// counters' positions right.
 func (t *topKeys) down(i int) {
 	h := t.heap
 	for {
@@ -106,7 +156,7 @@ func (t *topKeys) down(i int) {
 			return
 		}
 		h[i], h[m] = h[m], h[i]
-		t.idx[h[i].key], t.idx[h[m].key] = i, m
+		h[i].pos, h[m].pos = i, m
 		i = m
 	}
 }
@@ -153,12 +203,22 @@ type distinct struct {
 
 func newDistinct(seed maphash.Seed) *distinct { return &distinct{seed: seed} }
 
-func (d *distinct) add(key string) {
-	h := maphash.String(d.seed, key)
+func (d *distinct) add(key string) { d.addHashed(maphash.String(d.seed, key)) }
+
+// addHashed is add of a key whose hash of the sketch's seed is h.
+func (d *distinct) addHashed(h uint64) {
 	i := h >> (64 - 12)
 	rank := uint8(bits.LeadingZeros64(h<<12|1<<11)) + 1
 	if rank > d.reg[i] {
 		d.reg[i] = rank
+	}
+}
+
+// merge adds the keys of o, of the same seed: the union's registers are
+// the larger of each.
+func (d *distinct) merge(o *distinct) {
+	for i, r := range o.reg {
+		d.reg[i] = max(d.reg[i], r)
 	}
 }
 

@@ -15,7 +15,7 @@ func TestTopKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	z := rand.NewZipf(rng, 1.2, 1, 1e6)
 	const n, capacity = 200_000, 256
-	tk := newTopKeys(capacity)
+	tk := newTopKeys(capacity, maphash.MakeSeed())
 	exact := map[string]int64{}
 	deniedFrom := map[string]int64{} // requests from a key's first denial on
 	for range n {
@@ -90,5 +90,83 @@ func TestSeries(t *testing.T) {
 	}
 	if time.Duration(s.width) != 30*time.Minute || s.start%s.width != 0 {
 		t.Errorf("width %v, start %d: want 30m buckets (240 of them span 5 days), aligned", time.Duration(s.width), s.start)
+	}
+}
+
+// TestTopKeysMerge splits a Zipf stream by key over three sketches, as
+// a replay's workers split clients, and checks the merged sketch as
+// TestTopKeys checks one: the guarantees hold for the whole stream, and
+// the heap and its index are whole.
+func TestTopKeysMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	z := rand.NewZipf(rng, 1.2, 1, 1e6)
+	const n, capacity = 200_000, 256
+	seed := maphash.MakeSeed() // the workers' sketches share it
+	parts := []*topKeys{newTopKeys(capacity, seed), newTopKeys(capacity, seed), newTopKeys(capacity, seed)}
+	exact := map[string]int64{}
+	for range n {
+		k := fmt.Sprint(z.Uint64())
+		exact[k]++
+		parts[maphash.String(seed, k)%3].add(k, exact[k] > 100)
+	}
+	tk := parts[0]
+	tk.merge(parts[1])
+	tk.merge(parts[2])
+	if tk.total != n || len(tk.heap) != capacity || len(tk.idx) != capacity {
+		t.Fatalf("merged: total %d, %d counters, %d indexed; want %d, %d, %d", tk.total, len(tk.heap), len(tk.idx), n, capacity, capacity)
+	}
+	for i, c := range tk.heap {
+		if c.pos != i || tk.idx[c.hash] != c || (i > 0 && tk.heap[(i-1)/2].count > c.count) {
+			t.Fatalf("counter %d (%s, count %d) at pos %d: heap or index broken", i, c.key, c.count, c.pos)
+		}
+	}
+	for k, want := range exact {
+		c, ok := tk.idx[maphash.String(seed, k)]
+		switch {
+		case want > n/capacity && !ok:
+			t.Errorf("key %s counted %d > n/cap = %d is not held", k, want, n/capacity)
+		case ok && (c.count < want || c.count-c.err > want):
+			t.Errorf("key %s: count %d err %d, true count %d", k, c.count, c.err, want)
+		case ok && c.everDenied != (want > 100) && c.err == 0:
+			t.Errorf("key %s: ever denied %v, true count %d over a limit of 100", k, c.everDenied, want)
+		}
+	}
+	tk.add("new", false) // still a working sketch
+	if c := tk.idx[maphash.String(seed, "new")]; c == nil || tk.heap[c.pos] != c {
+		t.Error("a key added after the merge is not held at its position")
+	}
+}
+
+// TestSeriesMerge merges series of different spans and widths, and
+// wants the series of all their requests.
+func TestSeriesMerge(t *testing.T) {
+	t0 := int64(1_767_571_200) * 1e9
+	at := func(i int64) int64 { return t0 + i*int64(time.Second)*7 }
+	tests := []struct {
+		name  string
+		parts [3][2]int64 // the requests [from, to) of each part
+	}{
+		{"same span", [3][2]int64{{0, 9000}, {0, 9000}, {0, 9000}}},
+		{"later and wider", [3][2]int64{{5000, 9000}, {0, 100}, {0, 60_000}}},
+		{"one empty", [3][2]int64{{0, 0}, {10, 20}, {30, 40_000}}},
+	}
+	for _, tt := range tests {
+		var whole series // in time order, as one worker would see them
+		var parts [3]series
+		for i := range int64(60_000) {
+			for p, r := range tt.parts {
+				if i >= r[0] && i < r[1] {
+					whole.add(at(i), i%3 == 0)
+					parts[p].add(at(i), i%3 == 0)
+				}
+			}
+		}
+		got := parts[0]
+		got.merge(&parts[1])
+		got.merge(&parts[2])
+		if got != whole {
+			t.Errorf("%s: merged series (start %d, width %v) differs from the whole's (start %d, width %v)",
+				tt.name, got.start, time.Duration(got.width), whole.start, time.Duration(whole.width))
+		}
 	}
 }

@@ -25,6 +25,7 @@ type ruleStats struct {
 	Requests, WouldDeny, Shadowed, Banned, Refused, Exempt, Bans int64
 	FirstDenial, LastDenial                                      int64 // Unix ns; 0: none
 
+	seed             maphash.Seed // of the sketches, hashing each key once
 	keys, deniedKeys *distinct
 	traffic          *topKeys // requests per key, with denials
 	denials          *topKeys // denials per key
@@ -41,9 +42,9 @@ func newRuleStats(rt Route, ru *rules.Rule, c Config, seed maphash.Seed) *ruleSt
 		sketch = 4096
 	}
 	rs := &ruleStats{
-		route: rt, rule: ru, top: top,
+		route: rt, rule: ru, top: top, seed: seed,
 		keys: newDistinct(seed), deniedKeys: newDistinct(seed),
-		traffic: newTopKeys(sketch), denials: newTopKeys(max(sketch/4, top)),
+		traffic: newTopKeys(sketch, seed), denials: newTopKeys(max(sketch/4, top), seed),
 	}
 	for _, l := range ru.Limits {
 		rs.rates = append(rs.rates, newRateHist(l))
@@ -57,11 +58,12 @@ func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
 	denied := !res.Allowed || st.Shadowed
 	rs.asked, rs.key, rs.wasDenied = true, key, denied
 	rs.Requests++
-	rs.keys.add(key)
-	rs.traffic.add(key, denied)
+	hash := maphash.String(rs.seed, key)
+	rs.keys.addHashed(hash)
+	rs.traffic.addHashed(hash, key, denied)
 	rs.series.add(t, denied)
 	for _, h := range rs.rates {
-		h.add(t, key)
+		h.add(t, hash)
 	}
 	switch st.Guard {
 	case guard.Banned:
@@ -78,12 +80,37 @@ func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
 		return
 	}
 	rs.WouldDeny++
-	rs.deniedKeys.add(key)
-	rs.denials.add(key, true)
+	rs.deniedKeys.addHashed(hash)
+	rs.denials.addHashed(hash, key, true)
 	if rs.FirstDenial == 0 {
 		rs.FirstDenial = t
 	}
 	rs.LastDenial = max(rs.LastDenial, t)
+}
+
+// merge adds the tallies of o, a rule's stats over other keys (those of
+// another worker of the replay): counts add, first and last denials
+// extend, the sketches merge.
+func (rs *ruleStats) merge(o *ruleStats) {
+	rs.Requests += o.Requests
+	rs.WouldDeny += o.WouldDeny
+	rs.Shadowed += o.Shadowed
+	rs.Banned += o.Banned
+	rs.Refused += o.Refused
+	rs.Exempt += o.Exempt
+	rs.Bans += o.Bans
+	if o.FirstDenial != 0 && (rs.FirstDenial == 0 || o.FirstDenial < rs.FirstDenial) {
+		rs.FirstDenial = o.FirstDenial
+	}
+	rs.LastDenial = max(rs.LastDenial, o.LastDenial)
+	rs.keys.merge(o.keys)
+	rs.deniedKeys.merge(o.deniedKeys)
+	rs.traffic.merge(o.traffic)
+	rs.denials.merge(o.denials)
+	rs.series.merge(&o.series)
+	for i, h := range rs.rates {
+		h.merge(o.rates[i])
+	}
 }
 
 // seriesLen is the number of buckets of a time series.
@@ -107,21 +134,51 @@ type series struct {
 }
 
 func (s *series) add(t int64, denied bool) {
+	var deny int64
+	if denied {
+		deny = 1
+	}
+	s.addN(t, 1, deny)
+}
+
+// addN counts req requests, deny of them denied, at t.
+func (s *series) addN(t, req, deny int64) {
 	if s.width == 0 {
 		s.width = int64(time.Second)
 		s.start = t - t%s.width
 	}
 	if t < s.start {
-		s.early++
+		s.early += req
 		t = s.start
 	}
 	for (t-s.start)/s.width >= seriesLen {
 		s.widen()
 	}
 	i := (t - s.start) / s.width
-	s.req[i]++
-	if denied {
-		s.deny[i]++
+	s.req[i] += req
+	s.deny[i] += deny
+}
+
+// merge adds the buckets of o: both are rebuilt from the earlier start,
+// at the wider width (widths are multiples of each other, so that each
+// bucket falls in one bucket of the merged series).
+func (s *series) merge(o *series) {
+	switch {
+	case o.width == 0:
+		return
+	case s.width == 0:
+		*s = *o
+		return
+	}
+	old := *s
+	w, start := max(s.width, o.width), min(s.start, o.start)
+	*s = series{start: start - start%w, width: w, early: old.early + o.early}
+	for _, p := range [...]*series{&old, o} {
+		for i := range seriesLen {
+			if p.req[i] > 0 {
+				s.addN(p.start+int64(i)*p.width, p.req[i], p.deny[i])
+			}
+		}
 	}
 }
 
@@ -158,14 +215,15 @@ type rateHist struct {
 	Buckets   [40]int64
 	Untallied int64
 	window    int64
-	counts    map[string]int32
+	counts    map[uint64]int32 // by the key's hash
 }
 
 func newRateHist(l sluice.Limit) *rateHist {
-	return &rateHist{Limit: l, counts: map[string]int32{}}
+	return &rateHist{Limit: l, counts: map[uint64]int32{}}
 }
 
-func (h *rateHist) add(t int64, key string) {
+// add counts a request at t of the key of hash key.
+func (h *rateHist) add(t int64, key uint64) {
 	if w := t / int64(h.Limit.Period); w > h.window {
 		h.flush()
 		h.window = w
@@ -175,6 +233,16 @@ func (h *rateHist) add(t int64, key string) {
 		return
 	}
 	h.Untallied++
+}
+
+// merge adds the distribution of o, over other keys (another worker's).
+func (h *rateHist) merge(o *rateHist) {
+	h.flush()
+	o.flush()
+	for i, n := range o.Buckets {
+		h.Buckets[i] += n
+	}
+	h.Untallied += o.Untallied
 }
 
 // flush moves the current window's counts into the buckets.

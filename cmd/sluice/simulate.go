@@ -68,7 +68,7 @@ type simulateFlags struct {
 	cfg, compare, format, fields, html, userHeader string
 	routes                                         routeFlags
 	json, strict                                   bool
-	maxLine, top, generate                         int
+	maxLine, top, generate, workers                int
 	seed                                           uint64
 	files                                          []string
 }
@@ -85,6 +85,7 @@ func parseSimulate(args []string, stdout io.Writer) (simulateFlags, error) {
 	fs.StringVar(&f.html, "html", "", "also write an HTML report with plots to `file`")
 	fs.BoolVar(&f.strict, "strict", false, "fail on the first malformed line or truncated file")
 	fs.IntVar(&f.maxLine, "max-line", accesslog.DefaultMaxLine, "longest line in `bytes`; longer lines are counted malformed")
+	fs.IntVar(&f.workers, "workers", 0, "how many goroutines decide, each the clients of a share of the networks; 1 replays in log order (default: one per processor when forward_auth.key holds \"ip\" and there is no -compare, else 1)")
 	fs.IntVar(&f.top, "top", 20, "how many of the keys denied most to list per rule")
 	fs.StringVar(&f.userHeader, "user-header", simulate.DefaultUserHeader, "the `header` a line's user is sent in, for a key part header:NAME")
 	fs.IntVar(&f.generate, "generate", 0, "write `N` lines of a synthetic combined log to standard output, and exit")
@@ -144,7 +145,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // simulateOptions loads the rule files and the format of f.
 func simulateOptions(f simulateFlags) (simulate.Options, error) {
-	o := simulate.Options{Files: f.files, Strict: f.strict, MaxLine: f.maxLine, RulesName: f.cfg, CompareName: f.compare}
+	o := simulate.Options{Files: f.files, Strict: f.strict, MaxLine: f.maxLine, RulesName: f.cfg, CompareName: f.compare, Workers: f.workers}
 	o.Config = simulate.Config{Routes: f.routes, UserHeader: f.userHeader, TopKeys: f.top}
 	var err error
 	if o.Config.Rules, err = loadRules(f.cfg); err != nil {

@@ -133,6 +133,7 @@ func TestSimulateBadInput(t *testing.T) {
 	}{
 		{[]string{"-config", rules, "-strict", bad}, "line 2"},
 		{[]string{"-config", rules, "-rule", "nope", bad}, `unknown rule "nope"`},
+		{[]string{"-config", rules, "-compare", rules, "-workers", "2", bad}, "one worker"},
 		{[]string{bad}, "-config FILE is required"},
 		{[]string{"-config", rules, "-format", "xml", bad}, "unknown log format"},
 		{[]string{"-config", rules, "-format", "json", bad}, "-fields"},

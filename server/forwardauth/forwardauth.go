@@ -138,7 +138,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // replay decides as the service would.
 func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rules.Request, rules.Result, error) {
 	ip, ipKey := h.client(r)
-	req := rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(h.key(r, ipKey))}, Client: ip}
+	req := rules.Named(rule, h.key(r, ipKey))
+	req.Client = ip
 	res, err := h.engine.Check(ctx, req)
 	if err != nil {
 		return req, res, err
@@ -155,13 +156,12 @@ func (h *Handler) client(r *http.Request) (netip.Addr, string) {
 	if !known {
 		return ip, UnknownClient
 	}
-	var key string
 	if h.adaptive != nil {
-		key, _ = h.adaptive.Key(r)
-	} else {
-		key, _ = h.ip.Key(r)
+		key, _ := h.adaptive.Key(r)
+		return ip, key
 	}
-	return ip, key
+	var buf [64]byte
+	return ip, string(h.ip.AppendKeyOf(buf[:0], ip))
 }
 
 // params reads the rule (or the login) and the deny status of r, or

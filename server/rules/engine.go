@@ -344,22 +344,29 @@ func (e *Engine) check(ctx context.Context, r Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// The store requests and decisions of a request of a few
+	// descriptors (the common case: one, for a named rule or
+	// forward-auth) stay on the stack.
+	var reqBuf [2]sluice.Request
+	var idxBuf [2]int
+	var dsBuf [2]sluice.Decision
 	q := query{r: r, d: d, now: e.now()}
 	q.res = Result{Allowed: true, Statuses: make([]Status, len(r.Descriptors))}
-	if err := e.plan(&q); err != nil {
-		return Result{}, err
-	}
-	ds, err := e.decide(ctx, q.reqs, q.idx, q.res.Statuses)
+	reqs, idx, err := e.plan(&q, reqBuf[:0], idxBuf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	q.apply(ds)
+	ds, err := e.decide(ctx, reqs, idx, q.res.Statuses, dsBuf[:0])
+	if err != nil {
+		return Result{}, err
+	}
+	q.apply(idx, ds)
 	if r.Op == sluice.OpReset {
 		return q.res, nil
 	}
 	combine(&q.res, q.now)
 	if !q.res.Allowed && r.Op == sluice.OpTake {
-		e.refund(ctx, &q)
+		e.refund(ctx, &q, reqs, idx)
 		e.strike(ctx, &q)
 	}
 	return q.res, nil
@@ -399,24 +406,23 @@ func (e *Engine) now() time.Time {
 	return time.Time{}
 }
 
-// A query is a request on its way through Check: its domain, its
-// statuses, and the store requests its descriptors make, reqs[k] for
-// the descriptor idx[k] (under the rule of its status).
+// A query is a request on its way through Check: its domain and its
+// statuses. The store requests its descriptors make go beside it, as
+// reqs[k] for the descriptor idx[k] (under the rule of its status), so
+// that they may stay on the stack.
 type query struct {
-	r    Request
-	d    *domain
-	now  time.Time
-	res  Result
-	reqs []sluice.Request
-	idx  []int
+	r   Request
+	d   *domain
+	now time.Time
+	res Result
 }
 
 // plan matches every descriptor of q to its rule, applies the guard and
-// Envoy's replaces, and lists the store requests to make.
-func (e *Engine) plan(q *query) error {
+// Envoy's replaces, and appends the store requests to make to reqs and
+// their descriptors to idx.
+func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Request, []int, error) {
 	var buf [256]byte
 	var replaced map[string]bool
-	q.reqs, q.idx = make([]sluice.Request, 0, len(q.r.Descriptors)), make([]int, 0, len(q.r.Descriptors))
 	for i, desc := range q.r.Descriptors {
 		st := &q.res.Statuses[i]
 		st.Decision.Allowed, st.Allowed = true, true
@@ -424,7 +430,7 @@ func (e *Engine) plan(q *query) error {
 		if desc.Override != nil {
 			var err error
 			if ru, key, err = e.override(q.d, desc); err != nil {
-				return fmt.Errorf("rules: descriptor %d: %w", i, err)
+				return nil, nil, fmt.Errorf("rules: descriptor %d: %w", i, err)
 			}
 		}
 		if ru == nil {
@@ -441,11 +447,11 @@ func (e *Engine) plan(q *query) error {
 			continue
 		}
 		if req, ok := e.request(q, i, ru, key, st); ok {
-			q.reqs, q.idx = append(q.reqs, req), append(q.idx, i)
+			reqs, idx = append(reqs, req), append(idx, i)
 		}
 	}
-	q.replace(replaced)
-	return nil
+	reqs, idx = q.replace(replaced, reqs, idx)
+	return reqs, idx, nil
 }
 
 // judge asks the guard about the actor of descriptor i of a named rule,
@@ -481,7 +487,13 @@ func (q *query) actor(i int) guard.Actor {
 // allows (the status says so).
 func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
 	desc := q.r.Descriptors[i]
-	req := sluice.Request{Prefix: ru.prefix, Key: stateKey(key), Limits: ru.Limits, Op: q.r.Op, Cost: max(q.r.Cost, 1), Now: q.now}
+	var sk string
+	if q.d.named != nil && desc.Override == nil {
+		sk = stateKeyOf(desc.Entries[0].Value) // key is the value: spare a copy
+	} else {
+		sk = stateKey(key)
+	}
+	req := sluice.Request{Prefix: ru.prefix, Key: sk, Limits: ru.Limits, Op: q.r.Op, Cost: max(q.r.Cost, 1), Now: q.now}
 	if q.r.Op == sluice.OpInsert && q.r.Cost < 0 {
 		req.Cost = q.r.Cost
 	}
@@ -501,32 +513,35 @@ func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (slu
 }
 
 // replace drops the store requests of the rules another descriptor's
-// rule replaces (by name), and marks their statuses replaced.
-func (q *query) replace(replaced map[string]bool) {
+// rule replaces (by name), and marks their statuses replaced. It
+// returns the store requests kept, of reqs for the descriptors idx.
+func (q *query) replace(replaced map[string]bool, reqs []sluice.Request, idx []int) ([]sluice.Request, []int) {
 	if replaced == nil {
-		return
+		return reqs, idx
 	}
 	gone := func(ru *Rule) bool { return ru != nil && ru.Name != "" && replaced[ru.Name] }
 	kept := 0
-	for k, i := range q.idx {
+	for k, i := range idx {
 		if !gone(q.res.Statuses[i].Rule) {
-			q.reqs[kept], q.idx[kept] = q.reqs[k], i
+			reqs[kept], idx[kept] = reqs[k], i
 			kept++
 		}
 	}
-	q.reqs, q.idx = q.reqs[:kept], q.idx[:kept]
+	reqs, idx = reqs[:kept], idx[:kept]
 	for i := range q.res.Statuses {
 		if st := &q.res.Statuses[i]; gone(st.Rule) {
 			*st = Status{Replaced: st.Rule, Decision: sluice.Decision{Allowed: true}, Allowed: true}
 		}
 	}
+	return reqs, idx
 }
 
-// apply sets the statuses of the store's decisions ds. A descriptor of
-// zero hits was asked a peek of 1, which tells what is left: one more
-// than it would leave, or nothing; zero hits are never over the limit.
-func (q *query) apply(ds []sluice.Decision) {
-	for k, i := range q.idx {
+// apply sets the statuses of the store's decisions ds, of the
+// descriptors idx. A descriptor of zero hits was asked a peek of 1,
+// which tells what is left: one more than it would leave, or nothing;
+// zero hits are never over the limit.
+func (q *query) apply(idx []int, ds []sluice.Decision) {
+	for k, i := range idx {
 		d := ds[k]
 		if q.r.Descriptors[i].NoHits && q.r.Op != sluice.OpReset {
 			if d.Allowed {
@@ -595,15 +610,15 @@ func denyDecision(l sluice.Limit, now time.Time) sluice.Decision {
 // decide asks the store of the rule of each request (that of
 // statuses[idx[k]] for reqs[k]): in one call when they share a store
 // that can batch (the descriptors of one domain share their store), else
-// one call each.
-func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, statuses []Status) ([]sluice.Decision, error) {
+// one call each, appended to ds.
+func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, statuses []Status, ds []sluice.Decision) ([]sluice.Decision, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
 	rule := func(k int) *Rule { return statuses[idx[k]].Rule }
 	store := rule(0).store
 	if len(reqs) > 1 && !slices.ContainsFunc(idx, func(i int) bool { return statuses[i].Rule.store != store }) {
-		ds, errs := sluice.DecideBatch(ctx, store, reqs)
+		ds, errs := sluice.DecideBatch(ctx, store, slices.Clone(reqs)) // a copy: reqs may be on the stack
 		for k, err := range errs {
 			if err != nil {
 				return nil, storeError(rule(k), err)
@@ -611,13 +626,12 @@ func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, s
 		}
 		return ds, nil
 	}
-	ds := make([]sluice.Decision, len(reqs))
 	for k, req := range reqs {
 		d, err := rule(k).store.Decide(ctx, req)
 		if err != nil {
 			return nil, storeError(rule(k), err)
 		}
-		ds[k] = d
+		ds = append(ds, d)
 	}
 	return ds, nil
 }
@@ -632,23 +646,24 @@ func storeError(ru *Rule, err error) error {
 }
 
 // refund gives back the takes of a query denied as a whole, and sets
-// their statuses' decisions to what is left after it.
-func (e *Engine) refund(ctx context.Context, q *query) {
+// their statuses' decisions to what is left after it: the store
+// requests reqs, of the descriptors idx.
+func (e *Engine) refund(ctx context.Context, q *query, reqs []sluice.Request, idx []int) {
 	var back []sluice.Request
 	var at []int
-	for k, i := range q.idx {
+	for k, i := range idx {
 		st := q.res.Statuses[i]
-		if q.reqs[k].Op != sluice.OpTake || !st.Decision.Allowed {
+		if reqs[k].Op != sluice.OpTake || !st.Decision.Allowed {
 			continue
 		}
-		r := q.reqs[k]
+		r := reqs[k]
 		r.Op, r.At = sluice.OpRefund, st.Decision.Time
 		back, at = append(back, r), append(at, i)
 	}
 	if len(back) == 0 {
 		return
 	}
-	if _, err := e.decide(context.WithoutCancel(ctx), back, at, q.res.Statuses); err != nil {
+	if _, err := e.decide(context.WithoutCancel(ctx), back, at, q.res.Statuses, nil); err != nil {
 		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "rule", q.res.Statuses[at[0]].Rule.ID, "err", err)
 		return
 	}
