@@ -128,6 +128,8 @@ type shard struct {
 
 	// Scratch space, reused by every request under mu.
 	key     []byte // Prefix+Key of the request being decided
+	best    []byte // the key of the state an eviction would drop
+	pre     int    // the length of its Prefix
 	hash    uint64 // its hash
 	list    [][]int64
 	tabs    []*table
@@ -341,7 +343,7 @@ func (sh *shard) table(l *sluice.Limit) *table {
 			return t
 		}
 	}
-	t := newTable(*l)
+	t := newTable(*l, sh.store.hash)
 	sh.tables = append(sh.tables, t)
 	return t
 }
@@ -376,6 +378,7 @@ func nonzero(w int64) bool { return w != 0 }
 // that may add or drop states needs (and what sweeps spare meanwhile).
 func (sh *shard) setKey(r *sluice.Request) {
 	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
+	sh.pre = len(r.Prefix)
 }
 
 // name returns sh.key as a string without copying it: valid until the
@@ -541,11 +544,11 @@ func (sh *shard) insertNew(r *sluice.Request, name string, now int64) error {
 	return nil
 }
 
-// add inserts the state s of the request's key, named key, into t and
-// counts it.
+// add inserts the state s of the request's key, named key (sh.name()),
+// into t and counts it.
 func (sh *shard) add(t *table, key string, s []int64) {
 	room := sh.store.stateCap - sh.store.bytes.Load()
-	sh.store.bytes.Add(t.insert(key, sh.hash, s, room))
+	sh.store.bytes.Add(t.insert(key[:sh.pre], key[sh.pre:], sh.hash, s, room))
 	sh.states++
 	sh.added++
 }
@@ -563,6 +566,9 @@ func (sh *shard) trimScratch() {
 	}
 	if cap(sh.zeros) > 64<<10 {
 		sh.zeros = nil
+	}
+	if cap(sh.best) > 64<<10 {
+		sh.best = nil
 	}
 	clear(sh.list) // do not keep states alive through the scratch list
 	clear(sh.tabs)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
@@ -120,13 +121,14 @@ func (sh *shard) makeRoom(key string, limits []sluice.Limit) error {
 	return nil
 }
 
-// need returns the bytes the states of key missing from the tables of
-// sh.tabs add when inserted. It requires sh.mu.
+// need returns the bytes the states of key (sh.name(), its first sh.pre
+// bytes its Prefix) missing from the tables of sh.tabs add when inserted.
+// It requires sh.mu.
 func (sh *shard) need(key string, limits []sluice.Limit) int64 {
 	var n int64
 	for i, t := range sh.tabs {
 		if sh.missing[i] {
-			n += t.need(key, algorithm.Words(limits[i]))
+			n += t.need(key[:sh.pre], key[sh.pre:], algorithm.Words(limits[i]))
 		}
 	}
 	return n
@@ -191,7 +193,10 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 				return true
 			}
 			if c := cost(tb, key, s, t); best == nil || c < bestCost {
-				best, bestKey, bestHash, bestState, bestCost = tb, key, h, s, c
+				// A copy: key is valid only during the call (see each).
+				sh.best = append(sh.best[:0], key...)
+				bestKey = unsafe.String(unsafe.SliceData(sh.best), len(sh.best))
+				best, bestHash, bestState, bestCost = tb, h, s, c
 			}
 			return true
 		})
