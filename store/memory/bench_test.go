@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 // Benchmarks: one hot key or 1,000,000 uniformly random keys, serial or
@@ -162,11 +163,16 @@ func benchDecide(b *testing.B, hot bool, limits []sluice.Limit, parallel, clock 
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cputime.Self()
 	if parallel {
 		b.RunParallel(func(pb *testing.PB) { run(pb.Next) })
 	} else {
 		run(b.Loop)
 	}
+	// CPU per decision, of every goroutine of the process: on a shared
+	// machine, steadier than ns/op, which counts time others held the
+	// cores.
+	b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
 }
 
