@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultMaxBytes is the memory cap of a Store whose Config.MaxBytes is
-// zero: about 3 million GCRA actors with 24-byte keys.
+// zero: about 4 million GCRA actors with keys of up to 30 bytes.
 const DefaultMaxBytes = 256 << 20
 
 // Config configures a Store. The zero value of every field means its
@@ -26,12 +26,13 @@ const DefaultMaxBytes = 256 << 20
 type Config struct {
 	// MaxBytes caps the memory the store holds, as it counts it: the
 	// chunks of slots its tables allocated, used or not, their indexes,
-	// the keys it keeps apart from their slots (longer than 39 bytes, or
-	// of states larger than a word), by Go's allocation sizes (what it
+	// the keys it keeps apart from their slots (a GCRA key longer than 30
+	// bytes, less its Prefix, or of states larger than a word), the
+	// Prefixes its GCRA slots number, by Go's allocation sizes (what it
 	// counts is within 4% to 25% above the heap it holds, measured by
 	// TestBytesCountsHeap), and the sketches of evicted states, which may
 	// take an eighth of it (see the package documentation). A GCRA state
-	// with a key of up to 39 bytes counts about 70 bytes. The process's
+	// whose Key is up to 30 bytes counts about 55 bytes. The process's
 	// garbage comes on top: see MemoryLimit. Default 0: DefaultMaxBytes.
 	// Negative: no cap.
 	MaxBytes int64
@@ -76,8 +77,8 @@ const sweepLag = time.Second
 // Keys are spread over shards by a hash of Prefix+Key; each shard has
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
-// exists allocates nothing. A GCRA state with a key of up to 39 bytes
-// takes about 66 bytes, key included.
+// exists allocates nothing. A GCRA state whose Key is up to 30 bytes
+// takes about 50 bytes, key included.
 //
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
