@@ -119,9 +119,7 @@ func (sh *shard) forget(tb *table, key string, h uint64, s []int64, t int64) {
 		if tb.sk == nil {
 			sh.newSketch(tb, t)
 		}
-		// The whole hash: each gives none for logs, and of others only
-		// the bits their index keeps.
-		tb.sk.add(s, key, tagOf(sh.store.hash("", key)), t)
+		tb.sk.add(s, key, tagOf(h), t)
 	}
 	sh.drop(tb, key, h, s)
 }

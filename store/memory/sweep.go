@@ -49,12 +49,12 @@ func (s *Store) sweep() {
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
 	for _, tb := range sh.tables {
-		tb.each(0, func(key string, h uint64, s []int64) bool {
+		tb.each(0, func(key string, s []int64) bool {
 			if !tidy && key == string(sh.key) {
 				return true // the request in progress holds this state
 			}
 			if idle(tb.kind, s, t) {
-				sh.drop(tb, key, h, s)
+				sh.drop(tb, key, sh.store.hash("", key), s)
 			}
 			return true
 		})
@@ -167,7 +167,6 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 	var (
 		best      *table
 		bestKey   string
-		bestHash  uint64
 		bestState []int64
 		bestCost  float64
 		dropped   bool
@@ -178,7 +177,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 	for j := range tables {
 		tb := tables[(start+j)%len(tables)]
 		taken := 0
-		tb.each(sh.next(), func(key string, h uint64, s []int64) bool {
+		tb.each(sh.next(), func(key string, s []int64) bool {
 			if taken >= quota || seen >= sampleSize {
 				return false
 			}
@@ -188,7 +187,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 				return true // the request being decided
 			}
 			if idle(tb.kind, s, t) {
-				sh.drop(tb, key, h, s)
+				sh.drop(tb, key, sh.store.hash("", key), s)
 				dropped = true
 				return true
 			}
@@ -196,7 +195,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 				// A copy: key is valid only during the call (see each).
 				sh.best = append(sh.best[:0], key...)
 				bestKey = unsafe.String(unsafe.SliceData(sh.best), len(sh.best))
-				best, bestHash, bestState, bestCost = tb, h, s, c
+				best, bestState, bestCost = tb, s, c
 			}
 			return true
 		})
@@ -207,7 +206,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 	if best == nil {
 		return false
 	}
-	sh.forget(best, bestKey, bestHash, bestState, t)
+	sh.forget(best, bestKey, sh.store.hash("", bestKey), bestState, t)
 	return true
 }
 

@@ -396,15 +396,14 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 
 // each calls fn for the states of t, starting at a position chosen by
 // start, until fn returns false. The key fn gets may be a view of the
-// slot's bytes or of t's scratch space: valid only until fn returns. The
-// hash fn gets stands for the key's in find and remove only (it keeps
-// only the bits the index uses). fn may remove the state it is given;
-// states moved by that removal may then be skipped or seen twice, which
-// sweeps and samples tolerate.
-func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool) {
+// slot's bytes or of t's scratch space: valid only until fn returns. fn
+// may remove the state it is given (hashing its key: the index keeps too
+// few bits of it); states moved by that removal may then be skipped or
+// seen twice, which sweeps and samples tolerate.
+func (t *table) each(start uint64, fn func(key string, s []int64) bool) {
 	if t.logs != nil {
 		for k, s := range t.logs { // Go's map order is random already
-			if !fn(k, 0, s) {
+			if !fn(k, s) {
 				return
 			}
 		}
@@ -423,7 +422,7 @@ func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool
 	for visited := 0; visited < len(x.pos); {
 		if e := x.pos[p]; e != 0 {
 			i := x.slotOf(e)
-			if !fn(t.joined(i), uint64(t.entryTag(e))<<32, t.slot(i)) {
+			if !fn(t.joined(i), t.slot(i)) {
 				return
 			}
 			if moved := x.pos[p]; moved != 0 && moved != e {

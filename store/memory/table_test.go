@@ -54,7 +54,7 @@ func TestTableCollisions(t *testing.T) {
 	// each visits every state once; overflow keys are rehashed with the
 	// seed, so compare keys only.
 	var seen []string
-	tb.each(0, func(k string, _ uint64, _ []int64) bool { seen = append(seen, k); return true })
+	tb.each(0, func(k string, _ []int64) bool { seen = append(seen, k); return true })
 	slices.Sort(seen)
 	if want := []string{"a0", "a1", "b"}; !slices.Equal(seen, want) {
 		t.Errorf("each visited %v, want %v", seen, want)
@@ -111,7 +111,7 @@ func TestIndexRandom(t *testing.T) {
 		}
 	}
 	n := 0
-	tb.each(12345, func(string, uint64, []int64) bool { n++; return true })
+	tb.each(12345, func(string, []int64) bool { n++; return true })
 	if n != len(want) {
 		t.Errorf("each visited %d states, want %d", n, len(want))
 	}
@@ -142,7 +142,7 @@ func TestTableKeyLengths(t *testing.T) {
 			}
 		}
 		seen := 0
-		tb.each(0, func(k string, _ uint64, s []int64) bool {
+		tb.each(0, func(k string, s []int64) bool {
 			if want[k] != s[0] {
 				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
 			}
@@ -240,7 +240,7 @@ func TestTableChunks(t *testing.T) {
 					}
 					counted += tb.chunkCost(len(c.keys))
 				}
-				tb.each(0, func(k string, _ uint64, s []int64) bool {
+				tb.each(0, func(k string, s []int64) bool {
 					if tb.words == 1 {
 						counted += tb.oneKeyBytes("", k)
 					} else {
@@ -342,7 +342,7 @@ func TestTablePrefixes(t *testing.T) {
 				counted += allocSize(int64(len(rest))) + longEntry
 			}
 		}
-		tb.each(0, func(k string, _ uint64, s []int64) bool {
+		tb.each(0, func(k string, s []int64) bool {
 			if want[k] != s[0] {
 				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
 			}
