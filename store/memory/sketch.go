@@ -121,7 +121,7 @@ func (sh *shard) forget(tb *table, key string, h uint64, s []int64, t int64) {
 		}
 		tb.sk.add(s, key, tagOf(h), t)
 	}
-	sh.drop(tb, key, h, s)
+	sh.drop(tb, "", key, h, s)
 }
 
 // newSketch gives tb a sketch, its share of the shard's sketch budget,

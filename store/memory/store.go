@@ -448,7 +448,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
 				clear(states[i]) // the peek below sees a fresh state
-				sh.drop(t, name, sh.hash, states[i])
+				sh.drop(t, "", name, sh.hash, states[i])
 			}
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
@@ -554,9 +554,10 @@ func (sh *shard) add(t *table, key string, s []int64) {
 	sh.added++
 }
 
-// drop removes the state s of key, whose hash is h, from t and uncounts it.
-func (sh *shard) drop(t *table, key string, h uint64, s []int64) {
-	sh.store.bytes.Add(-t.remove(key, h, s))
+// drop removes the state s of prefix+key, whose hash is h, from t and
+// uncounts it.
+func (sh *shard) drop(t *table, prefix, key string, h uint64, s []int64) {
+	sh.store.bytes.Add(-t.remove(prefix, key, h, s))
 	sh.states--
 }
 

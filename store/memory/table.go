@@ -62,7 +62,6 @@ type table struct {
 	shift    uint8                           // log2 of the slots of a full chunk of many
 	n        int                             // slots handed out, used or freed
 	free     []uint32
-	name     []byte // scratch for each: a one-word key joined with its prefix
 
 	logs map[string][]int64
 
@@ -363,16 +362,20 @@ func (t *table) oneKeyBytes(prefix, key string) int64 {
 	return n
 }
 
-// remove forgets key, whose hash is h and whose state is s, and returns
-// the bytes it takes off what t counts.
-func (t *table) remove(key string, h uint64, s []int64) int64 {
+// remove forgets prefix+key, whose hash is h and whose state is s, and
+// returns the bytes it takes off what t counts. (For sliding logs, kept by
+// whole name, a non-empty prefix costs joining the name.)
+func (t *table) remove(prefix, key string, h uint64, s []int64) int64 {
 	before := t.bytes
 	if t.logs != nil {
+		if prefix != "" {
+			key = prefix + key
+		}
 		delete(t.logs, key)
 		t.bytes -= t.keyBytes(len(key), len(s))
 		return before - t.bytes
 	}
-	p := find(t, "", key, h)
+	p := find(t, prefix, key, h)
 	if p < 0 {
 		return 0
 	}
@@ -387,7 +390,7 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 		}
 		w.n, w.pre = 0, 0 // the bytes stay until the slot is reused: see parts
 	} else {
-		t.bytes -= t.keyBytes(len(key), len(s))
+		t.bytes -= t.keyBytes(len(prefix)+len(key), len(s))
 		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = ""
 	}
 	t.freeSlot(i)
@@ -395,15 +398,18 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 }
 
 // each calls fn for the states of t, starting at a position chosen by
-// start, until fn returns false. The key fn gets may be a view of the
-// slot's bytes or of t's scratch space: valid only until fn returns. fn
-// may remove the state it is given (hashing its key: the index keeps too
-// few bits of it); states moved by that removal may then be skipped or
-// seen twice, which sweeps and samples tolerate.
-func (t *table) each(start uint64, fn func(key string, s []int64) bool) {
+// start, until fn returns false. fn gets a state's key in two parts, as
+// parts returns them (the prefix empty for sliding logs and states larger
+// than a word): valid until the slot is reused, which fn may not outlive.
+// Not joining them spares each visit a copy that, waiting on the slot's
+// cache miss, would keep the next visits' misses from overlapping. fn may
+// remove the state it is given (hashing its key: the index keeps too few
+// bits of it); states moved by that removal may then be skipped or seen
+// twice, which sweeps and samples tolerate.
+func (t *table) each(start uint64, fn func(prefix, key string, s []int64) bool) {
 	if t.logs != nil {
 		for k, s := range t.logs { // Go's map order is random already
-			if !fn(k, s) {
+			if !fn("", k, s) {
 				return
 			}
 		}
@@ -413,16 +419,12 @@ func (t *table) each(start uint64, fn func(key string, s []int64) bool) {
 	if x.n == 0 {
 		return
 	}
-	defer func() {
-		if cap(t.name) > 64<<10 {
-			t.name = nil // a huge key's
-		}
-	}()
 	p := start & x.mask
 	for visited := 0; visited < len(x.pos); {
 		if e := x.pos[p]; e != 0 {
 			i := x.slotOf(e)
-			if !fn(t.joined(i), t.slot(i)) {
+			prefix, key := t.parts(i)
+			if !fn(prefix, key, t.slot(i)) {
 				return
 			}
 			if moved := x.pos[p]; moved != 0 && moved != e {
@@ -432,17 +434,6 @@ func (t *table) each(start uint64, fn func(key string, s []int64) bool) {
 		p = (p + 1) & x.mask
 		visited++
 	}
-}
-
-// joined returns the key of slot i whole: a view of the slot's bytes or,
-// joined with its prefix, of t.name.
-func (t *table) joined(i uint32) string {
-	prefix, rest := t.parts(i)
-	if prefix == "" {
-		return rest
-	}
-	t.name = append(append(t.name[:0], prefix...), rest...)
-	return unsafe.String(unsafe.SliceData(t.name), len(t.name))
 }
 
 // compact rebuilds t's index and slots when most of their room is unused,
@@ -457,7 +448,7 @@ func (t *table) compact() int64 {
 		return 0
 	}
 	old := *t
-	t.index, t.first, t.ones, t.long, t.many, t.n, t.free, t.name = index{}, nil, nil, nil, nil, 0, nil, nil
+	t.index, t.first, t.ones, t.long, t.many, t.n, t.free = index{}, nil, nil, nil, nil, 0, nil
 	t.bytes = t.prefixBytes()
 	for _, e := range old.index.pos {
 		if e != 0 {

@@ -41,11 +41,11 @@ func TestTableCollisions(t *testing.T) {
 		t.Errorf("get(a3, 7) found a state for a key never inserted")
 	}
 	s, _, _ := tb.get("a0", 7, tb.limit)
-	tb.remove("a0", 7, s)
+	tb.remove("", "a0", 7, s)
 	delete(put, "a0")
 	check(put)
 	s, _, _ = tb.get("a2", 7, tb.limit)
-	tb.remove("a2", 7, s)
+	tb.remove("", "a2", 7, s)
 	delete(put, "a2")
 	check(put)
 	tb.insert("", "a0", 7, []int64{2, '0'}, math.MaxInt64)
@@ -54,7 +54,7 @@ func TestTableCollisions(t *testing.T) {
 	// each visits every state once; overflow keys are rehashed with the
 	// seed, so compare keys only.
 	var seen []string
-	tb.each(0, func(k string, _ []int64) bool { seen = append(seen, k); return true })
+	tb.each(0, func(p, k string, _ []int64) bool { seen = append(seen, p+k); return true })
 	slices.Sort(seen)
 	if want := []string{"a0", "a1", "b"}; !slices.Equal(seen, want) {
 		t.Errorf("each visited %v, want %v", seen, want)
@@ -92,7 +92,7 @@ func TestIndexRandom(t *testing.T) {
 		if s, ok, _ := tb.get(k, h, tb.limit); ok != in {
 			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
 		} else if ok {
-			tb.remove(k, h, s)
+			tb.remove("", k, h, s)
 			if _, ok, _ := tb.get(k, h, tb.limit); ok {
 				t.Fatalf("step %d: remove(%q) left it", step, k)
 			}
@@ -111,7 +111,7 @@ func TestIndexRandom(t *testing.T) {
 		}
 	}
 	n := 0
-	tb.each(12345, func(string, []int64) bool { n++; return true })
+	tb.each(12345, func(string, string, []int64) bool { n++; return true })
 	if n != len(want) {
 		t.Errorf("each visited %d states, want %d", n, len(want))
 	}
@@ -142,7 +142,8 @@ func TestTableKeyLengths(t *testing.T) {
 			}
 		}
 		seen := 0
-		tb.each(0, func(k string, s []int64) bool {
+		tb.each(0, func(p, k string, s []int64) bool {
+			k = p + k
 			if want[k] != s[0] {
 				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
 			}
@@ -158,7 +159,7 @@ func TestTableKeyLengths(t *testing.T) {
 	for k := range want { // drop nine in ten: slots freed, then reused
 		if i++; i%10 != 0 {
 			s, _, _ := tb.get(k, maphash.String(seed, k), tb.limit)
-			tb.remove(k, maphash.String(seed, k), s)
+			tb.remove("", k, maphash.String(seed, k), s)
 			delete(want, k)
 		}
 	}
@@ -240,7 +241,8 @@ func TestTableChunks(t *testing.T) {
 					}
 					counted += tb.chunkCost(len(c.keys))
 				}
-				tb.each(0, func(k string, s []int64) bool {
+				tb.each(0, func(p, k string, s []int64) bool {
+					k = p + k
 					if tb.words == 1 {
 						counted += tb.oneKeyBytes("", k)
 					} else {
@@ -256,7 +258,7 @@ func TestTableChunks(t *testing.T) {
 			for i := 0; i < n; i += 5 {
 				k := strconv.Itoa(i)
 				s, _, _ := tb.get(k, maphash.String(seed, k), l)
-				tb.remove(k, maphash.String(seed, k), s)
+				tb.remove("", k, maphash.String(seed, k), s)
 			}
 			check("removed", func(i int) bool { return i%5 != 0 })
 			for i := 0; i < n; i += 5 {
@@ -268,7 +270,7 @@ func TestTableChunks(t *testing.T) {
 				if i%8 != 0 {
 					k := strconv.Itoa(i)
 					s, _, _ := tb.get(k, maphash.String(seed, k), l)
-					tb.remove(k, maphash.String(seed, k), s)
+					tb.remove("", k, maphash.String(seed, k), s)
 				}
 			}
 			tb.compact()
@@ -342,7 +344,8 @@ func TestTablePrefixes(t *testing.T) {
 				counted += allocSize(int64(len(rest))) + longEntry
 			}
 		}
-		tb.each(0, func(k string, s []int64) bool {
+		tb.each(0, func(p, k string, s []int64) bool {
+			k = p + k
 			if want[k] != s[0] {
 				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
 			}
@@ -360,7 +363,7 @@ func TestTablePrefixes(t *testing.T) {
 	i := 0
 	for name := range want {
 		if i++; i%8 != 0 {
-			tb.remove(name, maphash.String(seed, name), nil)
+			tb.remove("", name, maphash.String(seed, name), nil)
 			delete(want, name)
 		}
 	}
@@ -385,7 +388,7 @@ func TestIndexRehash(t *testing.T) {
 	}
 	for i := 0; i < n; i += 3 {
 		k := "p:" + strconv.Itoa(i)
-		tb.remove(k, maphash.String(seed, k), nil)
+		tb.remove("", k, maphash.String(seed, k), nil)
 	}
 	for i := range n {
 		k := strconv.Itoa(i)
