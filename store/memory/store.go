@@ -129,9 +129,9 @@ type shard struct {
 
 	// Scratch space, reused by every request under mu.
 	key     []byte // Prefix+Key of the request being decided
-	best    []byte // the key of the state an eviction would drop
 	pre     int    // the length of its Prefix
 	hash    uint64 // its hash
+	best    []byte // the key of the state an eviction would drop
 	list    [][]int64
 	tabs    []*table
 	missing []bool
