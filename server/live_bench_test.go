@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -61,13 +61,13 @@ func benchmarkDecide(b *testing.B, layer, limit string, admin bool) {
 	}
 	b.ReportAllocs()
 	var denied int
-	cpu := cpuTime()
+	cpu := cputime.Self()
 	for i := 0; b.Loop(); i++ {
 		if !decide(i % 10_000) {
 			denied++
 		}
 	}
-	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(denied)/float64(b.N), "denied/op")
 }
 
@@ -103,16 +103,6 @@ func httpDecide(b *testing.B, s *Service) func(i int) bool {
 		}
 		return strings.Contains(w.Body.String(), `"allowed":true`)
 	}
-}
-
-// cpuTime returns the CPU time the process has used (user and system):
-// on a shared machine, steadier than the wall time of a benchmark.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkLiveTick measures one second of the dashboard's work in the
@@ -156,10 +146,10 @@ func benchmarkLiveTick(b *testing.B, dashboards int) {
 		go func() { _, _ = io.Copy(io.Discard, r); res.Body.Close() }()
 	}
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu := cputime.Self()
 	for b.Loop() {
 		clk.Advance(time.Second)
 		s.tickLive(ctx, clk.Now())
 	}
-	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
 }

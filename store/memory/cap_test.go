@@ -20,14 +20,17 @@ const capBytes = 2048
 // capBytes, and how many GCRA states of 4-byte keys it holds (found by
 // filling a twin until it first evicts: the count follows the sizes of
 // the chunks it allocates, not of each state).
-func capStore(t *testing.T) (*Store, int) {
+func capStore(t *testing.T) (*Store, int) { return capStorePrefix(t, "") }
+
+// capStorePrefix is capStore for keys under prefix.
+func capStorePrefix(t *testing.T, prefix string) (*Store, int) {
 	t.Helper()
 	cfg := Config{Shards: 1, SweepInterval: -1, MaxBytes: capBytes}
 	twin := New(cfg)
 	defer twin.Close()
 	n := 0
 	for twin.Len() == n {
-		mustDecide(t, twin, sluice.Request{Key: key(n), Limits: []sluice.Limit{{Rate: 10, Period: time.Hour}}, Cost: 9, Now: t0})
+		mustDecide(t, twin, sluice.Request{Prefix: prefix, Key: key(n), Limits: []sluice.Limit{{Rate: 10, Period: time.Hour}}, Cost: 9, Now: t0})
 		n++
 	}
 	n-- // the last insert evicted
@@ -81,27 +84,37 @@ func TestCapFullOfOverLimit(t *testing.T) {
 
 // TestCapEvictsClosestToFull checks that eviction picks the actor with the
 // most allowance left, and that the sketch charges it, on its return,
-// what it had spent.
+// what it had spent; also for keys under a Prefix, which the store
+// joins back to their key in scratch space while it samples.
 func TestCapEvictsClosestToFull(t *testing.T) {
-	s, room := capStore(t)
+	for _, prefix := range []string{"", "sluice:login:"} {
+		t.Run("prefix="+prefix, func(t *testing.T) { testCapEvictsClosestToFull(t, prefix) })
+	}
+}
+
+func testCapEvictsClosestToFull(t *testing.T, prefix string) {
+	s, room := capStorePrefix(t, prefix)
 	tens := []sluice.Limit{{Rate: 10, Period: time.Hour}}
+	take := func(i, cost int, op sluice.Op) sluice.Decision {
+		return mustDecide(t, s, sluice.Request{Prefix: prefix, Key: key(i), Limits: tens, Op: op, Cost: cost, Now: t0})
+	}
 	for i := range room {
 		cost := 9
 		if i == 7 {
 			cost = 1 // the lightest user
 		}
-		mustDecide(t, s, sluice.Request{Key: key(i), Limits: tens, Cost: cost, Now: t0})
+		take(i, cost, sluice.OpTake)
 	}
-	mustDecide(t, s, sluice.Request{Key: key(room), Limits: tens, Cost: 1, Now: t0})
+	take(room, 1, sluice.OpTake)
 	if s.Len() != room {
 		t.Fatalf("Len() = %d, want %d", s.Len(), room)
 	}
 	// k007 was evicted, the only one: its cells hold its spend alone.
-	if _, ok := s.shards[0].table(&tens[0]).lookup("", key(7), s.hash("", key(7))); ok {
+	if _, ok := s.shards[0].table(&tens[0]).lookup(prefix, key(7), s.hash(prefix, key(7))); ok {
 		t.Errorf("%s still held: eviction did not pick the lightest user", key(7))
 	}
 	for i := range room + 1 {
-		d := mustDecide(t, s, sluice.Request{Key: key(i), Limits: tens, Op: sluice.OpPeek, Cost: 1, Now: t0})
+		d := take(i, 1, sluice.OpPeek)
 		want := 0 // 9 taken: one left, and a peek of 1 leaves 0
 		switch i {
 		case 7, room:

@@ -7,12 +7,14 @@
 // A [Store] applies the algorithms of package algorithm to states kept in
 // hash tables, sharded by a hash of the key so that concurrent requests
 // for different actors rarely wait on the same lock. A decision on a key
-// the store holds allocates nothing. A GCRA state with a key of up to 39
-// bytes (Prefix+Key) takes a 48-byte slot that holds the key too, so a
-// lookup need not fetch the key from elsewhere, and about 66 bytes in
-// all (counted as 70 against MaxBytes), measured over a million 24-byte
-// keys by BenchmarkBytesPerKey; a longer key's bytes are kept apart, and
-// cost a map lookup more per decision.
+// the store holds allocates nothing. A GCRA state whose Key is up to 30
+// bytes takes a 40-byte slot that holds the key too, so a lookup need not
+// fetch the key from elsewhere; the slot numbers the key's Prefix, which
+// the keys of a limiter share, instead of holding its bytes. With its
+// share of the index, it takes about 50 bytes in all (counted as 55
+// against MaxBytes), 26 beyond its Prefix+Key, measured over a million
+// 24-byte names by BenchmarkBytesPerKey; a longer key's bytes are kept
+// apart, and cost a map lookup more per decision.
 //
 // # Bounds
 //

@@ -119,12 +119,9 @@ func (sh *shard) forget(tb *table, key string, h uint64, s []int64, t int64) {
 		if tb.sk == nil {
 			sh.newSketch(tb, t)
 		}
-		if tb.logs != nil {
-			h = sh.store.hash("", key) // each gives no hash for logs
-		}
 		tb.sk.add(s, key, tagOf(h), t)
 	}
-	sh.drop(tb, key, h, s)
+	sh.drop(tb, "", key, h, s)
 }
 
 // newSketch gives tb a sketch, its share of the shard's sketch budget,

@@ -17,9 +17,10 @@ import (
 // its index, and the bytes of the keys it keeps apart, by Go's
 // allocation size classes.
 const (
-	// oneShift sets the slots of a full chunk of oneWord slots: 512, 24
-	// KiB. A store wastes at most a chunk per table.
-	oneShift = 9
+	// oneShift sets the slots of a full chunk of oneWord slots: 1024, 40
+	// KiB, whole pages (a 20 KiB chunk would round up to 24). A store
+	// wastes at most a chunk per table.
+	oneShift = 10
 	oneMask  = 1<<oneShift - 1
 	// chunkBytes is about the size of a full chunk of larger slots. Large,
 	// so that a table of a million keys has few chunks, whose headers
@@ -184,29 +185,31 @@ type manyChunk struct {
 	states []int64
 }
 
-// keyBytes returns what the key of a state of t counts apart from its
-// slot: its bytes, when t keeps them apart, and its map entry.
-func (t *table) keyBytes(key string, words int) int64 {
-	switch {
-	case t.logs != nil:
-		return allocSize(int64(len(key))) + allocSize(8*int64(words)) + logEntry
-	case t.words > 1:
-		return allocSize(int64(len(key)))
-	case len(key) > inlineKey:
-		return allocSize(int64(len(key))) + longEntry
+// keyBytes returns what the key, of n bytes, of a state of words words
+// in t counts apart from its slot, for a table of sliding logs or of
+// states larger than a word: its bytes and, for a log, its map entry. (A
+// one-word state's key: see setKey.)
+func (t *table) keyBytes(n, words int) int64 {
+	if t.logs != nil {
+		return allocSize(int64(n)) + allocSize(8*int64(words)) + logEntry
 	}
-	return 0
+	return allocSize(int64(n))
 }
 
-// need returns the bytes an insert of key into t adds: its key's, a
-// slot's growth, the index's growth.
-func (t *table) need(key string, words int) int64 {
-	n := t.keyBytes(key, words)
+// need returns the bytes an insert of prefix+key into t adds: its key's,
+// a slot's growth, the index's growth.
+func (t *table) need(prefix, key string, words int) int64 {
 	if t.logs != nil {
-		return n
+		return t.keyBytes(len(prefix)+len(key), words)
+	}
+	var n int64
+	if t.words == 1 {
+		n = t.oneKeyBytes(prefix, key)
+	} else {
+		n = t.keyBytes(len(prefix)+len(key), words)
 	}
 	if x := &t.index; 4*(x.n+1) > 3*len(x.pos) {
-		n += 8 * int64(max(len(x.pos), 8))
+		n += indexEntry * int64(max(len(x.pos), 16))
 	}
 	return n + t.growth()
 }
@@ -239,3 +242,12 @@ func (t *table) freeSlot(i uint32) {
 // cloneKey returns key as a string t may keep: the caller's may be a
 // view of scratch space.
 func cloneKey(key string) string { return strings.Clone(key) }
+
+// joinKey returns prefix+key as a string t may keep: a copy even where
+// prefix is empty.
+func joinKey(prefix, key string) string {
+	if prefix == "" {
+		return cloneKey(key)
+	}
+	return prefix + key
+}

@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultMaxBytes is the memory cap of a Store whose Config.MaxBytes is
-// zero: about 3 million GCRA actors with 24-byte keys.
+// zero: about 4 million GCRA actors with keys of up to 30 bytes.
 const DefaultMaxBytes = 256 << 20
 
 // Config configures a Store. The zero value of every field means its
@@ -26,12 +26,13 @@ const DefaultMaxBytes = 256 << 20
 type Config struct {
 	// MaxBytes caps the memory the store holds, as it counts it: the
 	// chunks of slots its tables allocated, used or not, their indexes,
-	// the keys it keeps apart from their slots (longer than 39 bytes, or
-	// of states larger than a word), by Go's allocation sizes (what it
+	// the keys it keeps apart from their slots (a GCRA key longer than 30
+	// bytes, less its Prefix, or of states larger than a word), the
+	// Prefixes its GCRA slots number, by Go's allocation sizes (what it
 	// counts is within 4% to 25% above the heap it holds, measured by
 	// TestBytesCountsHeap), and the sketches of evicted states, which may
 	// take an eighth of it (see the package documentation). A GCRA state
-	// with a key of up to 39 bytes counts about 70 bytes. The process's
+	// whose Key is up to 30 bytes counts about 55 bytes. The process's
 	// garbage comes on top: see MemoryLimit. Default 0: DefaultMaxBytes.
 	// Negative: no cap.
 	MaxBytes int64
@@ -76,8 +77,8 @@ const sweepLag = time.Second
 // Keys are spread over shards by a hash of Prefix+Key; each shard has
 // its own mutex, and a key's states under every limit of a policy live in
 // one shard, so a multi-limit decision is atomic. Decide on a key that
-// exists allocates nothing. A GCRA state with a key of up to 39 bytes
-// takes about 66 bytes, key included.
+// exists allocates nothing. A GCRA state whose Key is up to 30 bytes
+// takes about 50 bytes, key included.
 //
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
@@ -128,7 +129,9 @@ type shard struct {
 
 	// Scratch space, reused by every request under mu.
 	key     []byte // Prefix+Key of the request being decided
+	pre     int    // the length of its Prefix
 	hash    uint64 // its hash
+	best    []byte // the key of the state an eviction would drop
 	list    [][]int64
 	tabs    []*table
 	missing []bool
@@ -342,7 +345,7 @@ func (sh *shard) table(l *sluice.Limit) *table {
 			return t
 		}
 	}
-	t := newTable(*l)
+	t := newTable(*l, sh.store.hash)
 	sh.tables = append(sh.tables, t)
 	return t
 }
@@ -377,6 +380,7 @@ func nonzero(w int64) bool { return w != 0 }
 // that may add or drop states needs (and what sweeps spare meanwhile).
 func (sh *shard) setKey(r *sluice.Request) {
 	sh.key = append(append(sh.key[:0], r.Prefix...), r.Key...)
+	sh.pre = len(r.Prefix)
 }
 
 // name returns sh.key as a string without copying it: valid until the
@@ -445,7 +449,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
 				clear(states[i]) // the peek below sees a fresh state
-				sh.drop(t, name, sh.hash, states[i])
+				sh.drop(t, "", name, sh.hash, states[i])
 			}
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
@@ -542,18 +546,19 @@ func (sh *shard) insertNew(r *sluice.Request, name string, now int64) error {
 	return nil
 }
 
-// add inserts the state s of the request's key, named key, into t and
-// counts it.
+// add inserts the state s of the request's key, named key (sh.name()),
+// into t and counts it.
 func (sh *shard) add(t *table, key string, s []int64) {
 	room := sh.store.stateCap - sh.store.bytes.Load()
-	sh.store.bytes.Add(t.insert(key, sh.hash, s, room))
+	sh.store.bytes.Add(t.insert(key[:sh.pre], key[sh.pre:], sh.hash, s, room))
 	sh.states++
 	sh.added++
 }
 
-// drop removes the state s of key, whose hash is h, from t and uncounts it.
-func (sh *shard) drop(t *table, key string, h uint64, s []int64) {
-	sh.store.bytes.Add(-t.remove(key, h, s))
+// drop removes the state s of prefix+key, whose hash is h, from t and
+// uncounts it.
+func (sh *shard) drop(t *table, prefix, key string, h uint64, s []int64) {
+	sh.store.bytes.Add(-t.remove(prefix, key, h, s))
 	sh.states--
 }
 
@@ -564,6 +569,9 @@ func (sh *shard) trimScratch() {
 	}
 	if cap(sh.zeros) > 64<<10 {
 		sh.zeros = nil
+	}
+	if cap(sh.best) > 64<<10 {
+		sh.best = nil
 	}
 	clear(sh.list) // do not keep states alive through the scratch list
 	clear(sh.tabs)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
@@ -48,12 +49,12 @@ func (s *Store) sweep() {
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
 	for _, tb := range sh.tables {
-		tb.each(0, func(key string, h uint64, s []int64) bool {
-			if !tidy && key == string(sh.key) {
+		tb.each(0, func(prefix, key string, s []int64) bool {
+			if !tidy && sameName(prefix, key, "", sh.name()) {
 				return true // the request in progress holds this state
 			}
 			if idle(tb.kind, s, t) {
-				sh.drop(tb, key, h, s)
+				sh.drop(tb, prefix, key, sh.store.hash(prefix, key), s)
 			}
 			return true
 		})
@@ -120,13 +121,14 @@ func (sh *shard) makeRoom(key string, limits []sluice.Limit) error {
 	return nil
 }
 
-// need returns the bytes the states of key missing from the tables of
-// sh.tabs add when inserted. It requires sh.mu.
+// need returns the bytes the states of key (sh.name(), its first sh.pre
+// bytes its Prefix) missing from the tables of sh.tabs add when inserted.
+// It requires sh.mu.
 func (sh *shard) need(key string, limits []sluice.Limit) int64 {
 	var n int64
 	for i, t := range sh.tabs {
 		if sh.missing[i] {
-			n += t.need(key, algorithm.Words(limits[i]))
+			n += t.need(key[:sh.pre], key[sh.pre:], algorithm.Words(limits[i]))
 		}
 	}
 	return n
@@ -164,8 +166,6 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 	}
 	var (
 		best      *table
-		bestKey   string
-		bestHash  uint64
 		bestState []int64
 		bestCost  float64
 		dropped   bool
@@ -176,22 +176,24 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 	for j := range tables {
 		tb := tables[(start+j)%len(tables)]
 		taken := 0
-		tb.each(sh.next(), func(key string, h uint64, s []int64) bool {
+		tb.each(sh.next(), func(prefix, key string, s []int64) bool {
 			if taken >= quota || seen >= sampleSize {
 				return false
 			}
 			taken++
 			seen++
-			if key == string(sh.key) {
+			if sameName(prefix, key, "", sh.name()) {
 				return true // the request being decided
 			}
 			if idle(tb.kind, s, t) {
-				sh.drop(tb, key, h, s)
+				sh.drop(tb, prefix, key, sh.store.hash(prefix, key), s)
 				dropped = true
 				return true
 			}
-			if c := cost(tb, key, s, t); best == nil || c < bestCost {
-				best, bestKey, bestHash, bestState, bestCost = tb, key, h, s, c
+			if c := cost(tb, prefix, key, s, t); best == nil || c < bestCost {
+				// A copy: each's key is valid only during the call.
+				sh.best = append(append(sh.best[:0], prefix...), key...)
+				best, bestState, bestCost = tb, s, c
 			}
 			return true
 		})
@@ -202,19 +204,24 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 	if best == nil {
 		return false
 	}
-	sh.forget(best, bestKey, bestHash, bestState, t)
+	bestKey := unsafe.String(unsafe.SliceData(sh.best), len(sh.best))
+	sh.forget(best, bestKey, sh.store.hash("", bestKey), bestState, t)
 	return true
 }
 
-// cost returns how much evicting state s at t may cost: the sketch then
-// charges its spend to every key that shares its cells, until it lapses.
-// Less is better: a state with allowance left costs less the more it has,
-// (-1 to 0, by the fraction of the burst left); a state over its limit
-// costs more the longer it stays there (its retry-after, in periods).
-func cost(tb *table, key string, s []int64, t int64) float64 {
+// cost returns how much evicting state s of prefix+key at t may cost:
+// the sketch then charges its spend to every key that shares its cells,
+// until it lapses. Less is better: a state with allowance left costs less
+// the more it has, (-1 to 0, by the fraction of the burst left); a state
+// over its limit costs more the longer it stays there (its retry-after,
+// in periods).
+func cost(tb *table, prefix, key string, s []int64, t int64) float64 {
 	l := tb.limit
 	if len(s) != algorithm.Words(l) {
 		s = algorithm.Fit(l, s) // a log last inserted under another Rate
+	}
+	if prefix != "" && l.Staggered {
+		key = prefix + key // the offset hashes the whole name
 	}
 	d := algorithm.Check(l, s, t-algorithm.Offset(l, key), 1)
 	if d.Allowed {

@@ -2,7 +2,7 @@ package memory
 
 import (
 	"math"
-	"math/bits"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -34,29 +34,34 @@ func kindOf(l *sluice.Limit) kind {
 //
 // States of a fixed size (every algorithm but the sliding log) live in
 // numbered slots, in chunks (see slab.go): a one-word state (GCRA) in
-// first and ones, a 48-byte slot that holds its key's bytes too (a longer
+// first and ones, a 40-byte slot that holds its key's bytes too (a longer
 // key's are in long), so that a lookup reads the slot where a key kept
 // apart cost a second cache miss; a larger one in many, words int64s per
-// slot beside its key. A freed slot is zeroed and kept in free for the next
-// insert. Slots are found through index, an open-addressing hash table
-// keyed by the hash of the key that also chose the shard, so the key is
-// hashed once per request. So a GCRA state with a key of up to 39 bytes
-// costs about 16 bytes of index and a 48-byte slot, and Decide updates
-// it in place without allocating. Sliding logs, whose size follows the
-// limit's Rate, live in logs, by name.
+// slot beside its key. A one-word slot keeps its key's Prefix (the
+// namespace and action most keys of a table share) as a number into
+// prefixes, and only the rest of the key's bytes. A freed slot is zeroed
+// and kept in free for the next insert. Slots are found through index, an
+// open-addressing hash table keyed by the hash of the key that also chose
+// the shard, so the key is hashed once per request. So a GCRA state whose
+// key, less its prefix, is up to 30 bytes costs a 40-byte slot and 5 to
+// 11 bytes of index, and Decide updates it in place without allocating.
+// Sliding logs, whose size follows the limit's Rate, live in logs, by
+// name.
 type table struct {
 	kind  kind
 	words int          // words per slot; 0 for sliding logs
 	limit sluice.Limit // the limit of the latest insert, to judge evictions
 
-	index index
-	first []oneWord                 // the first chunk of slots when words is 1
-	ones  []*[1 << oneShift]oneWord // the others, full
-	long  map[uint32]string         // the keys of ones longer than inlineKey
-	many  []manyChunk               // chunks of the slots when words is more
-	shift uint8                     // log2 of the slots of a full chunk of many
-	n     int                       // slots handed out, used or freed
-	free  []uint32
+	index    index
+	hash     func(prefix, key string) uint64 // the store's, to hash a key again (see index)
+	first    []oneWord                       // the first chunk of slots when words is 1
+	ones     []*[1 << oneShift]oneWord       // the others, full
+	long     map[uint32]string               // the keys, less their prefix, of ones longer than inlineKey
+	prefixes []string                        // the prefixes of one-word keys, by number less one
+	many     []manyChunk                     // chunks of the slots when words is more
+	shift    uint8                           // log2 of the slots of a full chunk of many
+	n        int                             // slots handed out, used or freed
+	free     []uint32
 
 	logs map[string][]int64
 
@@ -64,29 +69,39 @@ type table struct {
 	bytes int64   // what t counts against MaxBytes: see slab.go
 }
 
-// oneWord is a slot of a one-word state and its key: 48 bytes, with no
+// oneWord is a slot of a one-word state and its key: 40 bytes, with no
 // pointer for the garbage collector to scan. (64-byte slots, one cache
 // line each, measured no faster at 1M keys, and took 14 bytes more per
 // key.)
 type oneWord struct {
 	state [1]int64
-	n     uint8 // the key's length, or longKey when the key is in long
+	n     uint8 // the length of the key less its prefix, or longKey when that is in long
+	pre   uint8 // the number of the key's prefix in prefixes, plus one; 0 for none
 	key   [inlineKey]byte
 }
 
 // oneWordBytes is the size of a oneWord.
 const oneWordBytes = int64(unsafe.Sizeof(oneWord{}))
 
-// inlineKey is the longest key a oneWord holds: a namespace and action of
-// 15 bytes ("sluice:default:") with an IPv4 address, or an IPv6 one of up
-// to 24 characters, fit.
-const inlineKey = 39
+const (
+	// inlineKey is the longest key, less its prefix, a oneWord holds: an
+	// IPv4 address, an IPv6 /64 network ("2001:db8:85a3:8d3::/64") or
+	// most whole IPv6 addresses fit.
+	inlineKey = 30
+	// longKey is the oneWord.n of a key kept in table.long.
+	longKey = 0xff
+	// maxPrefixes is how many prefixes a table numbers; the keys of
+	// others are kept whole.
+	maxPrefixes = 255
+	// maxPrefixLen is the longest prefix a table numbers.
+	maxPrefixLen = 64
+	// prefixEntry is what a numbered prefix counts beside its bytes: its
+	// string header, and room to grow.
+	prefixEntry = 32
+)
 
-// longKey is the oneWord.n of a key kept in table.long.
-const longKey = 0xff
-
-func newTable(l sluice.Limit) *table {
-	t := &table{kind: kindOf(&l), limit: l}
+func newTable(l sluice.Limit, hash func(prefix, key string) uint64) *table {
+	t := &table{kind: kindOf(&l), limit: l, hash: hash}
 	if l.Algorithm == sluice.SlidingLog {
 		t.logs = make(map[string][]int64)
 	} else {
@@ -116,18 +131,39 @@ func (t *table) slot(i uint32) []int64 {
 	return t.many[c].states[j : j+t.words : j+t.words]
 }
 
-// key returns the key of slot i.
-func (t *table) key(i uint32) string {
-	if t.words == 1 {
-		e := t.one(i)
-		if e.n == longKey {
-			return t.long[i]
-		}
-		// The slot's own bytes, not a copy: valid until the slot is
-		// reused, which no caller outlives (see each).
-		return unsafe.String(&e.key[0], int(e.n))
+// parts returns the key of slot i in two parts: the prefix t numbered
+// ("" if none) and the rest. The rest may be the slot's own bytes, not a
+// copy: valid until the slot is reused.
+func (t *table) parts(i uint32) (prefix, rest string) {
+	if t.words != 1 {
+		return "", t.many[i>>t.shift].keys[i&(1<<t.shift-1)]
 	}
-	return t.many[i>>t.shift].keys[i&(1<<t.shift-1)]
+	return t.oneParts(t.one(i), i)
+}
+
+// oneParts is parts of the one-word slot w, numbered i.
+func (t *table) oneParts(w *oneWord, i uint32) (prefix, rest string) {
+	if w.pre != 0 {
+		prefix = t.prefixes[w.pre-1]
+	}
+	if w.n == longKey {
+		return prefix, t.long[i]
+	}
+	return prefix, unsafe.String(&w.key[0], int(w.n))
+}
+
+// sameName reports whether a+b == c+d, without joining them.
+func sameName(a, b, c, d string) bool {
+	switch {
+	case len(a)+len(b) != len(c)+len(d):
+		return false
+	case len(a) == len(c):
+		return a == c && b == d
+	case len(a) < len(c):
+		a, b, c, d = c, d, a, b
+	}
+	n := len(a) - len(c) // a is c and n bytes of d
+	return a[:len(c)] == c && a[len(c):] == d[:n] && b == d[n:]
 }
 
 // charge writes to s, the fresh state of a key missing from t, what the
@@ -149,7 +185,7 @@ func (t *table) get(key string, h uint64, l sluice.Limit) (s []int64, ok bool, d
 	if ok && len(s) != algorithm.Words(l) {
 		fitted := algorithm.Fit(l, s)
 		t.logs[cloneKey(key)] = fitted // key may be the caller's scratch
-		delta = t.keyBytes(key, len(fitted)) - t.keyBytes(key, len(s))
+		delta = t.keyBytes(len(key), len(fitted)) - t.keyBytes(len(key), len(s))
 		t.bytes += delta
 		s = fitted
 	}
@@ -169,8 +205,8 @@ func find(t *table, prefix, key string, h uint64) int {
 		if e == 0 {
 			return -1
 		}
-		if uint32(e>>32) == tag {
-			if k := t.key(uint32(e) - 1); len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+		if x.matches(e, tag) {
+			if a, b := t.parts(x.slotOf(e)); sameName(a, b, prefix, key) {
 				return int(p)
 			}
 		}
@@ -196,10 +232,10 @@ func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
 		if e == 0 {
 			return nil, false
 		}
-		if uint32(e>>32) != tag {
+		if !x.matches(e, tag) {
 			continue
 		}
-		i := uint32(e) - 1
+		i := x.slotOf(e)
 		c, o := &t.many[i>>t.shift], int(i&mask)
 		if k := c.keys[o]; len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
 			j := o * t.words
@@ -221,79 +257,140 @@ func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
 		if e == 0 {
 			return nil, false
 		}
-		if uint32(e>>32) != tag {
+		if !x.matches(e, tag) {
 			continue
 		}
-		i := uint32(e) - 1
+		i := x.slotOf(e)
 		w := t.one(i)
-		var k string
-		if w.n == longKey {
-			k = t.long[i]
-		} else {
-			k = unsafe.String(&w.key[0], int(w.n))
-		}
-		if len(k) == len(prefix)+len(key) && k[:len(prefix)] == prefix && k[len(prefix):] == key {
+		if a, b := t.oneParts(w, i); sameName(a, b, prefix, key) {
 			return w, true
 		}
 	}
 }
 
-// insert stores a copy of s as the state of key, whose hash is h, and
-// returns the bytes it adds to what t counts. key must not be in t; it
-// may be a view of scratch space (insert copies what it keeps). A new
-// slot grows t by no more than room bytes where it can choose (see grow).
-func (t *table) insert(key string, h uint64, s []int64, room int64) int64 {
+// insert stores a copy of s as the state of prefix+key, whose hash is h,
+// and returns the bytes it adds to what t counts. The key must not be in
+// t; both parts may be views of scratch space (insert copies what it
+// keeps). A new slot grows t by no more than room bytes where it can
+// choose (see grow).
+func (t *table) insert(prefix, key string, h uint64, s []int64, room int64) int64 {
 	before := t.bytes
-	t.bytes += t.keyBytes(key, len(s))
 	if t.logs != nil {
-		t.logs[cloneKey(key)] = append([]int64(nil), s...)
+		t.bytes += t.keyBytes(len(prefix)+len(key), len(s))
+		t.logs[joinKey(prefix, key)] = append([]int64(nil), s...)
 		return t.bytes - before
 	}
 	i := t.newSlot(room)
 	copy(t.slot(i), s)
 	if t.words == 1 {
-		e := t.one(i)
-		if len(key) <= inlineKey {
-			e.n = uint8(copy(e.key[:], key))
-		} else {
-			if t.long == nil {
-				t.long = make(map[uint32]string)
-			}
-			e.n, t.long[i] = longKey, cloneKey(key)
-		}
+		t.setKey(t.one(i), i, prefix, key)
 	} else {
-		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = cloneKey(key)
+		t.bytes += t.keyBytes(len(prefix)+len(key), len(s))
+		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = joinKey(prefix, key)
 	}
 	positions := len(t.index.pos)
-	t.index.add(tagOf(h), i)
-	t.bytes += 8 * int64(len(t.index.pos)-positions)
+	t.indexAdd(tagOf(h), i)
+	t.bytes += indexEntry * int64(len(t.index.pos)-positions)
 	return t.bytes - before
 }
 
-// remove forgets key, whose hash is h and whose state is s, and returns
-// the bytes it takes off what t counts.
-func (t *table) remove(key string, h uint64, s []int64) int64 {
+// setKey writes prefix+key into the one-word slot w, numbered i, and
+// counts what it keeps apart: the rest of the key, if longer than
+// inlineKey, and a prefix it numbers for the first time.
+func (t *table) setKey(w *oneWord, i uint32, prefix, key string) {
+	if w.pre = t.prefixNumber(prefix); w.pre != 0 {
+		prefix = ""
+	}
+	if len(prefix)+len(key) <= inlineKey {
+		n := copy(w.key[:], prefix)
+		w.n = uint8(n + copy(w.key[n:], key))
+		return
+	}
+	if t.long == nil {
+		t.long = make(map[uint32]string)
+	}
+	w.n, t.long[i] = longKey, joinKey(prefix, key)
+	t.bytes += allocSize(int64(len(prefix)+len(key))) + longEntry
+}
+
+// prefixNumber returns the number, plus one, of prefix among t's
+// prefixes, adding it if there is room, or 0 if it has none.
+func (t *table) prefixNumber(prefix string) uint8 {
+	j, known := t.prefixIndex(prefix)
+	switch {
+	case known:
+		return uint8(j + 1)
+	case j < 0:
+		return 0
+	}
+	t.prefixes = append(t.prefixes, cloneKey(prefix))
+	t.bytes += allocSize(int64(len(prefix))) + prefixEntry
+	return uint8(len(t.prefixes))
+}
+
+// prefixIndex returns where prefix is or would go in t's prefixes, and
+// whether it is there: -1 if t does not number it (empty, too long, or
+// no room left).
+func (t *table) prefixIndex(prefix string) (int, bool) {
+	if prefix == "" || len(prefix) > maxPrefixLen {
+		return -1, false
+	}
+	if j := slices.Index(t.prefixes, prefix); j >= 0 {
+		return j, true
+	}
+	if len(t.prefixes) == maxPrefixes {
+		return -1, false
+	}
+	return len(t.prefixes), false
+}
+
+// oneKeyBytes returns what setKey counts for prefix+key.
+func (t *table) oneKeyBytes(prefix, key string) int64 {
+	var n int64
+	switch j, known := t.prefixIndex(prefix); {
+	case j < 0:
+		if len(prefix)+len(key) > inlineKey {
+			n = allocSize(int64(len(prefix)+len(key))) + longEntry
+		}
+		return n
+	case !known:
+		n = allocSize(int64(len(prefix))) + prefixEntry
+	}
+	if len(key) > inlineKey {
+		n += allocSize(int64(len(key))) + longEntry
+	}
+	return n
+}
+
+// remove forgets prefix+key, whose hash is h and whose state is s, and
+// returns the bytes it takes off what t counts. (For sliding logs, kept by
+// whole name, a non-empty prefix costs joining the name.)
+func (t *table) remove(prefix, key string, h uint64, s []int64) int64 {
 	before := t.bytes
 	if t.logs != nil {
+		if prefix != "" {
+			key = prefix + key
+		}
 		delete(t.logs, key)
-		t.bytes -= t.keyBytes(key, len(s))
+		t.bytes -= t.keyBytes(len(key), len(s))
 		return before - t.bytes
 	}
-	p := find(t, "", key, h)
+	p := find(t, prefix, key, h)
 	if p < 0 {
 		return 0
 	}
-	t.bytes -= t.keyBytes(key, len(s))
 	i := t.index.slot(p)
-	t.index.del(uint64(p))
+	t.indexDel(uint64(p))
 	clear(t.slot(i))
 	if t.words == 1 {
-		e := t.one(i)
-		if e.n == longKey {
+		w := t.one(i)
+		if w.n == longKey {
+			t.bytes -= allocSize(int64(len(t.long[i]))) + longEntry
 			delete(t.long, i)
 		}
-		e.n = 0 // the bytes stay until the slot is reused: see key
+		w.n, w.pre = 0, 0 // the bytes stay until the slot is reused: see parts
 	} else {
+		t.bytes -= t.keyBytes(len(prefix)+len(key), len(s))
 		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = ""
 	}
 	t.freeSlot(i)
@@ -301,15 +398,18 @@ func (t *table) remove(key string, h uint64, s []int64) int64 {
 }
 
 // each calls fn for the states of t, starting at a position chosen by
-// start, until fn returns false. A key fn gets may be the slot's own
-// bytes (see key): fn may keep it while it inserts nothing into t. The hash fn gets stands for the key's
-// in find, insert and remove (it keeps only the bits the index uses). fn
-// may remove the state it is given; states moved by that removal may then
-// be skipped or seen twice, which sweeps and samples tolerate.
-func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool) {
+// start, until fn returns false. fn gets a state's key in two parts, as
+// parts returns them (the prefix empty for sliding logs and states larger
+// than a word): valid until the slot is reused, which fn may not outlive.
+// Not joining them spares each visit a copy that, waiting on the slot's
+// cache miss, would keep the next visits' misses from overlapping. fn may
+// remove the state it is given (hashing its key: the index keeps too few
+// bits of it); states moved by that removal may then be skipped or seen
+// twice, which sweeps and samples tolerate.
+func (t *table) each(start uint64, fn func(prefix, key string, s []int64) bool) {
 	if t.logs != nil {
 		for k, s := range t.logs { // Go's map order is random already
-			if !fn(k, 0, s) {
+			if !fn("", k, s) {
 				return
 			}
 		}
@@ -322,8 +422,9 @@ func (t *table) each(start uint64, fn func(key string, h uint64, s []int64) bool
 	p := start & x.mask
 	for visited := 0; visited < len(x.pos); {
 		if e := x.pos[p]; e != 0 {
-			i := uint32(e) - 1
-			if !fn(t.key(i), e&^(1<<32-1), t.slot(i)) {
+			i := x.slotOf(e)
+			prefix, key := t.parts(i)
+			if !fn(prefix, key, t.slot(i)) {
 				return
 			}
 			if moved := x.pos[p]; moved != 0 && moved != e {
@@ -347,74 +448,25 @@ func (t *table) compact() int64 {
 		return 0
 	}
 	old := *t
-	t.index, t.first, t.ones, t.long, t.many, t.n, t.free, t.bytes = index{}, nil, nil, nil, nil, 0, nil, 0
-	old.each(0, func(key string, h uint64, s []int64) bool {
-		t.insert(key, h, s, math.MaxInt64)
-		return true
-	})
+	t.index, t.first, t.ones, t.long, t.many, t.n, t.free = index{}, nil, nil, nil, nil, 0, nil
+	t.bytes = t.prefixBytes()
+	for _, e := range old.index.pos {
+		if e != 0 {
+			i := old.index.slotOf(e)
+			prefix, rest := old.parts(i)
+			t.insert(prefix, rest, t.hash(prefix, rest), old.slot(i), math.MaxInt64)
+		}
+	}
 	return t.bytes - old.bytes
 }
 
-// An index is an open-addressing hash table with linear probing from a
-// key's hash to its slot. Each position holds a tag, 32 bits of the hash,
-// and the slot plus one (0 marks a free position) in one word, so a probe
-// reads one cache line. It keeps between 3/8 and 3/4 of its positions
-// used: probes stay short (2.5 positions on average for a key present, at
-// the fullest).
-type index struct {
-	pos   []uint64
-	mask  uint64
-	shift uint8
-	n     int
-}
-
-// tagOf returns the bits of a key's hash that the index keeps: the high
-// half, as the low bits chose the shard.
-func tagOf(h uint64) uint32 { return uint32(h >> 32) }
-
-// home is where the probe for tag starts (Fibonacci hashing).
-func (x *index) home(tag uint32) uint64 { return (uint64(tag) * 0x9e3779b97f4a7c15) >> x.shift }
-
-// slot returns the slot at position p.
-func (x *index) slot(p int) uint32 { return uint32(x.pos[p]) - 1 }
-
-func (x *index) add(tag uint32, slot uint32) {
-	if 4*(x.n+1) > 3*len(x.pos) {
-		x.grow()
+// prefixBytes returns what t's numbered prefixes count.
+func (t *table) prefixBytes() int64 {
+	var n int64
+	for _, p := range t.prefixes {
+		n += allocSize(int64(len(p))) + prefixEntry
 	}
-	p := x.home(tag)
-	for x.pos[p] != 0 {
-		p = (p + 1) & x.mask
-	}
-	x.pos[p] = uint64(tag)<<32 | uint64(slot+1)
-	x.n++
-}
-
-func (x *index) grow() {
-	size := max(2*len(x.pos), 16)
-	old := *x
-	x.pos = make([]uint64, size)
-	x.mask, x.shift, x.n = uint64(size-1), uint8(64-bits.TrailingZeros(uint(size))), 0
-	for _, e := range old.pos {
-		if e != 0 {
-			x.add(uint32(e>>32), uint32(e)-1)
-		}
-	}
-}
-
-// del empties position p and shifts back the entries after it that
-// probed past it, so that no probe meets a hole before its entry.
-func (x *index) del(p uint64) {
-	for q := (p + 1) & x.mask; x.pos[q] != 0; q = (q + 1) & x.mask {
-		home := x.home(uint32(x.pos[q] >> 32))
-		// Move q to p unless its home lies cyclically in (p, q].
-		if (q-home)&x.mask >= (q-p)&x.mask {
-			x.pos[p] = x.pos[q]
-			p = q
-		}
-	}
-	x.pos[p] = 0
-	x.n--
+	return n
 }
 
 // idle reports whether state s of kind k is back to empty at t and will

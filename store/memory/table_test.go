@@ -17,11 +17,12 @@ import (
 // that share a hash keep states of their own through inserts, removals
 // and compaction.
 func TestTableCollisions(t *testing.T) {
-	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow})
-	// Keys a0..a2 share hash 7; b has hash 8.
+	// Keys a0..a3 share hash 7; b has hash 8.
+	hashes := map[string]uint64{"a0": 7, "a1": 7, "a2": 7, "a3": 7, "b": 8}
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow}, func(p, k string) uint64 { return hashes[p+k] })
 	put := map[string]uint64{"a0": 7, "a1": 7, "a2": 7, "b": 8}
 	for k, h := range put {
-		tb.insert(k, h, []int64{int64(len(k)), int64(k[len(k)-1])}, math.MaxInt64)
+		tb.insert("", k, h, []int64{int64(len(k)), int64(k[len(k)-1])}, math.MaxInt64)
 	}
 	check := func(want map[string]uint64) {
 		t.Helper()
@@ -40,20 +41,20 @@ func TestTableCollisions(t *testing.T) {
 		t.Errorf("get(a3, 7) found a state for a key never inserted")
 	}
 	s, _, _ := tb.get("a0", 7, tb.limit)
-	tb.remove("a0", 7, s)
+	tb.remove("", "a0", 7, s)
 	delete(put, "a0")
 	check(put)
 	s, _, _ = tb.get("a2", 7, tb.limit)
-	tb.remove("a2", 7, s)
+	tb.remove("", "a2", 7, s)
 	delete(put, "a2")
 	check(put)
-	tb.insert("a0", 7, []int64{2, '0'}, math.MaxInt64)
+	tb.insert("", "a0", 7, []int64{2, '0'}, math.MaxInt64)
 	put["a0"] = 7
 	check(put)
 	// each visits every state once; overflow keys are rehashed with the
 	// seed, so compare keys only.
 	var seen []string
-	tb.each(0, func(k string, _ uint64, _ []int64) bool { seen = append(seen, k); return true })
+	tb.each(0, func(p, k string, _ []int64) bool { seen = append(seen, p+k); return true })
 	slices.Sort(seen)
 	if want := []string{"a0", "a1", "b"}; !slices.Equal(seen, want) {
 		t.Errorf("each visited %v, want %v", seen, want)
@@ -78,8 +79,8 @@ func TestHashSplit(t *testing.T) {
 // TestIndexRandom checks the open-addressing index against a map on a
 // random sequence of inserts and removals, with many colliding hashes.
 func TestIndexRandom(t *testing.T) {
-	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second})
 	want := map[string]uint64{}
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, func(p, k string) uint64 { return want[p+k] })
 	rng := rand.New(rand.NewPCG(3, 4))
 	for step := range 20000 {
 		k := strconv.Itoa(rng.IntN(3000))
@@ -91,13 +92,13 @@ func TestIndexRandom(t *testing.T) {
 		if s, ok, _ := tb.get(k, h, tb.limit); ok != in {
 			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
 		} else if ok {
-			tb.remove(k, h, s)
+			tb.remove("", k, h, s)
 			if _, ok, _ := tb.get(k, h, tb.limit); ok {
 				t.Fatalf("step %d: remove(%q) left it", step, k)
 			}
 			delete(want, k)
 		} else {
-			tb.insert(k, h, []int64{int64(len(k))}, math.MaxInt64)
+			tb.insert("", k, h, []int64{int64(len(k))}, math.MaxInt64)
 			want[k] = h
 		}
 		if tb.len() != len(want) {
@@ -110,7 +111,7 @@ func TestIndexRandom(t *testing.T) {
 		}
 	}
 	n := 0
-	tb.each(12345, func(string, uint64, []int64) bool { n++; return true })
+	tb.each(12345, func(string, string, []int64) bool { n++; return true })
 	if n != len(want) {
 		t.Errorf("each visited %d states, want %d", n, len(want))
 	}
@@ -121,14 +122,14 @@ func TestIndexRandom(t *testing.T) {
 // any bytes, through removals that free slots for reuse and a compaction
 // that moves them.
 func TestTableKeyLengths(t *testing.T) {
-	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second})
 	seed := maphash.MakeSeed()
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, seeded(seed))
 	want := map[string]int64{}
 	for i := range 3000 {
 		n := []int{0, 1, inlineKey - 1, inlineKey, inlineKey + 1, 200}[i%6]
 		k := strings.Repeat("\x00{é", 100)[:n] + strconv.Itoa(i)
 		want[k] = int64(i + 1)
-		tb.insert(k, maphash.String(seed, k), []int64{int64(i + 1)}, math.MaxInt64)
+		tb.insert("", k, maphash.String(seed, k), []int64{int64(i + 1)}, math.MaxInt64)
 	}
 	check := func(stage string) {
 		t.Helper()
@@ -141,7 +142,8 @@ func TestTableKeyLengths(t *testing.T) {
 			}
 		}
 		seen := 0
-		tb.each(0, func(k string, _ uint64, s []int64) bool {
+		tb.each(0, func(p, k string, s []int64) bool {
+			k = p + k
 			if want[k] != s[0] {
 				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
 			}
@@ -157,7 +159,7 @@ func TestTableKeyLengths(t *testing.T) {
 	for k := range want { // drop nine in ten: slots freed, then reused
 		if i++; i%10 != 0 {
 			s, _, _ := tb.get(k, maphash.String(seed, k), tb.limit)
-			tb.remove(k, maphash.String(seed, k), s)
+			tb.remove("", k, maphash.String(seed, k), s)
 			delete(want, k)
 		}
 	}
@@ -165,7 +167,7 @@ func TestTableKeyLengths(t *testing.T) {
 	for j := range 50 {
 		k := strings.Repeat("r", j*3) + "!"
 		want[k] = int64(-j - 1)
-		tb.insert(k, maphash.String(seed, k), []int64{int64(-j - 1)}, math.MaxInt64)
+		tb.insert("", k, maphash.String(seed, k), []int64{int64(-j - 1)}, math.MaxInt64)
 	}
 	check("reused")
 	tb.compact()
@@ -208,8 +210,8 @@ func TestTableChunks(t *testing.T) {
 		{Rate: 1, Period: time.Second, Algorithm: sluice.SlidingWindow, Buckets: 60},
 	} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
-			tb := newTable(l)
 			seed := maphash.MakeSeed()
+			tb := newTable(l, seeded(seed))
 			n := 3*tb.fullSlots() + tb.fullSlots()/3
 			state := func(i int) []int64 {
 				s := make([]int64, tb.words)
@@ -218,7 +220,7 @@ func TestTableChunks(t *testing.T) {
 			}
 			for i := range n {
 				k := strconv.Itoa(i)
-				tb.insert(k, maphash.String(seed, k), state(i), math.MaxInt64)
+				tb.insert("", k, maphash.String(seed, k), state(i), math.MaxInt64)
 			}
 			check := func(stage string, present func(int) bool) {
 				t.Helper()
@@ -229,7 +231,7 @@ func TestTableChunks(t *testing.T) {
 						t.Fatalf("%s: get(%q) = %v, %v; want present %v", stage, k, s, ok, present(i))
 					}
 				}
-				full, counted := tb.fullSlots(), 8*int64(len(tb.index.pos))
+				full, counted := tb.fullSlots(), indexEntry*int64(len(tb.index.pos))+tb.prefixBytes()
 				if tb.words == 1 {
 					counted += tb.chunkCost(len(tb.first)) + int64(len(tb.ones))*tb.chunkCost(full)
 				}
@@ -239,8 +241,13 @@ func TestTableChunks(t *testing.T) {
 					}
 					counted += tb.chunkCost(len(c.keys))
 				}
-				tb.each(0, func(k string, _ uint64, s []int64) bool {
-					counted += tb.keyBytes(k, len(s))
+				tb.each(0, func(p, k string, s []int64) bool {
+					k = p + k
+					if tb.words == 1 {
+						counted += tb.oneKeyBytes("", k)
+					} else {
+						counted += tb.keyBytes(len(k), len(s))
+					}
 					return true
 				})
 				if tb.bytes != counted || tb.n > tb.capSlots() {
@@ -251,23 +258,146 @@ func TestTableChunks(t *testing.T) {
 			for i := 0; i < n; i += 5 {
 				k := strconv.Itoa(i)
 				s, _, _ := tb.get(k, maphash.String(seed, k), l)
-				tb.remove(k, maphash.String(seed, k), s)
+				tb.remove("", k, maphash.String(seed, k), s)
 			}
 			check("removed", func(i int) bool { return i%5 != 0 })
 			for i := 0; i < n; i += 5 {
 				k := strconv.Itoa(i)
-				tb.insert(k, maphash.String(seed, k), state(i), math.MaxInt64)
+				tb.insert("", k, maphash.String(seed, k), state(i), math.MaxInt64)
 			}
 			check("reused", func(int) bool { return true })
 			for i := range n {
 				if i%8 != 0 {
 					k := strconv.Itoa(i)
 					s, _, _ := tb.get(k, maphash.String(seed, k), l)
-					tb.remove(k, maphash.String(seed, k), s)
+					tb.remove("", k, maphash.String(seed, k), s)
 				}
 			}
 			tb.compact()
 			check("compacted", func(i int) bool { return i%8 == 0 })
 		})
+	}
+}
+
+// seeded returns the hash of prefix+key under seed, as a Store's.
+func seeded(seed maphash.Seed) func(prefix, key string) uint64 {
+	return func(prefix, key string) uint64 { return maphash.String(seed, prefix+key) }
+}
+
+// TestSameName checks sameName against joining, at every cut of equal
+// and unequal names.
+func TestSameName(t *testing.T) {
+	names := []string{"", "a", "ab", "abc", "abd", "sluice:login:10.0.0.1", "sluice:login:10.0.0.2"}
+	for _, x := range names {
+		for _, y := range names {
+			for i := range len(x) + 1 {
+				for j := range len(y) + 1 {
+					if got, want := sameName(x[:i], x[i:], y[:j], y[j:]), x == y; got != want {
+						t.Fatalf("sameName(%q, %q, %q, %q) = %v, want %v", x[:i], x[i:], y[:j], y[j:], got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestTablePrefixes keeps one-word states under many prefixes: numbered
+// ones (the first maxPrefixes), ones past that and ones too long to
+// number, which keep their keys whole, with rests around inlineKey. Each
+// state is found under any cut of its name, each gives whole names, and
+// what the table counts is what it holds, through removals and a
+// compaction.
+func TestTablePrefixes(t *testing.T) {
+	seed := maphash.MakeSeed()
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, seeded(seed))
+	want := map[string]int64{}
+	for i := range 2000 {
+		var prefix string
+		switch i % 4 {
+		case 0, 1:
+			prefix = "ns:action" + strconv.Itoa((i/4*2+i%4)%300) + ":" // 300 prefixes: 45 past the numbered
+		case 2:
+			prefix = strings.Repeat("p", maxPrefixLen+1)
+		}
+		rest := strconv.Itoa(i) + strings.Repeat("r", []int{0, inlineKey - 4, inlineKey - 3, 40}[i/4%4])
+		want[prefix+rest] = int64(i + 1)
+		tb.insert(prefix, rest, maphash.String(seed, prefix+rest), []int64{int64(i + 1)}, math.MaxInt64)
+	}
+	if len(tb.prefixes) != maxPrefixes {
+		t.Errorf("numbered %d prefixes, want %d", len(tb.prefixes), maxPrefixes)
+	}
+	check := func(stage string) {
+		t.Helper()
+		for name, v := range want {
+			h := maphash.String(seed, name)
+			for _, cut := range []int{0, len(name) / 2, len(name)} {
+				if w, ok := tb.lookupOne(name[:cut], name[cut:], h); !ok || w.state[0] != v {
+					t.Fatalf("%s: lookupOne(%q, %q) found %v, want [%d]", stage, name[:cut], name[cut:], ok, v)
+				}
+			}
+		}
+		counted, seen := indexEntry*int64(len(tb.index.pos))+tb.prefixBytes(), 0
+		counted += tb.chunkCost(len(tb.first)) + int64(len(tb.ones))*tb.chunkCost(tb.fullSlots())
+		for _, e := range tb.index.pos {
+			if e != 0 && tb.one(tb.index.slotOf(e)).n == longKey {
+				_, rest := tb.parts(tb.index.slotOf(e))
+				counted += allocSize(int64(len(rest))) + longEntry
+			}
+		}
+		tb.each(0, func(p, k string, s []int64) bool {
+			k = p + k
+			if want[k] != s[0] {
+				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
+			}
+			seen++
+			return true
+		})
+		if seen != len(want) || tb.bytes != counted {
+			t.Errorf("%s: each visited %d states, want %d; bytes %d, want %d", stage, seen, len(want), tb.bytes, counted)
+		}
+		if len(tb.long) > tb.len() {
+			t.Errorf("%s: %d keys kept apart for %d states", stage, len(tb.long), tb.len())
+		}
+	}
+	check("inserted")
+	i := 0
+	for name := range want {
+		if i++; i%8 != 0 {
+			tb.remove("", name, maphash.String(seed, name), nil)
+			delete(want, name)
+		}
+	}
+	check("removed")
+	tb.compact()
+	check("compacted")
+}
+
+// TestIndexRehash fills a one-word table past the size at which its
+// index keeps the home bits of its entries' tags, so that growing and
+// removing hash keys again, and checks that every state stays found.
+func TestIndexRehash(t *testing.T) {
+	seed := maphash.MakeSeed()
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, seeded(seed))
+	const n = 100_000
+	for i := range n {
+		k := strconv.Itoa(i)
+		tb.insert("p:", k, maphash.String(seed, "p:"+k), []int64{int64(i)}, math.MaxInt64)
+	}
+	if tb.index.homeBits() {
+		t.Fatalf("index of %d slots keeps %d tag bits above %d slot bits: the test needs fewer", n, 32-tb.index.slotBits, tb.index.slotBits)
+	}
+	for i := 0; i < n; i += 3 {
+		k := "p:" + strconv.Itoa(i)
+		tb.remove("", k, maphash.String(seed, k), nil)
+	}
+	for i := range n {
+		k := strconv.Itoa(i)
+		w, ok := tb.lookupOne("p:", k, maphash.String(seed, "p:"+k))
+		if want := i%3 != 0; ok != want || ok && w.state[0] != int64(i) {
+			t.Fatalf("lookupOne(%q) found %v, want %v", k, ok, want)
+		}
+	}
+	if want := n - (n+2)/3; tb.len() != want {
+		t.Errorf("len() = %d, want %d", tb.len(), want)
 	}
 }
