@@ -177,15 +177,19 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, cl Class) (*Lease
 // Allowed; the error is the store's, from the acquire or the release.
 // Work that may outlive the lease TTL, or that must tell the adaptive
 // limit it failed from overload, uses Acquire.
-func (c *Concurrency) Do(ctx context.Context, key string, cl Class, f func()) (LeaseDecision, error) {
+func (c *Concurrency) Do(ctx context.Context, key string, cl Class, f func()) (d LeaseDecision, err error) {
 	var l Lease
-	if err := c.acquireInto(ctx, key, cl, &l); err != nil || !l.Allowed {
+	if err = c.acquireInto(ctx, key, cl, &l); err != nil || !l.Allowed {
 		return l.LeaseDecision, err
 	}
-	var err error
-	defer func() { err = c.release(ctx, &l) }() // l is Do's alone: no need to mark it done
+	defer func() {
+		// l is Do's alone: no need to mark it done.
+		if rerr := c.release(ctx, &l); err == nil {
+			err = rerr
+		}
+	}()
 	f()
-	return l.LeaseDecision, err
+	return l.LeaseDecision, nil
 }
 
 // acquireInto is Acquire into l.
@@ -205,7 +209,7 @@ func (c *Concurrency) acquireInto(ctx context.Context, key string, cl Class, l *
 // acquire is Acquire for a bounded key, in or out of turn, into l.
 func (c *Concurrency) acquire(ctx context.Context, key string, cl Class, l *Lease) error {
 	l.Class, l.c, l.key = cl, c, key
-	if c.shedLocally(key, cl, l) {
+	if c.shedLocally(cl, l) {
 		return nil
 	}
 	r := LeaseRequest{Prefix: c.prefix, Key: key, Limit: c.limit, Ceiling: c.ceilings[cl], TTL: c.ttl}
@@ -235,7 +239,7 @@ func (c *Concurrency) acquire(ctx context.Context, key string, cl Class, l *Leas
 // shedLocally counts a request against this process's leases in flight
 // and returns false, or, when the adaptive limit refuses its class,
 // undoes the count, makes l the refusal and returns true.
-func (c *Concurrency) shedLocally(key string, cl Class, l *Lease) bool {
+func (c *Concurrency) shedLocally(cl Class, l *Lease) bool {
 	n := c.inflight.Add(1)
 	if c.adaptive == nil {
 		return false
