@@ -438,3 +438,25 @@ func TestDoAllocs(t *testing.T) {
 		t.Errorf("Do allocates %v times per call, want 0", n)
 	}
 }
+
+// failingRelease is a LeaseStore whose releases fail.
+type failingRelease struct{ sluice.LeaseStore }
+
+func (failingRelease) Release(context.Context, sluice.LeaseRequest) (sluice.LeaseDecision, error) {
+	return sluice.LeaseDecision{}, fmt.Errorf("%w: release refused", sluice.ErrStore)
+}
+
+// TestDoReleaseError: a release that fails is Do's error, after f ran.
+func TestDoReleaseError(t *testing.T) {
+	s := memory.New(memory.Config{})
+	defer s.Close()
+	c, err := sluice.NewConcurrency(failingRelease{s}, sluice.ConcurrencyConfig{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	d, err := c.Do(t.Context(), "k", sluice.ClassCritical, func() { ran = true })
+	if !ran || !d.Allowed || !errors.Is(err, sluice.ErrStore) {
+		t.Fatalf("Do = %+v, %v, ran %v; want allowed, ran, the release's ErrStore", d, err, ran)
+	}
+}
