@@ -11,12 +11,13 @@ import (
 )
 
 // overAdmitting is a LeaseStore that ignores the ceiling: a broken store
-// the observer must catch.
-type overAdmitting struct{ *memory.Store }
+// the observer must catch. It is seen as a LeaseStore only (not the
+// memory store's LeaseRefs, whose acquires it does not break).
+type overAdmitting struct{ sluice.LeaseStore }
 
 func (s overAdmitting) Acquire(ctx context.Context, r sluice.LeaseRequest) (sluice.LeaseDecision, error) {
 	r.Limit, r.Ceiling = sluice.MaxLeases, 0
-	return s.Store.Acquire(ctx, r)
+	return s.LeaseStore.Acquire(ctx, r)
 }
 
 // TestObserverCatchesOverAdmission runs holders in this process on a
