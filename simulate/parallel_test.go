@@ -90,8 +90,10 @@ func sameRule(t *testing.T, name string, g, w RuleReport) {
 	if !reflect.DeepEqual(g.Rates, w.Rates) {
 		t.Errorf("%s: rates = %+v, want %+v", name, g.Rates, w.Rates)
 	}
-	if g.DeniedKeys < w.DeniedKeys*95/100 || g.DeniedKeys > w.DeniedKeys*105/100+2 {
-		t.Errorf("%s: denied keys %d, want %d within 5%%", name, g.DeniedKeys, w.DeniedKeys)
+	// HyperLogLogs of different seeds: 5% (three standard errors), and
+	// for a few keys the registers two or three of them may share.
+	if g.DeniedKeys < w.DeniedKeys*95/100-3 || g.DeniedKeys > w.DeniedKeys*105/100+3 {
+		t.Errorf("%s: denied keys %d, want %d within 5%% + 3", name, g.DeniedKeys, w.DeniedKeys)
 	}
 	exact := map[string]int64{}
 	for _, k := range w.TopDenied {
