@@ -141,15 +141,7 @@ func TestTableKeyLengths(t *testing.T) {
 				t.Fatalf("%s: get(%q) = %v, %v; want [%d], true", stage, k, s, ok, v)
 			}
 		}
-		seen := 0
-		tb.each(0, func(p, k string, s []int64) bool {
-			k = p + k
-			if want[k] != s[0] {
-				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
-			}
-			seen++
-			return true
-		})
+		seen := eachMatches(t, tb, stage, want)
 		if seen != len(want) {
 			t.Errorf("%s: each visited %d states, want %d", stage, seen, len(want))
 		}
@@ -280,6 +272,22 @@ func TestTableChunks(t *testing.T) {
 }
 
 // seeded returns the hash of prefix+key under seed, as a Store's.
+// eachMatches checks that tb.each gives every state of want its value
+// (the first word), and returns how many it visited.
+func eachMatches(t *testing.T, tb *table, stage string, want map[string]int64) int {
+	t.Helper()
+	seen := 0
+	tb.each(0, func(p, k string, s []int64) bool {
+		k = p + k
+		if want[k] != s[0] {
+			t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
+		}
+		seen++
+		return true
+	})
+	return seen
+}
+
 func seeded(seed maphash.Seed) func(prefix, key string) uint64 {
 	return func(prefix, key string) uint64 { return maphash.String(seed, prefix+key) }
 }
@@ -336,7 +344,7 @@ func TestTablePrefixes(t *testing.T) {
 				}
 			}
 		}
-		counted, seen := indexEntry*int64(len(tb.index.pos))+tb.prefixBytes(), 0
+		counted := indexEntry*int64(len(tb.index.pos)) + tb.prefixBytes()
 		counted += tb.chunkCost(len(tb.first)) + int64(len(tb.ones))*tb.chunkCost(tb.fullSlots())
 		for _, e := range tb.index.pos {
 			if e != 0 && tb.one(tb.index.slotOf(e)).n == longKey {
@@ -344,14 +352,7 @@ func TestTablePrefixes(t *testing.T) {
 				counted += allocSize(int64(len(rest))) + longEntry
 			}
 		}
-		tb.each(0, func(p, k string, s []int64) bool {
-			k = p + k
-			if want[k] != s[0] {
-				t.Errorf("%s: each gave %q with %v, want [%d]", stage, k, s, want[k])
-			}
-			seen++
-			return true
-		})
+		seen := eachMatches(t, tb, stage, want)
 		if seen != len(want) || tb.bytes != counted {
 			t.Errorf("%s: each visited %d states, want %d; bytes %d, want %d", stage, seen, len(want), tb.bytes, counted)
 		}
