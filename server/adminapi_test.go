@@ -49,6 +49,11 @@ func TestAdminAuth(t *testing.T) {
 		{"bearer", "GET", "/admin/api/bans", "Bearer " + adminToken, 200},
 		{"basic auth may read", "GET", "/admin/", basic(adminToken), 200},
 		{"unknown path with token", "GET", "/admin/secret", "Bearer " + adminToken, 404},
+		{"profile without token", "GET", "/admin/debug/pprof/heap", "", 401},
+		{"profile", "GET", "/admin/debug/pprof/heap", "Bearer " + adminToken, 200},
+		{"goroutines", "GET", "/admin/debug/pprof/goroutine?debug=1", "Bearer " + adminToken, 200},
+		{"cpu profile", "GET", "/admin/debug/pprof/profile?seconds=1", "Bearer " + adminToken, 200},
+		{"unknown profile", "GET", "/admin/debug/pprof/nothing", "Bearer " + adminToken, 404},
 	}
 	for _, tt := range tests {
 		w := adminDo(t, h, tt.method, tt.path, `{"entry":"10.0.0.1"}`, tt.authz)

@@ -54,6 +54,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
+	rp "runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -174,6 +176,18 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	if a, ok := b.(Auditor); ok {
 		mux.HandleFunc("GET /admin/api/audit", func(w http.ResponseWriter, r *http.Request) { audit(w, r, a) })
 	}
+	// The Go runtime's profiles, for whoever holds the token: CPU
+	// (?seconds=N, default 30), execution trace, and the named ones
+	// (heap, allocs, goroutine, mutex, block, threadcreate).
+	mux.HandleFunc("GET /admin/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /admin/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /admin/debug/pprof/{profile}", func(w http.ResponseWriter, r *http.Request) {
+		if rp.Lookup(r.PathValue("profile")) == nil {
+			writeError(w, http.StatusNotFound, "no profile "+r.PathValue("profile"))
+			return
+		}
+		pprof.Handler(r.PathValue("profile")).ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path)
 	})
