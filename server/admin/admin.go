@@ -176,9 +176,10 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	if a, ok := b.(Auditor); ok {
 		mux.HandleFunc("GET /admin/api/audit", func(w http.ResponseWriter, r *http.Request) { audit(w, r, a) })
 	}
-	// The Go runtime's profiles, for whoever holds the token: CPU
-	// (?seconds=N, default 30), execution trace, and the named ones
-	// (heap, allocs, goroutine, mutex, block, threadcreate).
+	// The Go runtime's profiles, for whoever holds the token: CPU and
+	// execution trace (?seconds=N, under the listener's write timeout),
+	// and the named ones (heap, allocs, goroutine, mutex, block,
+	// threadcreate).
 	mux.HandleFunc("GET /admin/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /admin/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /admin/debug/pprof/{profile}", func(w http.ResponseWriter, r *http.Request) {
