@@ -36,7 +36,7 @@ var sources = []struct{ flag, file, usage string }{
 	{"memory", "docs/results/bench-memory-20261126T024144Z.txt", "BenchmarkMemory results: raw output or run.sh's report"},
 	{"redis", "docs/results/bench-redis-20261126T030808Z.txt", "BenchmarkRedis results"},
 	{"memcached", "", "BenchmarkMemcached results (none committed: no chart without this flag)"},
-	{"service", "docs/results/service-envoy-ratelimit-20261122T2158Z.jsonl", "service comparison runs (JSON lines)"},
+	{"service", "docs/results/service-envoy-ratelimit-20261126T0322Z.jsonl", "service comparison runs (JSON lines)"},
 }
 
 // memoryImpls are the implementations of the memory store's comparison.
@@ -123,13 +123,12 @@ var specs = []spec{{
 }, {
 	name: "service-cpu", source: "service",
 	title:  "sluice serve vs envoyproxy/ratelimit: CPU per decision",
-	xlabel: "scenario (gRPC, 64 requests in flight)",
+	xlabel: "requests in flight (gRPC, 10,000 addresses)",
 	ylabel: "µs of CPU per decision (median of runs)",
 	unit:   results.ServerMicrosPerOp, stack: results.RedisMicrosPerOp,
-	groups: []label{{"grpc-keys", "10,000 addresses"}, {"grpc-hot", "one hot address"}},
+	groups: []label{{"grpc-keys-c16", "16 in flight"}, {"grpc-keys-c64", "64 in flight"}},
 	series: []impl{
 		ours("sr", "sluice serve, Redis"),
-		ours("sr1", "sluice serve, Redis, in_flight 1"),
 		ours("sm", "sluice serve, memory store"),
 		peer("rl", "envoyproxy/ratelimit, Redis"),
 	},
