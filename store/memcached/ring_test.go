@@ -162,8 +162,12 @@ func TestFleet(t *testing.T) {
 	}
 	share := float64(lost) / actors
 	t.Logf("adding a 5th server to 4 remapped %d of %d actors (%.1f%%)", lost, actors, 100*share)
-	if share > 0.25 || share < 0.10 {
-		t.Errorf("adding a 5th server remapped %.1f%% of actors, want about 20%% and at most 25%%", 100*share)
+	// The new server's 160 points take a share of the ring whose standard
+	// deviation is about 1.6 points of percentage (and 0.7 more from
+	// sampling 3,000 actors), since the test's servers listen on random
+	// ports: 28% is over four deviations above the 20% expected.
+	if share > 0.28 || share < 0.10 {
+		t.Errorf("adding a 5th server remapped %.1f%% of actors, want about 20%% and at most 28%%", 100*share)
 	}
 }
 
