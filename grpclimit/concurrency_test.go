@@ -2,15 +2,12 @@ package grpclimit_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -19,26 +16,6 @@ import (
 	"github.com/sluicehq/sluice/grpclimit"
 	"github.com/sluicehq/sluice/store/memory"
 )
-
-// serveConcurrency starts the health service behind c's interceptors on
-// loopback and returns a client of it.
-func serveConcurrency(t *testing.T, c *grpclimit.Concurrency) healthpb.HealthClient {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(c.Unary()), grpc.ChainStreamInterceptor(c.Stream()))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return healthpb.NewHealthClient(conn)
-}
 
 func newConcurrency(t *testing.T, limit int) *sluice.Concurrency {
 	t.Helper()
@@ -61,7 +38,7 @@ func TestConcurrencyStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := serveConcurrency(t, ic)
+	c := serve(t, ic)
 	var cancels []context.CancelFunc
 	for i := range 2 {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -111,7 +88,7 @@ func TestConcurrencyClassMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := serveConcurrency(t, ic)
+	c := serve(t, ic)
 	for range 4 {
 		s, err := c.Watch(t.Context(), &healthpb.HealthCheckRequest{})
 		if err != nil {

@@ -24,9 +24,16 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
+// An interceptors is what serve puts in front of the health service:
+// a Limiter or a Concurrency.
+type interceptors interface {
+	Unary() grpc.UnaryServerInterceptor
+	Stream() grpc.StreamServerInterceptor
+}
+
 // serve starts a gRPC server with the health service behind l's
 // interceptors on loopback, and returns a client of it.
-func serve(t *testing.T, l *grpclimit.Limiter) healthpb.HealthClient {
+func serve(t *testing.T, l interceptors) healthpb.HealthClient {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
