@@ -48,26 +48,7 @@ const nginxConf = `  access_log off;
       proxy_pass {{.Upstream}};
     }
 
-    location = /_sluice {
-      internal;
-      proxy_pass {{.Sluice}}/v1/auth?deny_status=403;
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header X-Original-Method $request_method;
-      proxy_set_header X-Forwarded-For $remote_addr;
-    }
-
-    location = /_sluice_login {
-      internal;
-      proxy_pass {{.Sluice}}/v1/auth?rule=login&deny_status=403;
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header X-Original-Method $request_method;
-      proxy_set_header X-Forwarded-For $remote_addr;
-    }
-
+{{.AuthLocations}}
     location @sluice_denied {
       add_header Retry-After $sluice_retry always;
       add_header RateLimit $sluice_ratelimit always;
@@ -85,7 +66,7 @@ func startNginx(t *testing.T, upstream, sluice string) string {
 	tmpl := template.Must(template.New("nginx").Parse(nginxConf))
 	return testserver.StartNginx(t, func(dir string, port int) string {
 		var conf strings.Builder
-		if err := tmpl.Execute(&conf, map[string]any{"Dir": dir, "Port": port, "Upstream": upstream, "Sluice": sluice}); err != nil {
+		if err := tmpl.Execute(&conf, map[string]any{"Dir": dir, "Port": port, "Upstream": upstream, "Sluice": sluice, "AuthLocations": testserver.NginxAuthLocations(sluice)}); err != nil {
 			t.Fatal(err)
 		}
 		return testserver.NginxConf(dir, conf.String())

@@ -39,25 +39,7 @@ const agreementConf = `  access_log {{.Dir}}/access.log combined;
       error_page 403 = @denied;
       proxy_pass {{.Upstream}};
     }
-    location = /_sluice {
-      internal;
-      proxy_pass {{.Sluice}}/v1/auth?deny_status=403;
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header X-Original-Method $request_method;
-      proxy_set_header X-Forwarded-For $remote_addr;
-    }
-    location = /_sluice_login {
-      internal;
-      proxy_pass {{.Sluice}}/v1/auth?rule=login&deny_status=403;
-      proxy_pass_request_body off;
-      proxy_set_header Content-Length "";
-      proxy_set_header X-Original-URI $request_uri;
-      proxy_set_header X-Original-Method $request_method;
-      proxy_set_header X-Forwarded-For $remote_addr;
-    }
-    location @denied { return 429; }
+{{.AuthLocations}}    location @denied { return 429; }
   }
 `
 
@@ -98,7 +80,7 @@ func TestAgreesWithServe(t *testing.T) {
 	base := testserver.StartNginx(t, func(d string, port int) string {
 		dir = d
 		var b strings.Builder
-		if err := tmpl.Execute(&b, map[string]any{"Dir": d, "Port": port, "Upstream": upstream.URL, "Sluice": sluice.URL}); err != nil {
+		if err := tmpl.Execute(&b, map[string]any{"Dir": d, "Port": port, "Upstream": upstream.URL, "Sluice": sluice.URL, "AuthLocations": testserver.NginxAuthLocations(sluice.URL)}); err != nil {
 			t.Fatal(err)
 		}
 		return testserver.NginxConf(d, b.String())

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,6 +41,23 @@ func NginxConf(dir, http string) string {
 		"  client_body_temp_path " + dir + "/body;\n  proxy_temp_path " + dir + "/proxy;\n" +
 		"  fastcgi_temp_path " + dir + "/fastcgi;\n  uwsgi_temp_path " + dir + "/uwsgi;\n  scgi_temp_path " + dir + "/scgi;\n" +
 		"  set_real_ip_from 127.0.0.0/8;\n  real_ip_header X-Forwarded-For;\n" + http + "}\n"
+}
+
+// NginxAuthLocations returns the two internal locations an nginx
+// auth_request points at, for sluice serve at the base URL sluice:
+// /_sluice asks its forward-auth for the request, /_sluice_login for the
+// rule login, each denial a 403, with the original URI, method and
+// client.
+func NginxAuthLocations(sluice string) string {
+	var b strings.Builder
+	for _, l := range []struct{ name, query string }{{"/_sluice", ""}, {"/_sluice_login", "rule=login&"}} {
+		b.WriteString("    location = " + l.name + " {\n      internal;\n" +
+			"      proxy_pass " + sluice + "/v1/auth?" + l.query + "deny_status=403;\n" +
+			"      proxy_pass_request_body off;\n      proxy_set_header Content-Length \"\";\n" +
+			"      proxy_set_header X-Original-URI $request_uri;\n      proxy_set_header X-Original-Method $request_method;\n" +
+			"      proxy_set_header X-Forwarded-For $remote_addr;\n    }\n")
+	}
+	return b.String()
 }
 
 // StartCaddy runs caddy with the Caddyfile conf returns for a free
