@@ -101,6 +101,7 @@ var memImpls = []memImpl{
 		model:      "gcra",
 		new:        newThrottled,
 	},
+	floorGCRAImpl,
 }
 
 // xrateLimit converts l to x/time/rate's events per second.

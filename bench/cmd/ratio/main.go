@@ -4,14 +4,17 @@
 //
 // Benchmarks name their implementation with an impl=NAME element and the
 // scenario with the others (see package bench); implementations whose
-// name starts with the -ours prefix are sluice's, the rest are peers.
+// name starts with the -ours prefix are sluice's, the rest are peers;
+// peers whose name starts with the -floor prefix are floors (the least
+// the work can cost, built only to measure), shown beside the peers but
+// never taken as the fastest peer.
 // Medians and their spreads are benchstat's: the median of the samples
 // and its 95% confidence interval, as the largest distance from the
 // median in percent.
 //
 // Usage:
 //
-//	ratio [-ours sluice] [-units ns/op,B/key] file...
+//	ratio [-ours sluice] [-floor floor] [-units ns/op,B/key] file...
 //
 // With no file it reads standard input.
 package main
@@ -39,6 +42,7 @@ func main() {
 func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("ratio", flag.ContinueOnError)
 	ours := fs.String("ours", "sluice", "name prefix of the implementations compared with the others")
+	floor := fs.String("floor", "floor", "name prefix of the floors: compared with, never the fastest peer")
 	units := fs.String("units", "ns/op,B/key", "comma-separated units to compute ratios for")
 	admitted := fs.String("admitted", results.Admitted, "unit telling how much an implementation admitted; peers that differ from ours are marked")
 	if err := fs.Parse(args); err != nil {
@@ -70,7 +74,7 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	})
 	w := bufio.NewWriter(stdout)
 	for _, unit := range strings.Split(*units, ",") {
-		writeRatios(w, t, unit, *ours, *admitted)
+		writeRatios(w, t, unit, *ours, *floor, *admitted)
 	}
 	for _, unit := range t.Units {
 		writeMedians(w, t, unit)
@@ -93,8 +97,8 @@ func cmpBool(a, b bool) int {
 // in it, our median, the fastest (smallest) peer's among those that
 // admitted as much as ours, their ratio, and the ratio to every peer. A
 // ratio to a peer that admitted a different amount is marked with "†":
-// it did not do the same work.
-func writeRatios(w io.Writer, t *results.Table, unit, ours, admitted string) {
+// it did not do the same work. A floor is never the fastest peer.
+func writeRatios(w io.Writer, t *results.Table, unit, ours, floor, admitted string) {
 	var mine, peers []string
 	for _, impl := range t.Impls {
 		if strings.HasPrefix(impl, ours) {
@@ -123,7 +127,7 @@ func writeRatios(w io.Writer, t *results.Table, unit, ours, admitted string) {
 				if !same {
 					cell += "†"
 				}
-				if same && ps.Median < best {
+				if same && ps.Median < best && !strings.HasPrefix(p, floor) {
 					best = ps.Median
 					row[3], row[4], row[5] = p, ps.String(), cell
 				}
