@@ -36,7 +36,7 @@ var sources = []struct{ flag, file, usage string }{
 	{"memory", "docs/results/bench-memory-20261126T024144Z.txt", "BenchmarkMemory results: raw output or run.sh's report"},
 	{"redis", "docs/results/bench-redis-20261126T030808Z.txt", "BenchmarkRedis results"},
 	{"memcached", "", "BenchmarkMemcached results (none committed: no chart without this flag)"},
-	{"service", "docs/results/service-envoy-ratelimit-20261126T0322Z.jsonl", "service comparison runs (JSON lines)"},
+	{"service", "docs/results/service-envoy-ratelimit-floors-20261126T0358Z.jsonl", "service comparison runs (JSON lines)"},
 }
 
 // memoryImpls are the implementations of the memory store's comparison.
@@ -131,6 +131,8 @@ var specs = []spec{{
 		ours("sr", "sluice serve, Redis"),
 		ours("sm", "sluice serve, memory store"),
 		peer("rl", "envoyproxy/ratelimit, Redis"),
+		peer("echo-redis", "gRPC echo + one INCR, Redis (floor)"),
+		peer("echo", "gRPC echo (floor)"),
 	},
 	notes: []string{"each bar: the server's CPU; its lighter top: Redis's CPU"},
 }}
