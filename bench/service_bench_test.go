@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,8 +14,8 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/servicetest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
@@ -39,16 +38,7 @@ descriptors:
 // HTTP handler.
 func newServiceAPI(b *testing.B) *server.Service {
 	b.Helper()
-	c, err := config.Parse("edge.yaml", []byte(serviceConfig))
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc, err := server.NewService(context.Background(), c, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { svc.Close() })
-	return svc
+	return servicetest.New(b, serviceConfig, server.Options{})
 }
 
 // BenchmarkServiceEngine is the cost of a decision inside the service,

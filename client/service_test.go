@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/servicetest"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -72,19 +70,11 @@ type service struct {
 // on clk (nil: the store's own clock).
 func startService(t testing.TB, clk *clock) *service {
 	t.Helper()
-	c, err := config.Parse("test.yaml", []byte(rulesConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := server.Options{Logger: slog.New(slog.DiscardHandler), EnvoyHeaders: true}
+	o := server.Options{EnvoyHeaders: true}
 	if clk != nil {
 		o.Clock = clk.Now
 	}
-	svc, err := server.NewService(context.Background(), c, o)
-	if err != nil {
-		t.Fatalf("NewService: %v", err)
-	}
-	t.Cleanup(func() { svc.Close() })
+	svc := servicetest.New(t, rulesConfig, o)
 	var conns atomic.Int64
 	hs := httptest.NewUnstartedServer(svc.Handler())
 	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {

@@ -1,9 +1,6 @@
 package grpcapi_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 
@@ -12,7 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/servicetest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
@@ -22,15 +19,7 @@ import (
 // listener, as sluice serve does, and returns a client of its API.
 func newClient(t *testing.T, yml string) sluicepb.LimitsClient {
 	t.Helper()
-	c, err := config.Parse("test.yaml", []byte(yml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := server.NewService(context.Background(), c, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
+	svc := servicetest.New(t, yml, server.Options{})
 	g := envoyrls.NewServer(svc.RateLimitService())
 	svc.LimitsService().Register(g)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

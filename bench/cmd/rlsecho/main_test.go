@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -18,11 +16,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/servicetest"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/server/envoyrls"
 )
 
 // comparisonRule is the rule of the service comparison (docs/service.md).
@@ -40,20 +37,8 @@ store: {type: memory}
 // remaining count and the time to the window's reset, which take as many
 // bytes on the wire.
 func TestSameReplyAsSluice(t *testing.T) {
-	c, err := config.Parse("edge.yaml", []byte(comparisonRule))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := server.NewService(context.Background(), c, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	rls, err := envoyrls.New(envoyrls.Config{Engine: svc.Engine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sluice := pb.NewRateLimitServiceClient(rlstest.Serve(t, rls))
+	svc := servicetest.New(t, comparisonRule, server.Options{})
+	sluice := pb.NewRateLimitServiceClient(rlstest.Serve(t, svc.RateLimitService()))
 	echo := pb.NewRateLimitServiceClient(serveEcho(t, nil))
 	for _, n := range []int{1, 3} {
 		req := &pb.RateLimitRequest{Domain: "edge"}
