@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,13 +17,13 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/leasetest"
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
 	"github.com/sluicehq/sluice/server/leaseapi"
@@ -145,20 +144,9 @@ func TestLeasesWait(t *testing.T) {
 // TestLeasesGRPC: the same calls over sluice.v1.Leases.
 func TestLeasesGRPC(t *testing.T) {
 	s, _ := newService(t, leaseRules)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	g := grpc.NewServer()
 	s.LeasesService().Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := sluicepb.NewLeasesClient(conn)
+	c := sluicepb.NewLeasesClient(rlstest.ServeGRPC(t, g))
 	ctx := t.Context()
 	a, err := c.Acquire(ctx, &sluicepb.AcquireRequest{Rule: "reports", Key: "k"})
 	if err != nil || !a.Ok || a.Id == "" || a.InUse != 1 || a.Limit != 2 || a.Expires == nil {

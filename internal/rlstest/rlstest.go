@@ -1,6 +1,8 @@
 // Package rlstest serves and calls Envoy's rate limit service API
 // (package envoyrls) in tests: a server of its own on a loopback port per
 // test, a connection to it, and descriptors written as "key=value" pairs.
+// ServeGRPC does the same for any gRPC server (sluice's own APIs, the
+// interceptors' tests).
 package rlstest
 
 import (
@@ -22,11 +24,17 @@ import (
 // when the test ends, and returns its address.
 func Listen(t testing.TB, s *envoyrls.Service) string {
 	t.Helper()
+	return ListenGRPC(t, envoyrls.NewServer(s))
+}
+
+// ListenGRPC serves g on a loopback listener, stopped when the test ends,
+// and returns its address.
+func ListenGRPC(t testing.TB, g *grpc.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := envoyrls.NewServer(s)
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
 	return ln.Addr().String()
@@ -36,7 +44,14 @@ func Listen(t testing.TB, s *envoyrls.Service) string {
 // closed when the test ends.
 func Serve(t testing.TB, s *envoyrls.Service) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(Listen(t, s), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return ServeGRPC(t, envoyrls.NewServer(s))
+}
+
+// ServeGRPC serves g as ListenGRPC does and returns a connection to it;
+// both are closed when the test ends.
+func ServeGRPC(t testing.TB, g *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(ListenGRPC(t, g), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

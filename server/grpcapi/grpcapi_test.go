@@ -1,14 +1,12 @@
 package grpcapi_test
 
 import (
-	"net"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/internal/servicetest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
@@ -22,18 +20,7 @@ func newClient(t *testing.T, yml string) sluicepb.LimitsClient {
 	svc := servicetest.New(t, yml, server.Options{})
 	g := envoyrls.NewServer(svc.RateLimitService())
 	svc.LimitsService().Register(g)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return sluicepb.NewLimitsClient(conn)
+	return sluicepb.NewLimitsClient(rlstest.ServeGRPC(t, g))
 }
 
 const rulesYAML = "rules:\n  - name: login\n    limits: [\"5/min\"]\n"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -95,17 +93,5 @@ func TestRedisCounts(t *testing.T) {
 // serveEcho serves the echo (counting in redis, if not nil) on a loopback
 // port for the test, and returns a connection to it.
 func serveEcho(t *testing.T, redis rueidis.Client) *grpc.ClientConn {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newServer(redis)
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return rlstest.ServeGRPC(t, newServer(redis))
 }
