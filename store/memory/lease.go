@@ -87,31 +87,53 @@ func (s *Store) Extend(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDe
 
 // AcquireRef grants a lease with no ID; see sluice.LeaseRefs. A request
 // that fails validation is a denial.
-func (s *Store) AcquireRef(r sluice.LeaseRequest) (sluice.LeaseDecision, sluice.LeaseRef) {
-	r.ID = "-" // named by its ref, not by an ID
-	if err := r.Validate("acquire"); err != nil {
-		return sluice.LeaseDecision{Limit: r.Limit}, sluice.LeaseRef{}
+func (s *Store) AcquireRef(prefix, key string, limit, ceiling int, ttl time.Duration) (g sluice.LeaseGrant) {
+	// LeaseRequest.Validate's checks, without building a LeaseRequest.
+	if limit < 1 || limit > sluice.MaxLeases || ceiling < 0 || ceiling > limit ||
+		ttl < sluice.MinLeaseTTL || ttl > sluice.MaxLeaseTTL {
+		return g
 	}
-	now := s.leaseNow(&r, opAcquire)
-	ref := sluice.LeaseRef{Slot: -1}
-	d := s.leaseOnce(&r, opAcquire, now, &ref)
-	if d.Full && s.leases.sweepAll(now) {
-		d = s.leaseOnce(&r, opAcquire, now, &ref)
+	if ceiling == 0 {
+		ceiling = limit
 	}
-	return d, ref
+	g.Now = s.now(ttl >= coarseGrains*s.clk.res)
+	for retry := true; ; retry = false {
+		sh, t := s.leases.lockTable(prefix, key, g.Now, opAcquire, 0)
+		if t != nil {
+			t.limit = limit
+			t.reclaim(s, g.Now)
+			t.acquire(s, "", ceiling, g.Now+int64(ttl), &g)
+			g.InUse = t.live
+		} else {
+			g.Full = true
+		}
+		sh.mu.Unlock()
+		if !g.Full || !retry || !s.leases.sweepAll(g.Now) {
+			return g
+		}
+		g.Full = false
+	}
 }
 
-// ReleaseRef ends the lease of ref; see sluice.LeaseRefs.
+// ReleaseRef ends the lease of ref; see sluice.LeaseRefs. It frees ref's
+// place whether or not its lease expired (expired, it is still ref's
+// grant), and leaves the table's other expired leases to the next
+// acquire.
 func (s *Store) ReleaseRef(ref sluice.LeaseRef) bool {
-	t, i := s.lockRef(ref)
+	t, _ := ref.Table.(*leaseTable)
 	if t == nil {
 		return false
 	}
-	if i >= 0 {
+	now := s.now(true)
+	t.sh.mu.Lock()
+	i := ref.Slot
+	live := !t.dropped && i >= 0 && i < len(t.slots) && t.slots[i].gen == ref.Gen && t.slots[i].exp != 0
+	if live {
+		live = t.slots[i].exp > now
 		t.free(s, i)
 	}
 	t.sh.mu.Unlock()
-	return i >= 0
+	return live
 }
 
 // ExtendRef renews the live lease of ref; see sluice.LeaseRefs.
@@ -184,11 +206,11 @@ func (s *Store) lease(r *sluice.LeaseRequest, op int) (sluice.LeaseDecision, err
 		return sluice.LeaseDecision{}, err
 	}
 	now := s.leaseNow(r, op)
-	d := s.leaseOnce(r, op, now, nil)
-	if d.Full && s.leases.sweepAll(now) {
-		d = s.leaseOnce(r, op, now, nil)
+	g := s.leaseOnce(r, op, now)
+	if g.Full && s.leases.sweepAll(now) {
+		g = s.leaseOnce(r, op, now)
 	}
-	return d, nil
+	return g.Decision(r.Limit), nil
 }
 
 // leaseNow returns r's time: r.Now, or the store's clock, coarse (see
@@ -211,56 +233,71 @@ func (ls *leaseShards) sweepAll(now int64) bool {
 	for i := range ls.shards {
 		sh := &ls.shards[i]
 		sh.mu.Lock()
-		sh.calls = sh.n + 16 // due
+		sh.calls = sh.n + sweepMinCalls // due
 		sh.sweep(ls, now, true)
 		sh.mu.Unlock()
 	}
 	return true
 }
 
-// leaseOnce applies op to r's table at now; ref, for an acquire by ref,
-// receives the lease's ref.
-func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64, ref *sluice.LeaseRef) sluice.LeaseDecision {
-	ls := &s.leases
-	var buf [128]byte
-	name := append(buf[:0], r.Prefix...) // on the stack unless longer
-	name = append(name, r.Key...)
-	h := maphash.Bytes(ls.seed, name)
-	sh := &ls.shards[h%leaseShardCount]
-	sh.mu.Lock()
+// leaseOnce applies op to r's table at now, and returns the decision
+// (Until is 0 for a release).
+func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64) sluice.LeaseGrant {
+	g := sluice.LeaseGrant{Now: now}
+	sh, t := s.leases.lockTable(r.Prefix, r.Key, now, op, len(r.ID))
 	defer sh.mu.Unlock()
-	sh.sweep(ls, now, false)
-	t := sh.tables[h]
-	for t != nil && t.name != string(name) { // no allocation for the comparison
-		t = t.next
-	}
 	if t == nil {
-		if op != opAcquire {
-			return sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now)}
-		}
-		if !ls.fits(leaseTableBytes + int64(len(name)) + leaseSlotBytes + int64(len(r.ID))) {
-			return sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now), Full: true}
-		}
-		t = sh.add(ls, h, string(name))
+		g.Full = op == opAcquire
+		return g
 	}
-	t.limit, t.used = r.Limit, true
+	t.limit = r.Limit
 	t.reclaim(s, now)
-	d := sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now)}
 	switch op {
 	case opAcquire:
-		t.acquire(s, r, now, &d, ref)
+		t.acquire(s, r.ID, r.EffectiveCeiling(), now+int64(r.TTL), &g)
 	case opRelease:
 		if i := t.find(r.ID); i >= 0 {
-			d.Allowed = true
+			g.Allowed = true
 			t.free(s, i)
 		}
 	case opExtend:
 		if i := t.find(r.ID); i >= 0 {
-			d.Allowed, d.Expires = true, time.Unix(0, t.extend(i, now+int64(r.TTL)))
+			g.Allowed, g.Until = true, t.extend(i, now+int64(r.TTL))
 		}
 	}
-	d.InUse = t.live
-	return d
+	g.InUse = t.live
+	return g
+}
+
+// lockTable locks the shard of prefix+key's table, sweeps it (see
+// sweep), and returns it with the table, marked used. For an acquire it
+// makes the table if there is none, for a first lease whose ID is idLen
+// bytes, unless the leases' share of MaxBytes has no room for it: then
+// the table is nil, as it is for other ops when there is none. The
+// caller unlocks sh.mu.
+func (ls *leaseShards) lockTable(prefix, key string, now int64, op, idLen int) (sh *leaseShard, t *leaseTable) {
+	var buf [128]byte
+	name := append(buf[:0], prefix...) // on the stack unless longer
+	name = append(name, key...)
+	h := maphash.Bytes(ls.seed, name)
+	sh = &ls.shards[h%leaseShardCount]
+	sh.mu.Lock()
+	sh.sweep(ls, now, false)
+	t = sh.tables[h]
+	for t != nil && t.name != string(name) { // no allocation for the comparison
+		t = t.next
+	}
+	switch {
+	case t != nil:
+	case op != opAcquire:
+		return sh, nil
+	case !ls.fits(leaseTableBytes + int64(len(name)) + leaseSlotBytes + int64(idLen)):
+		return sh, nil
+	default:
+		t = sh.add(ls, h, string(name))
+	}
+	t.used = true
+	return sh, t
 }
 
 // fits reports whether need more bytes stay within the leases' share of
@@ -311,12 +348,17 @@ func (sh *leaseShard) remove(ls *leaseShards, t *leaseTable) {
 	sh.n--
 }
 
+// sweepMinCalls is the fewest calls between two sweeps of a shard: a
+// sweep walks the shard's map, which costs as much as a few dozen calls
+// on a shard of few tables.
+const sweepMinCalls = 256
+
 // sweep drops the tables of sh whose leases have all expired at now and
 // that were not used since the last sweep (used or not, if all), once
-// every as many calls as sh holds tables.
+// every as many calls as sh holds tables (and sweepMinCalls).
 func (sh *leaseShard) sweep(ls *leaseShards, now int64, all bool) {
 	sh.calls++
-	if sh.calls <= sh.n+16 {
+	if sh.calls <= sh.n+sweepMinCalls {
 		return
 	}
 	sh.calls = 0
@@ -362,43 +404,40 @@ type leaseSlot struct {
 	id  string // "" for a lease known only by its ref
 }
 
-// acquire grants r.ID in t, or renews it if it holds a live lease, if
-// fewer than r's ceiling leases are live and the leases' share of
-// MaxBytes allows; ref, if not nil, asks for a lease with no ID and
-// receives its ref.
-func (t *leaseTable) acquire(s *Store, r *sluice.LeaseRequest, now int64, d *sluice.LeaseDecision, ref *sluice.LeaseRef) {
-	exp := now + int64(r.TTL)
-	if ref == nil {
-		if i := t.find(r.ID); i >= 0 {
+// acquire grants a lease to id in t until exp, or renews id's live
+// lease, if fewer than ceiling leases are live and the leases' share of
+// MaxBytes allows. An empty id asks for a lease with no ID, whose ref it
+// sets in g.
+func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *sluice.LeaseGrant) {
+	if id != "" {
+		if i := t.find(id); i >= 0 {
 			t.slots[i].exp = max(t.slots[i].exp, exp)
-			d.Allowed, d.Expires = true, time.Unix(0, t.slots[i].exp)
+			g.Allowed, g.Until = true, t.slots[i].exp
 			return
 		}
 	}
-	if t.live >= r.EffectiveCeiling() {
+	if t.live >= ceiling {
 		if t.live > 0 {
 			t.earliest = t.scanEarliest()
-			d.RetryAfter = time.Duration(t.earliest - now)
+			g.Until = t.earliest
 		}
 		return
-	}
-	id := r.ID
-	if ref != nil {
-		id = ""
 	}
 	need := int64(len(id))
 	if len(t.vacant) == 0 {
 		need += leaseSlotBytes
 	}
-	if need > 0 && !s.leases.fits(need) {
-		d.Full = true
-		return
+	if need > 0 {
+		if !s.leases.fits(need) {
+			g.Full = true
+			return
+		}
+		s.leases.bytes.Add(need) // an atomic: only when there is a count to change
 	}
-	s.leases.bytes.Add(need)
 	i := t.grant(id, exp)
-	d.Allowed, d.Expires = true, time.Unix(0, exp)
-	if ref != nil {
-		*ref = sluice.LeaseRef{Table: t, Slot: i, Gen: t.slots[i].gen}
+	g.Allowed, g.Until = true, exp
+	if id == "" {
+		g.Ref = sluice.LeaseRef{Table: t, Slot: i, Gen: t.slots[i].gen}
 	}
 }
 
@@ -435,7 +474,9 @@ func (t *leaseTable) free(s *Store, i int) {
 	if sl.exp == 0 {
 		return
 	}
-	s.leases.bytes.Add(-int64(len(sl.id)))
+	if sl.id != "" {
+		s.leases.bytes.Add(-int64(len(sl.id)))
+	}
 	sl.exp, sl.id = 0, ""
 	t.vacant = append(t.vacant, int32(i))
 	t.live--

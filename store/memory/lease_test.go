@@ -33,13 +33,13 @@ func TestLeaseRefSwept(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := New(Config{SweepInterval: -1, Clock: func() time.Time { return now }})
 	defer s.Close()
-	r := sluice.LeaseRequest{Prefix: "p:", Key: "k", Limit: 2, TTL: time.Second}
-	d, ref := s.AcquireRef(r)
-	if !d.Allowed || !s.NameRef(ref, "named") || s.LeaseBytes() <= 0 {
-		t.Fatalf("AcquireRef = %+v, LeaseBytes %d; want granted, named, counted", d, s.LeaseBytes())
+	g := s.AcquireRef("p:", "k", 2, 0, time.Second)
+	ref := g.Ref
+	if !g.Allowed || !s.NameRef(ref, "named") || s.LeaseBytes() <= 0 {
+		t.Fatalf("AcquireRef = %+v, LeaseBytes %d; want granted, named, counted", g, s.LeaseBytes())
 	}
 	now = now.Add(time.Minute)
-	for i := range 5000 { // enough calls on other keys to sweep every shard at least twice
+	for i := range 3 * leaseShardCount * (sweepMinCalls + 64) { // enough calls on other keys to sweep every shard at least twice
 		s.Release(t.Context(), sluice.LeaseRequest{Prefix: "p:", Key: strconv.Itoa(i), ID: "x", Limit: 1})
 	}
 	if b := s.LeaseBytes(); b != 0 {
