@@ -276,28 +276,40 @@ func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64) sluice.Leas
 // the table is nil, as it is for other ops when there is none. The
 // caller unlocks sh.mu.
 func (ls *leaseShards) lockTable(prefix, key string, now int64, op, idLen int) (sh *leaseShard, t *leaseTable) {
-	var buf [128]byte
-	name := append(buf[:0], prefix...) // on the stack unless longer
-	name = append(name, key...)
-	h := maphash.Bytes(ls.seed, name)
+	h := ls.hash(prefix, key)
 	sh = &ls.shards[h%leaseShardCount]
 	sh.mu.Lock()
 	sh.sweep(ls, now, false)
 	t = sh.tables[h]
-	for t != nil && t.name != string(name) { // no allocation for the comparison
+	for t != nil && !t.named(prefix, key) {
 		t = t.next
 	}
 	switch {
 	case t != nil:
 	case op != opAcquire:
 		return sh, nil
-	case !ls.fits(leaseTableBytes + int64(len(name)) + leaseSlotBytes + int64(idLen)):
+	case !ls.fits(leaseTableBytes + int64(len(prefix)+len(key)) + leaseSlotBytes + int64(idLen)):
 		return sh, nil
 	default:
-		t = sh.add(ls, h, string(name))
+		t = sh.add(ls, h, prefix+key)
 	}
 	t.used = true
 	return sh, t
+}
+
+// hash returns the hash of a table's name, prefix+key: the prefix's and
+// the key's, each seeded, mixed. Hashing them apart costs two short
+// hashes but no copy into one buffer (whose bytes, just written, the
+// hash would read back in wider words than they were written in: a
+// stall of the store forwarding that cost more than the hash).
+func (ls *leaseShards) hash(prefix, key string) uint64 {
+	hp := maphash.String(ls.seed, prefix)
+	return maphash.String(ls.seed, key) ^ (hp*0x9e3779b97f4a7c15 + uint64(len(prefix)))
+}
+
+// named reports whether t is the table of prefix+key.
+func (t *leaseTable) named(prefix, key string) bool {
+	return len(t.name) == len(prefix)+len(key) && t.name[:len(prefix)] == prefix && t.name[len(prefix):] == key
 }
 
 // fits reports whether need more bytes stay within the leases' share of
