@@ -205,7 +205,9 @@ func (c *Concurrency) Do(ctx context.Context, key string, cl Class, f func()) (d
 	}
 	defer c.releaseRef(g.Ref, key)
 	f()
-	return g.Decision(c.limit), nil
+	// g.Decision, written in place: it is not inlined, and copying its
+	// result cost a tenth of the call.
+	return LeaseDecision{Allowed: true, InUse: g.InUse, Limit: c.limit, Expires: time.Unix(0, g.Until), Time: time.Unix(0, g.Now)}, nil
 }
 
 // doLease is Do through a Lease.
