@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -18,12 +19,28 @@ const leaseShare = 8
 // lease tables.
 const leaseShardCount = 64
 
-// Counted sizes: a table's map entry, key and header, and one place of a
-// table beside its lease's ID.
+// Counted sizes: a table with its first place and a name of up to
+// leaseNameInline bytes, and its map entry; each further place of a
+// table, beside its lease's ID.
 const (
-	leaseTableBytes = 96
+	leaseTableBytes = int64(unsafe.Sizeof(leaseTable{})) + 24
 	leaseSlotBytes  = 40
 )
+
+// leaseNameInline is the longest table name kept inside the table, rather
+// than in a string of its own: a table found on a large store (100k keys)
+// cost a cache miss more for its name and one for its first place, beyond
+// the table's own, when each had its own allocation.
+const leaseNameInline = 48
+
+// tableBytes returns what a table named by n bytes counts, with its
+// first place.
+func tableBytes(n int) int64 {
+	if n <= leaseNameInline {
+		return leaseTableBytes
+	}
+	return leaseTableBytes + int64(n)
+}
 
 // leaseShards holds the lease tables of a Store, apart from its rate
 // states (a table emptied by releases is kept until a sweep, so that a
@@ -32,8 +49,8 @@ const (
 // one more holder than the limit), so when the leases' share of MaxBytes
 // is spent a new lease is refused (LeaseDecision.Full) until others are
 // released or expire. Tables whose leases have all expired are dropped as
-// the shard is used: after as many calls as it holds tables, a call
-// sweeps the shard, so dead tables cost amortised O(1).
+// the shard is used: after sweepPerTable calls per table it holds, a
+// call sweeps the shard, so dead tables cost amortised O(1).
 type leaseShards struct {
 	seed     maphash.Seed
 	shards   []leaseShard
@@ -233,7 +250,7 @@ func (ls *leaseShards) sweepAll(now int64) bool {
 	for i := range ls.shards {
 		sh := &ls.shards[i]
 		sh.mu.Lock()
-		sh.calls = sh.n + sweepMinCalls // due
+		sh.calls = sweepPerTable*sh.n + sweepMinCalls // due
 		sh.sweep(ls, now, true)
 		sh.mu.Unlock()
 	}
@@ -288,10 +305,10 @@ func (ls *leaseShards) lockTable(prefix, key string, now int64, op, idLen int) (
 	case t != nil:
 	case op != opAcquire:
 		return sh, nil
-	case !ls.fits(leaseTableBytes + int64(len(prefix)+len(key)) + leaseSlotBytes + int64(idLen)):
+	case !ls.fits(tableBytes(len(prefix)+len(key)) + int64(idLen)):
 		return sh, nil
 	default:
-		t = sh.add(ls, h, prefix+key)
+		t = sh.add(ls, h, prefix, key)
 	}
 	t.used = true
 	return sh, t
@@ -325,15 +342,23 @@ func (ls *leaseShards) init(maxBytes int64) {
 	ls.max = maxBytes / leaseShare
 }
 
-// add makes name's table in sh, under its hash h, and counts it.
-func (sh *leaseShard) add(ls *leaseShards, h uint64, name string) *leaseTable {
+// add makes the table of prefix+key in sh, under its hash h, and counts
+// it.
+func (sh *leaseShard) add(ls *leaseShards, h uint64, prefix, key string) *leaseTable {
 	if sh.tables == nil {
 		sh.tables = make(map[uint64]*leaseTable)
 	}
-	t := &leaseTable{sh: sh, name: name, hash: h, next: sh.tables[h]}
+	t := &leaseTable{sh: sh, hash: h, next: sh.tables[h]}
+	if n := len(prefix) + len(key); n <= leaseNameInline {
+		copy(t.nameBuf[copy(t.nameBuf[:], prefix):], key)
+		t.name = unsafe.String(&t.nameBuf[0], n) // never written again
+	} else {
+		t.name = prefix + key
+	}
+	t.slots, t.vacant = t.slot0[:0], t.vacant0[:0]
 	sh.tables[h] = t
 	sh.n++
-	ls.bytes.Add(leaseTableBytes + int64(len(name)))
+	ls.bytes.Add(tableBytes(len(t.name)))
 	return t
 }
 
@@ -351,7 +376,7 @@ func (sh *leaseShard) remove(ls *leaseShards, t *leaseTable) {
 		}
 		p.next = t.next
 	}
-	n := leaseTableBytes + int64(len(t.name)) + int64(len(t.slots))*leaseSlotBytes
+	n := tableBytes(len(t.name)) + int64(max(len(t.slots)-1, 0))*leaseSlotBytes
 	for i := range t.slots {
 		n += int64(len(t.slots[i].id))
 	}
@@ -360,17 +385,24 @@ func (sh *leaseShard) remove(ls *leaseShards, t *leaseTable) {
 	sh.n--
 }
 
-// sweepMinCalls is the fewest calls between two sweeps of a shard: a
-// sweep walks the shard's map, which costs as much as a few dozen calls
-// on a shard of few tables.
-const sweepMinCalls = 256
+// A shard sweeps once every sweepPerTable calls per table it holds, and
+// sweepMinCalls: a sweep walks the shard's tables, which costs as much as
+// a few dozen calls on a shard of few tables and a cache miss or more per
+// table on a large one. With four calls per table, a table that is used
+// at the average rate survives a sweep with odds of 98% (e⁻⁴ that it was
+// not used since the last), where with one call per table a third of
+// them were dropped and made again by the next acquire.
+const (
+	sweepPerTable = 4
+	sweepMinCalls = 256
+)
 
 // sweep drops the tables of sh whose leases have all expired at now and
 // that were not used since the last sweep (used or not, if all), once
-// every as many calls as sh holds tables (and sweepMinCalls).
+// every sweepPerTable calls per table sh holds, and sweepMinCalls.
 func (sh *leaseShard) sweep(ls *leaseShards, now int64, all bool) {
 	sh.calls++
-	if sh.calls <= sh.n+sweepMinCalls {
+	if sh.calls <= sweepPerTable*sh.n+sweepMinCalls {
 		return
 	}
 	sh.calls = 0
@@ -395,18 +427,22 @@ func (sh *leaseShard) sweep(ls *leaseShards, now int64, all bool) {
 // grant of the place refers to nothing. Guarded by its shard's lock.
 type leaseTable struct {
 	sh     *leaseShard
-	name   string      // prefix+key
+	name   string      // prefix+key, in nameBuf if it fits
 	hash   uint64      // of name
 	next   *leaseTable // of the same hash
-	slots  []leaseSlot
-	vacant []int32 // indexes of free slots
-	live   int     // slots held, none expired (after reclaim)
-	limit  int     // of the latest request, to report
+	slots  []leaseSlot // in slot0 until there are two
+	vacant []int32     // indexes of free slots; in vacant0 until there are three
+	live   int         // slots held, none expired (after reclaim)
+	limit  int         // of the latest request, to report
 	// earliest is at most the earliest expiry of a held slot (0 when
 	// none is held): until then, no lease can have expired.
 	earliest int64
 	dropped  bool // swept from its shard
 	used     bool // since the last sweep
+
+	nameBuf [leaseNameInline]byte
+	slot0   [1]leaseSlot
+	vacant0 [2]int32
 }
 
 // A leaseSlot is one place of a leaseTable.
@@ -436,7 +472,7 @@ func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *slu
 		return
 	}
 	need := int64(len(id))
-	if len(t.vacant) == 0 {
+	if len(t.vacant) == 0 && len(t.slots) > 0 { // a place beyond the first
 		need += leaseSlotBytes
 	}
 	if need > 0 {

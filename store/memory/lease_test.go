@@ -102,7 +102,55 @@ func TestLeaseFlood(t *testing.T) {
 	if d, _ := s.Acquire(t.Context(), req(strings.Repeat("n", 400), "id")); !d.Allowed {
 		t.Errorf("acquire after expiry = %+v, want granted", d)
 	}
-	if b := s.LeaseBytes(); b > 600 {
-		t.Errorf("after every lease expired: LeaseBytes %d, want only the new lease's", b)
+	if b, want := s.LeaseBytes(), tableBytes(len("p:")+400)+int64(len("id")); b != want {
+		t.Errorf("after every lease expired: LeaseBytes %d, want only the new lease's, %d", b, want)
+	}
+}
+
+// TestLeaseBytes: what a table counts, with its name kept inside it or
+// not and its places beyond the first, by ref and by ID; and that a
+// sweep gives it all back.
+func TestLeaseBytes(t *testing.T) {
+	tests := []struct {
+		key   string
+		byRef int // leases by ref, then
+		ids   []string
+	}{
+		{"k", 1, nil},
+		{"k", 3, nil},
+		{"k", 0, []string{"a", "bb"}},
+		{strings.Repeat("k", leaseNameInline), 2, []string{"ccc"}},
+	}
+	for _, tt := range tests {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		s := New(Config{SweepInterval: -1, Clock: func() time.Time { return now }})
+		want := tableBytes(len("p:") + len(tt.key))
+		for i := range tt.byRef + len(tt.ids) {
+			if i > 0 {
+				want += leaseSlotBytes
+			}
+			if i < tt.byRef {
+				if g := s.AcquireRef("p:", tt.key, 8, 0, time.Second); !g.Allowed {
+					t.Fatalf("AcquireRef %d = %+v, want granted", i, g)
+				}
+				continue
+			}
+			id := tt.ids[i-tt.byRef]
+			want += int64(len(id))
+			if d, err := s.Acquire(t.Context(), sluice.LeaseRequest{Prefix: "p:", Key: tt.key, ID: id, Limit: 8, TTL: time.Second}); err != nil || !d.Allowed {
+				t.Fatalf("Acquire %q = %+v, %v; want granted", id, d, err)
+			}
+		}
+		if got := s.LeaseBytes(); got != want {
+			t.Errorf("%d-byte key, %d by ref, IDs %q: LeaseBytes = %d, want %d", len(tt.key), tt.byRef, tt.ids, got, want)
+		}
+		now = now.Add(time.Minute)
+		for i := range 3 * leaseShardCount * (sweepMinCalls + 64) { // sweeps every shard
+			s.Release(t.Context(), sluice.LeaseRequest{Prefix: "q:", Key: strconv.Itoa(i), ID: "x", Limit: 1})
+		}
+		if got := s.LeaseBytes(); got != 0 {
+			t.Errorf("%d-byte key, %d by ref, IDs %q: LeaseBytes after the sweep = %d, want 0", len(tt.key), tt.byRef, tt.ids, got)
+		}
+		s.Close()
 	}
 }
