@@ -435,8 +435,13 @@ type leaseTable struct {
 	live   int         // slots held, none expired (after reclaim)
 	limit  int         // of the latest request, to report
 	// earliest is at most the earliest expiry of a held slot (0 when
-	// none is held): until then, no lease can have expired.
+	// none is held): until then, no lease can have expired. exact
+	// reports that it is the earliest, so that a denial tells its
+	// Retry-After without a scan of every place: a flood of denials on a
+	// full table of many places costs O(1) each, a scan only after a
+	// lease ends or moves.
 	earliest int64
+	exact    bool
 	dropped  bool // swept from its shard
 	used     bool // since the last sweep
 
@@ -459,14 +464,16 @@ type leaseSlot struct {
 func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *sluice.LeaseGrant) {
 	if id != "" {
 		if i := t.find(id); i >= 0 {
-			t.slots[i].exp = max(t.slots[i].exp, exp)
+			t.setExp(i, max(t.slots[i].exp, exp))
 			g.Allowed, g.Until = true, t.slots[i].exp
 			return
 		}
 	}
 	if t.live >= ceiling {
 		if t.live > 0 {
-			t.earliest = t.scanEarliest()
+			if !t.exact {
+				t.earliest, t.exact = t.scanEarliest(), true
+			}
 			g.Until = t.earliest
 		}
 		return
@@ -503,17 +510,30 @@ func (t *leaseTable) grant(id string, exp int64) int {
 	sl.exp, sl.id = exp, id
 	sl.gen++
 	t.live++
-	if t.earliest == 0 || exp < t.earliest {
-		t.earliest = exp
+	if t.earliest == 0 || exp < t.earliest { // the earliest now, exactly
+		t.earliest, t.exact = exp, true
 	}
 	return i
 }
 
 // extend moves the expiry of slot i's lease to exp, and returns it.
 func (t *leaseTable) extend(i int, exp int64) int64 {
-	t.slots[i].exp = exp
-	t.earliest = min(t.earliest, exp) // a lower bound still
+	t.setExp(i, exp)
 	return exp
+}
+
+// setExp moves the expiry of slot i's live lease to exp, keeping
+// earliest a bound, and exact unless the slot held the earliest expiry
+// and it moved later.
+func (t *leaseTable) setExp(i int, exp int64) {
+	old := t.slots[i].exp
+	t.slots[i].exp = exp
+	switch {
+	case exp < t.earliest:
+		t.earliest, t.exact = exp, true
+	case old == t.earliest && exp != old:
+		t.exact = false
+	}
 }
 
 // free ends the lease of slot i, live or expired.
@@ -525,11 +545,14 @@ func (t *leaseTable) free(s *Store, i int) {
 	if sl.id != "" {
 		s.leases.bytes.Add(-int64(len(sl.id)))
 	}
+	if sl.exp == t.earliest {
+		t.exact = false // perhaps another lease expires then too
+	}
 	sl.exp, sl.id = 0, ""
 	t.vacant = append(t.vacant, int32(i))
 	t.live--
 	if t.live == 0 {
-		t.earliest = 0
+		t.earliest, t.exact = 0, true
 	}
 }
 
@@ -544,7 +567,7 @@ func (t *leaseTable) reclaim(s *Store, now int64) {
 			t.free(s, i)
 		}
 	}
-	t.earliest = t.scanEarliest()
+	t.earliest, t.exact = t.scanEarliest(), true
 }
 
 // scanEarliest returns the earliest expiry of a held slot, or 0.

@@ -154,3 +154,72 @@ func TestLeaseBytes(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestLeaseRetryAfterExact: a denial's RetryAfter is until the earliest
+// live lease expires, exactly, after the lease that expired first was
+// released, extended or renewed, and after several expire together.
+func TestLeaseRetryAfterExact(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type step struct {
+		op   string // "acquire", "release" or "extend"
+		id   string
+		at   time.Duration
+		want time.Duration // RetryAfter of an acquire denied right after (the table is full), 0 for none
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"release the earliest", []step{
+			{"acquire", "a", 0, 0}, {"acquire", "b", time.Second, 0}, {"acquire", "c", 2 * time.Second, 8 * time.Second},
+			{"release", "a", 3 * time.Second, 0}, {"acquire", "d", 3 * time.Second, 8 * time.Second},
+			{"release", "b", 4 * time.Second, 0}, {"acquire", "e", 4 * time.Second, 8 * time.Second},
+		}},
+		{"extend the earliest", []step{
+			{"acquire", "a", 0, 0}, {"acquire", "b", time.Second, 0}, {"acquire", "c", 2 * time.Second, 8 * time.Second},
+			{"extend", "a", 3 * time.Second, 8 * time.Second}, {"extend", "b", 4 * time.Second, 8 * time.Second},
+			{"extend", "c", 5 * time.Second, 8 * time.Second},
+		}},
+		{"renew the earliest", []step{
+			{"acquire", "a", 0, 0}, {"acquire", "b", time.Second, 0}, {"acquire", "c", 2 * time.Second, 8 * time.Second},
+			{"acquire", "a", 3 * time.Second, 8 * time.Second},
+		}},
+		{"two expire together", []step{
+			{"acquire", "a", 0, 0}, {"acquire", "b", 0, 0}, {"acquire", "c", 2 * time.Second, 8 * time.Second},
+			{"release", "a", 3 * time.Second, 0}, {"acquire", "d", 3 * time.Second, 7 * time.Second},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := t0
+			s := New(Config{SweepInterval: -1, Clock: func() time.Time { return now }})
+			defer s.Close()
+			req := func(id string) sluice.LeaseRequest {
+				return sluice.LeaseRequest{Prefix: "p:", Key: "k", ID: id, Limit: 3, TTL: 10 * time.Second}
+			}
+			for _, st := range tt.steps {
+				now = t0.Add(st.at)
+				var err error
+				switch st.op {
+				case "acquire":
+					_, err = s.Acquire(t.Context(), req(st.id))
+				case "release":
+					_, err = s.Release(t.Context(), req(st.id))
+				case "extend":
+					_, err = s.Extend(t.Context(), req(st.id))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.want == 0 {
+					continue
+				}
+				for range 2 { // the second from what the first found
+					if d, _ := s.Acquire(t.Context(), req("x")); d.Allowed || d.RetryAfter != st.want {
+						t.Fatalf("after %s %s at %v: denial %+v, want RetryAfter %v", st.op, st.id, st.at, d, st.want)
+					}
+				}
+			}
+		})
+	}
+}
