@@ -199,15 +199,15 @@ func (c *Concurrency) Do(ctx context.Context, key string, cl Class, f func()) (d
 	if c.queued(key, cl) {
 		return LeaseDecision{Limit: c.limit, Time: c.clock()}, nil
 	}
-	g := c.refs.AcquireRef(c.prefix, key, c.limit, c.ceilings[cl], c.ttl)
-	if !g.Allowed {
+	ref, g := c.refs.AcquireRef(c.prefix, key, c.limit, c.ceilings[cl], c.ttl)
+	if !g.Allowed() {
 		return g.Decision(c.limit), nil
 	}
-	defer c.releaseRef(g.Ref, key)
+	defer c.releaseRef(ref, key)
 	f()
 	// g.Decision, written in place: it is not inlined, and copying its
 	// result cost a tenth of the call.
-	return LeaseDecision{Allowed: true, InUse: g.InUse, Limit: c.limit, Expires: time.Unix(0, g.Until), Time: time.Unix(0, g.Now)}, nil
+	return LeaseDecision{Allowed: true, InUse: int(g.InUse), Limit: c.limit, Expires: time.Unix(0, g.Until), Time: time.Unix(0, g.Now)}, nil
 }
 
 // doLease is Do through a Lease.
@@ -251,8 +251,8 @@ func (c *Concurrency) acquire(ctx context.Context, key string, cl Class, l *Leas
 		return nil
 	}
 	if c.refs != nil {
-		g := c.refs.AcquireRef(c.prefix, key, c.limit, c.ceilings[cl], c.ttl)
-		l.LeaseDecision, l.ref = g.Decision(c.limit), g.Ref
+		ref, g := c.refs.AcquireRef(c.prefix, key, c.limit, c.ceilings[cl], c.ttl)
+		l.LeaseDecision, l.ref = g.Decision(c.limit), ref
 	} else {
 		r := LeaseRequest{Prefix: c.prefix, Key: key, ID: c.ids.next(), Limit: c.limit, Ceiling: c.ceilings[cl], TTL: c.ttl}
 		d, err := c.store.Acquire(ctx, r)

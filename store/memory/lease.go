@@ -103,12 +103,12 @@ func (s *Store) Extend(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDe
 }
 
 // AcquireRef grants a lease with no ID; see sluice.LeaseRefs. A request
-// that fails validation is a denial.
-func (s *Store) AcquireRef(prefix, key string, limit, ceiling int, ttl time.Duration) (g sluice.LeaseGrant) {
+// that fails validation is refused.
+func (s *Store) AcquireRef(prefix, key string, limit, ceiling int, ttl time.Duration) (ref sluice.LeaseRef, g sluice.LeaseGrant) {
 	// LeaseRequest.Validate's checks, without building a LeaseRequest.
 	if limit < 1 || limit > sluice.MaxLeases || ceiling < 0 || ceiling > limit ||
 		ttl < sluice.MinLeaseTTL || ttl > sluice.MaxLeaseTTL {
-		return g
+		return ref, g
 	}
 	if ceiling == 0 {
 		ceiling = limit
@@ -119,16 +119,18 @@ func (s *Store) AcquireRef(prefix, key string, limit, ceiling int, ttl time.Dura
 		if t != nil {
 			t.limit = limit
 			t.reclaim(s, g.Now)
-			t.acquire(s, "", ceiling, g.Now+int64(ttl), &g)
-			g.InUse = t.live
+			if i := t.acquire(s, "", ceiling, g.Now+int64(ttl), &g); i >= 0 {
+				ref = sluice.LeaseRef{Table: t, Slot: i, Gen: t.slots[i].gen}
+			}
+			g.InUse = int32(t.live)
 		} else {
-			g.Full = true
+			g.Outcome = sluice.LeaseFull
 		}
 		sh.mu.Unlock()
-		if !g.Full || !retry || !s.leases.sweepAll(g.Now) {
-			return g
+		if g.Outcome != sluice.LeaseFull || !retry || !s.leases.sweepAll(g.Now) {
+			return ref, g
 		}
-		g.Full = false
+		g.Outcome = sluice.LeaseRefused
 	}
 }
 
@@ -224,7 +226,7 @@ func (s *Store) lease(r *sluice.LeaseRequest, op int) (sluice.LeaseDecision, err
 	}
 	now := s.leaseNow(r, op)
 	g := s.leaseOnce(r, op, now)
-	if g.Full && s.leases.sweepAll(now) {
+	if g.Outcome == sluice.LeaseFull && s.leases.sweepAll(now) {
 		g = s.leaseOnce(r, op, now)
 	}
 	return g.Decision(r.Limit), nil
@@ -257,14 +259,17 @@ func (ls *leaseShards) sweepAll(now int64) bool {
 	return true
 }
 
-// leaseOnce applies op to r's table at now, and returns the decision
-// (Until is 0 for a release).
+// leaseOnce applies op to r's table at now, and returns the decision:
+// LeaseGranted for a release or an extension of a live lease, and Until
+// 0 for a release.
 func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64) sluice.LeaseGrant {
 	g := sluice.LeaseGrant{Now: now}
 	sh, t := s.leases.lockTable(r.Prefix, r.Key, now, op, len(r.ID))
 	defer sh.mu.Unlock()
 	if t == nil {
-		g.Full = op == opAcquire
+		if op == opAcquire {
+			g.Outcome = sluice.LeaseFull
+		}
 		return g
 	}
 	t.limit = r.Limit
@@ -274,15 +279,15 @@ func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64) sluice.Leas
 		t.acquire(s, r.ID, r.EffectiveCeiling(), now+int64(r.TTL), &g)
 	case opRelease:
 		if i := t.find(r.ID); i >= 0 {
-			g.Allowed = true
+			g.Outcome = sluice.LeaseGranted
 			t.free(s, i)
 		}
 	case opExtend:
 		if i := t.find(r.ID); i >= 0 {
-			g.Allowed, g.Until = true, t.extend(i, now+int64(r.TTL))
+			g.Outcome, g.Until = sluice.LeaseGranted, t.extend(i, now+int64(r.TTL))
 		}
 	}
-	g.InUse = t.live
+	g.InUse = int32(t.live)
 	return g
 }
 
@@ -459,14 +464,14 @@ type leaseSlot struct {
 
 // acquire grants a lease to id in t until exp, or renews id's live
 // lease, if fewer than ceiling leases are live and the leases' share of
-// MaxBytes allows. An empty id asks for a lease with no ID, whose ref it
-// sets in g.
-func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *sluice.LeaseGrant) {
+// MaxBytes allows, and returns its slot, or -1. An empty id asks for a
+// lease with no ID, known by its ref.
+func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *sluice.LeaseGrant) int {
 	if id != "" {
 		if i := t.find(id); i >= 0 {
 			t.setExp(i, max(t.slots[i].exp, exp))
-			g.Allowed, g.Until = true, t.slots[i].exp
-			return
+			g.Outcome, g.Until = sluice.LeaseGranted, t.slots[i].exp
+			return i
 		}
 	}
 	if t.live >= ceiling {
@@ -476,7 +481,7 @@ func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *slu
 			}
 			g.Until = t.earliest
 		}
-		return
+		return -1
 	}
 	need := int64(len(id))
 	if len(t.vacant) == 0 && len(t.slots) > 0 { // a place beyond the first
@@ -484,16 +489,13 @@ func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *slu
 	}
 	if need > 0 {
 		if !s.leases.fits(need) {
-			g.Full = true
-			return
+			g.Outcome = sluice.LeaseFull
+			return -1
 		}
 		s.leases.bytes.Add(need) // an atomic: only when there is a count to change
 	}
-	i := t.grant(id, exp)
-	g.Allowed, g.Until = true, exp
-	if id == "" {
-		g.Ref = sluice.LeaseRef{Table: t, Slot: i, Gen: t.slots[i].gen}
-	}
+	g.Outcome, g.Until = sluice.LeaseGranted, exp
+	return t.grant(id, exp)
 }
 
 // grant holds a free slot (a new one if none is free) for id until exp,

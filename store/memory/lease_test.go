@@ -33,9 +33,8 @@ func TestLeaseRefSwept(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := New(Config{SweepInterval: -1, Clock: func() time.Time { return now }})
 	defer s.Close()
-	g := s.AcquireRef("p:", "k", 2, 0, time.Second)
-	ref := g.Ref
-	if !g.Allowed || !s.NameRef(ref, "named") || s.LeaseBytes() <= 0 {
+	ref, g := s.AcquireRef("p:", "k", 2, 0, time.Second)
+	if !g.Allowed() || !s.NameRef(ref, "named") || s.LeaseBytes() <= 0 {
 		t.Fatalf("AcquireRef = %+v, LeaseBytes %d; want granted, named, counted", g, s.LeaseBytes())
 	}
 	now = now.Add(time.Minute)
@@ -130,7 +129,7 @@ func TestLeaseBytes(t *testing.T) {
 				want += leaseSlotBytes
 			}
 			if i < tt.byRef {
-				if g := s.AcquireRef("p:", tt.key, 8, 0, time.Second); !g.Allowed {
+				if _, g := s.AcquireRef("p:", tt.key, 8, 0, time.Second); !g.Allowed() {
 					t.Fatalf("AcquireRef %d = %+v, want granted", i, g)
 				}
 				continue

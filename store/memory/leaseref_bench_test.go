@@ -11,10 +11,10 @@ func BenchmarkLeaseRef(b *testing.B) {
 	defer s.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		g := s.AcquireRef("sluice:default:", "hot-key-1", 8, 0, time.Minute)
-		if !g.Allowed {
+		ref, g := s.AcquireRef("sluice:default:", "hot-key-1", 8, 0, time.Minute)
+		if !g.Allowed() {
 			b.Fatal("denied")
 		}
-		s.ReleaseRef(g.Ref)
+		s.ReleaseRef(ref)
 	}
 }

@@ -58,11 +58,11 @@ func (rs *refSuite) request(key, id string, limit int) sluice.LeaseRequest {
 // acquire acquires by ref on key, and fails t unless the decision is want.
 func (rs *refSuite) acquire(t *testing.T, key string, limit int, want bool) sluice.LeaseRef {
 	t.Helper()
-	g := rs.store.AcquireRef(rs.prefix, key, limit, 0, refTTL)
-	if g.Allowed != want {
-		t.Fatalf("AcquireRef(%q) = %+v, want allowed %v", key, g, want)
+	ref, g := rs.store.AcquireRef(rs.prefix, key, limit, 0, refTTL)
+	if g.Allowed() != want || (ref.Table != nil) != want {
+		t.Fatalf("AcquireRef(%q) = %+v, %+v; want allowed %v, a ref if so", key, ref, g, want)
 	}
-	return g.Ref
+	return ref
 }
 
 func testRefSharePlaces(t *testing.T, rs *refSuite) {
@@ -85,7 +85,7 @@ func testRefSharePlaces(t *testing.T, rs *refSuite) {
 	// A ceiling counts both kinds.
 	rs.acquire(t, "k2", 4, true)
 	rs.store.Acquire(t.Context(), rs.request("k2", "x", 4))
-	if g := rs.store.AcquireRef(rs.prefix, "k2", 4, 2, refTTL); g.Allowed {
+	if _, g := rs.store.AcquireRef(rs.prefix, "k2", 4, 2, refTTL); g.Allowed() {
 		t.Fatalf("AcquireRef at its ceiling = %+v, want denied", g)
 	}
 }
@@ -93,15 +93,15 @@ func testRefSharePlaces(t *testing.T, rs *refSuite) {
 // testRefGrant: AcquireRef's answer, granted and denied, as a
 // LeaseDecision; and requests that Validate refuses are denials.
 func testRefGrant(t *testing.T, rs *refSuite) {
-	g := rs.store.AcquireRef(rs.prefix, "k", 1, 0, refTTL)
+	ref, g := rs.store.AcquireRef(rs.prefix, "k", 1, 0, refTTL)
 	want := sluice.LeaseDecision{Allowed: true, InUse: 1, Limit: 1, Expires: t0.Add(refTTL), Time: t0}
-	if d := g.Decision(1); !g.Allowed || g.Ref.Table == nil || !sameDecision(d, want) {
+	if d := g.Decision(1); !g.Allowed() || ref.Table == nil || !sameDecision(d, want) {
 		t.Fatalf("AcquireRef = %+v, as a decision %+v; want a ref and %+v", g, d, want)
 	}
 	rs.advance(4 * time.Second)
-	g = rs.store.AcquireRef(rs.prefix, "k", 1, 0, refTTL)
+	ref, g = rs.store.AcquireRef(rs.prefix, "k", 1, 0, refTTL)
 	want = sluice.LeaseDecision{InUse: 1, Limit: 1, RetryAfter: 6 * time.Second, Time: t0.Add(4 * time.Second)}
-	if d := g.Decision(1); g.Allowed || g.Ref.Table != nil || !sameDecision(d, want) {
+	if d := g.Decision(1); g.Allowed() || ref.Table != nil || !sameDecision(d, want) {
 		t.Fatalf("AcquireRef at the limit = %+v, as a decision %+v; want no ref and %+v", g, d, want)
 	}
 	for _, bad := range []struct {
@@ -111,8 +111,8 @@ func testRefGrant(t *testing.T, rs *refSuite) {
 		{0, 0, refTTL}, {sluice.MaxLeases + 1, 0, refTTL}, {2, 3, refTTL}, {2, -1, refTTL},
 		{2, 0, 0}, {2, 0, sluice.MaxLeaseTTL + 1},
 	} {
-		if g := rs.store.AcquireRef(rs.prefix, "bad", bad.limit, bad.ceiling, bad.ttl); g.Allowed || g.Ref.Table != nil {
-			t.Errorf("AcquireRef(limit %d, ceiling %d, ttl %v) = %+v, want denied", bad.limit, bad.ceiling, bad.ttl, g)
+		if ref, g := rs.store.AcquireRef(rs.prefix, "bad", bad.limit, bad.ceiling, bad.ttl); g.Allowed() || ref.Table != nil {
+			t.Errorf("AcquireRef(limit %d, ceiling %d, ttl %v) = %+v, %+v; want denied", bad.limit, bad.ceiling, bad.ttl, ref, g)
 		}
 	}
 }
@@ -227,9 +227,9 @@ func testRefConcurrency(t *testing.T, rs *refSuite) {
 		wg.Go(func() {
 			for i := range 300 {
 				if g < 32 {
-					if g := rs.store.AcquireRef(rs.prefix, "k", limit, 0, refTTL); g.Allowed {
+					if ref, g := rs.store.AcquireRef(rs.prefix, "k", limit, 0, refTTL); g.Allowed() {
 						hold()
-						rs.store.ReleaseRef(g.Ref)
+						rs.store.ReleaseRef(ref)
 					}
 					continue
 				}
@@ -245,7 +245,7 @@ func testRefConcurrency(t *testing.T, rs *refSuite) {
 	if most.Load() > limit || most.Load() == 0 {
 		t.Fatalf("at most %d held at once, want 1 to %d", most.Load(), limit)
 	}
-	if g := rs.store.AcquireRef(rs.prefix, "k", limit, 0, refTTL); !g.Allowed || g.InUse != 1 {
+	if _, g := rs.store.AcquireRef(rs.prefix, "k", limit, 0, refTTL); !g.Allowed() || g.InUse != 1 {
 		t.Fatalf("after every release: %+v, want granted, 1 in use", g)
 	}
 }
