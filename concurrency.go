@@ -152,9 +152,9 @@ func (c *Concurrency) Limit() int { return c.limit }
 
 // InFlight returns how many leases this process holds, over every key,
 // when the Concurrency has an Adaptive limit, which needs that count.
-// Without one the leases are not counted, since a shared counter would
-// cost each lease two atomic operations (a quarter of its cost on
-// store/memory), and InFlight returns -1.
+// Without one the leases are not counted, since the count would cost
+// every lease two atomic operations on one cache line shared by every
+// core, and InFlight returns -1.
 func (c *Concurrency) InFlight() int {
 	if c.adaptive == nil {
 		return -1
@@ -226,6 +226,7 @@ func (c *Concurrency) doLease(ctx context.Context, key string, cl Class, f func(
 	return l.LeaseDecision, nil
 }
 
+// errClass is the error of an unknown class.
 func errClass(cl Class) error {
 	return fmt.Errorf("%w: unknown class %d", ErrInvalidRequest, cl)
 }
