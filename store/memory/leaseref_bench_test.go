@@ -18,3 +18,23 @@ func BenchmarkLeaseRef(b *testing.B) {
 		s.ReleaseRef(ref)
 	}
 }
+
+// BenchmarkLeaseRefDenied is a flood of acquires refused on a key whose
+// MaxLeases/16 places are all held: each costs O(1), not a scan of the
+// places for the Retry-After.
+func BenchmarkLeaseRefDenied(b *testing.B) {
+	s := New(Config{})
+	defer s.Close()
+	const limit = 1 << 12
+	for range limit {
+		if _, g := s.AcquireRef("sluice:default:", "full", limit, 0, time.Hour); !g.Allowed() {
+			b.Fatal("refused while filling")
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, g := s.AcquireRef("sluice:default:", "full", limit, 0, time.Hour); g.Allowed() || g.Until == 0 {
+			b.Fatalf("AcquireRef on a full key = %+v, want refused with its earliest expiry", g)
+		}
+	}
+}
