@@ -66,7 +66,7 @@ func TestConcurrencyLeases(t *testing.T) { bothPaths(t, testConcurrencyLeases) }
 
 func testConcurrencyLeases(t *testing.T) {
 	clk := &clock{now: t0}
-	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 2, TTL: 10 * time.Second}, clk.Now)
+	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 2, TTL: 10 * time.Second, Adaptive: unbound{}}, clk.Now)
 	a := acquire(t, c, "k", sluice.ClassCritical, true)
 	b := acquire(t, c, "k", sluice.ClassCritical, true)
 	d := acquire(t, c, "k", sluice.ClassCritical, false)
@@ -327,7 +327,7 @@ func TestDetach(t *testing.T) { bothPaths(t, testDetach) }
 
 func testDetach(t *testing.T) {
 	clk := &clock{now: t0}
-	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second}, clk.Now)
+	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second, Adaptive: unbound{}}, clk.Now)
 	l := acquire(t, c, "k", sluice.ClassDefault, true)
 	id := l.Detach()
 	if !regexp.MustCompile(`^[A-Za-z0-9_-]{17,29}$`).MatchString(id) {
@@ -384,24 +384,38 @@ func TestWaitFlood(t *testing.T) {
 }
 
 // TestDo: Do runs its function holding a place, and only then; the place
-// is free again when it returns, or panics.
-func TestDo(t *testing.T) { bothPaths(t, testDo) }
+// is free again when it returns, or panics. With an adaptive limit, Do
+// goes through a Lease and counts it in flight; without, it counts
+// nothing.
+func TestDo(t *testing.T) {
+	for _, adaptive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("adaptive=%v", adaptive), func(t *testing.T) {
+			bothPaths(t, func(t *testing.T) { testDo(t, adaptive) })
+		})
+	}
+}
 
-func testDo(t *testing.T) {
+func testDo(t *testing.T, adaptive bool) {
 	clk := &clock{now: t0}
-	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second}, clk.Now)
+	cfg := sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second}
+	inside, after := -1, -1 // InFlight in f and after Do
+	if adaptive {
+		cfg.Adaptive = unbound{}
+		inside, after = 1, 0
+	}
+	c := newConcurrency(t, cfg, clk.Now)
 	ran := 0
 	d, err := c.Do(t.Context(), "k", sluice.ClassCritical, func() {
 		ran++
 		if d, _ := c.Do(t.Context(), "k", sluice.ClassCritical, func() { ran += 10 }); d.Allowed || d.InUse != 1 {
 			t.Errorf("Do while the place is held = %+v, want denied, 1 in use", d)
 		}
-		if c.InFlight() != 1 {
-			t.Errorf("InFlight inside Do = %d, want 1", c.InFlight())
+		if c.InFlight() != inside {
+			t.Errorf("InFlight inside Do = %d, want %d", c.InFlight(), inside)
 		}
 	})
-	if err != nil || !d.Allowed || ran != 1 {
-		t.Fatalf("Do = %+v, %v, ran %d; want allowed, f run once", d, err, ran)
+	if err != nil || !d.Allowed || ran != 1 || d.InUse != 1 || !d.Expires.Equal(t0.Add(10*time.Second)) || !d.Time.Equal(t0) {
+		t.Fatalf("Do = %+v, %v, ran %d; want allowed, 1 in use, expiring at %v, f run once", d, err, ran, t0.Add(10*time.Second))
 	}
 	func() {
 		defer func() {
@@ -411,14 +425,21 @@ func testDo(t *testing.T) {
 		}()
 		c.Do(t.Context(), "k", sluice.ClassCritical, func() { panic("boom") })
 	}()
-	if c.InFlight() != 0 {
-		t.Errorf("InFlight after Do = %d, want 0", c.InFlight())
+	if c.InFlight() != after {
+		t.Errorf("InFlight after Do = %d, want %d", c.InFlight(), after)
 	}
 	acquire(t, c, "k", sluice.ClassCritical, true) // free after the panic too
 	if _, err := c.Do(t.Context(), "k", sluice.Class(99), func() { t.Error("f ran for an unknown class") }); !errors.Is(err, sluice.ErrInvalidRequest) {
 		t.Errorf("Do with an unknown class: %v, want ErrInvalidRequest", err)
 	}
 }
+
+// unbound is an adaptive limit that never binds, for the tests that count
+// leases in flight (counted only with an adaptive limit).
+type unbound struct{}
+
+func (unbound) Limit() int                                  { return 1 << 30 }
+func (unbound) Observe(time.Time, time.Duration, int, bool) {}
 
 // TestDoAllocs: on a store of this process, Do allocates nothing.
 func TestDoAllocs(t *testing.T) {

@@ -132,11 +132,19 @@ type LeaseDecision struct {
 // then found by ID, as any other) only when its holder asks for its ID.
 // Each call is one atomic step on the key's table, as the LeaseStore's
 // are, and the two kinds of lease share the table's places.
+//
+// Its calls take and return a few machine words each, not a
+// LeaseRequest and a LeaseDecision, so that their arguments and results
+// travel in registers: on a store of this process, copying those structs
+// through the interface cost a sixth of an acquire and release.
 type LeaseRefs interface {
 	LeaseStore
-	// AcquireRef grants a lease as Acquire does (r.ID is ignored), and
-	// returns its ref when Allowed.
-	AcquireRef(r LeaseRequest) (LeaseDecision, LeaseRef)
+	// AcquireRef grants a lease with no ID on prefix+key, as Acquire
+	// does a LeaseRequest of those Prefix, Key, Limit, Ceiling and TTL
+	// at the store's time, and returns its ref (whose Table is nil
+	// unless it was granted) and the decision. A request that Validate
+	// would refuse is refused.
+	AcquireRef(prefix, key string, limit, ceiling int, ttl time.Duration) (LeaseRef, LeaseGrant)
 	// ReleaseRef ends the lease of ref, as Release does its ID's, and
 	// reports whether it was still live. A ref already released or whose
 	// lease expired is harmless.
@@ -159,4 +167,49 @@ type LeaseRef struct {
 	Table any
 	Slot  int
 	Gen   uint64
+}
+
+// A LeaseGrant is a LeaseRefs store's decision on an AcquireRef, in four
+// fields of 24 bytes: few enough that the compiler keeps it in registers
+// (a larger struct it copies through memory, which on store/memory cost
+// a tenth of an acquire and release in store-forwarding stalls).
+type LeaseGrant struct {
+	// Now is when the store decided, in Unix ns. Until, in Unix ns, is
+	// when the lease expires if it was granted, and otherwise when the
+	// earliest live lease on the key does; 0 for none.
+	Now, Until int64
+	// InUse is the number of live leases on the key after the call.
+	InUse int32
+	// Outcome is whether the lease was granted, and if not, why.
+	Outcome LeaseOutcome
+}
+
+// A LeaseOutcome is how an acquire ended.
+type LeaseOutcome uint8
+
+// The outcomes of an acquire; the zero value is a refusal.
+const (
+	// LeaseRefused: the key's table was at the request's ceiling, or
+	// the request was invalid.
+	LeaseRefused LeaseOutcome = iota
+	// LeaseGranted: the lease was granted.
+	LeaseGranted
+	// LeaseFull: the store had no room for another lease
+	// (LeaseDecision.Full).
+	LeaseFull
+)
+
+// Allowed reports whether the lease was granted.
+func (g LeaseGrant) Allowed() bool { return g.Outcome == LeaseGranted }
+
+// Decision returns g as the LeaseDecision of a key of limit.
+func (g LeaseGrant) Decision(limit int) LeaseDecision {
+	d := LeaseDecision{Allowed: g.Allowed(), InUse: int(g.InUse), Limit: limit, Full: g.Outcome == LeaseFull, Time: time.Unix(0, g.Now)}
+	switch {
+	case d.Allowed && g.Until != 0:
+		d.Expires = time.Unix(0, g.Until)
+	case !d.Allowed && g.Until > g.Now:
+		d.RetryAfter = time.Duration(g.Until - g.Now)
+	}
+	return d
 }

@@ -138,9 +138,11 @@ func (c *Concurrency) dequeue(qk queueKey, q *waitQueue, w *waiter) {
 // queued reports whether waiters of this process queue for key and
 // class: an Acquire must not overtake them.
 func (c *Concurrency) queued(key string, cl Class) bool {
-	if c.waiting.Load() == 0 {
-		return false
-	}
+	return c.waiting.Load() != 0 && c.queuedLocked(key, cl) // inlined: one load when none wait
+}
+
+// queuedLocked is queued, once some wait.
+func (c *Concurrency) queuedLocked(key string, cl Class) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.queues[queueKey{key, cl}] != nil
@@ -148,9 +150,13 @@ func (c *Concurrency) queued(key string, cl Class) bool {
 
 // wake tells the heads of key's queues that a lease on it was released.
 func (c *Concurrency) wake(key string) {
-	if c.waiting.Load() == 0 {
-		return
+	if c.waiting.Load() != 0 { // inlined: one load when none wait
+		c.wakeLocked(key)
 	}
+}
+
+// wakeLocked is wake, once some wait.
+func (c *Concurrency) wakeLocked(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for cl := range numClasses {

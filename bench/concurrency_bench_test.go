@@ -131,6 +131,7 @@ var ccMemoryImpls = []ccImpl{
 	{"x-sync-semaphore", func(testing.TB, string) (ccSem, *atomic.Int64, func()) {
 		return &semaphores{}, nil, func() {}
 	}},
+	{"floor", newFloorImpl}, // a measuring stick, not a peer: see floorLeases
 }
 
 // zsetSemaphore is the usual Redis peer: a counting semaphore on a sorted

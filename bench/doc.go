@@ -23,6 +23,13 @@
 // sluice implementation by the median of each peer in the same scenario:
 // the name without its impl= element.
 //
+// An implementation named "floor" is no peer but a measuring stick: the
+// least any implementation must do for the job (BenchmarkConcurrency's
+// floorLeases: one map lookup and a table of places with expiries under
+// one lock), run beside the others so that how far sluice is from it is a
+// ratio taken in one run. ratio -ours floor gives the floor against the
+// peers.
+//
 // # Admission checks
 //
 // A rate limiter that admits everything, or nothing, is fast and useless.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -18,12 +19,28 @@ const leaseShare = 8
 // lease tables.
 const leaseShardCount = 64
 
-// Counted sizes: a table's map entry, key and header, and one place of a
-// table beside its lease's ID.
+// Counted sizes: a table with its first place and a name of up to
+// leaseNameInline bytes, and its map entry; each further place of a
+// table, beside its lease's ID.
 const (
-	leaseTableBytes = 96
+	leaseTableBytes = int64(unsafe.Sizeof(leaseTable{})) + 24
 	leaseSlotBytes  = 40
 )
+
+// leaseNameInline is the longest table name kept inside the table, rather
+// than in a string of its own: a table found on a large store (100k keys)
+// cost a cache miss more for its name and one for its first place, beyond
+// the table's own, when each had its own allocation.
+const leaseNameInline = 48
+
+// tableBytes returns what a table named by n bytes counts, with its
+// first place.
+func tableBytes(n int) int64 {
+	if n <= leaseNameInline {
+		return leaseTableBytes
+	}
+	return leaseTableBytes + int64(n)
+}
 
 // leaseShards holds the lease tables of a Store, apart from its rate
 // states (a table emptied by releases is kept until a sweep, so that a
@@ -32,8 +49,8 @@ const (
 // one more holder than the limit), so when the leases' share of MaxBytes
 // is spent a new lease is refused (LeaseDecision.Full) until others are
 // released or expire. Tables whose leases have all expired are dropped as
-// the shard is used: after as many calls as it holds tables, a call
-// sweeps the shard, so dead tables cost amortised O(1).
+// the shard is used: after sweepPerTable calls per table it holds, a
+// call sweeps the shard, so dead tables cost amortised O(1).
 type leaseShards struct {
 	seed     maphash.Seed
 	shards   []leaseShard
@@ -86,32 +103,56 @@ func (s *Store) Extend(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDe
 }
 
 // AcquireRef grants a lease with no ID; see sluice.LeaseRefs. A request
-// that fails validation is a denial.
-func (s *Store) AcquireRef(r sluice.LeaseRequest) (sluice.LeaseDecision, sluice.LeaseRef) {
-	r.ID = "-" // named by its ref, not by an ID
-	if err := r.Validate("acquire"); err != nil {
-		return sluice.LeaseDecision{Limit: r.Limit}, sluice.LeaseRef{}
+// that fails validation is refused.
+func (s *Store) AcquireRef(prefix, key string, limit, ceiling int, ttl time.Duration) (ref sluice.LeaseRef, g sluice.LeaseGrant) {
+	// LeaseRequest.Validate's checks, without building a LeaseRequest.
+	if limit < 1 || limit > sluice.MaxLeases || ceiling < 0 || ceiling > limit ||
+		ttl < sluice.MinLeaseTTL || ttl > sluice.MaxLeaseTTL {
+		return ref, g
 	}
-	now := s.leaseNow(&r, opAcquire)
-	ref := sluice.LeaseRef{Slot: -1}
-	d := s.leaseOnce(&r, opAcquire, now, &ref)
-	if d.Full && s.leases.sweepAll(now) {
-		d = s.leaseOnce(&r, opAcquire, now, &ref)
+	if ceiling == 0 {
+		ceiling = limit
 	}
-	return d, ref
+	g.Now = s.now(ttl >= coarseGrains*s.clk.res)
+	for retry := true; ; retry = false {
+		sh, t := s.leases.lockTable(prefix, key, g.Now, opAcquire, 0)
+		if t != nil {
+			t.limit = limit
+			t.reclaim(s, g.Now)
+			if i := t.acquire(s, "", ceiling, g.Now+int64(ttl), &g); i >= 0 {
+				ref = sluice.LeaseRef{Table: t, Slot: i, Gen: t.slots[i].gen}
+			}
+			g.InUse = int32(t.live)
+		} else {
+			g.Outcome = sluice.LeaseFull
+		}
+		sh.mu.Unlock()
+		if g.Outcome != sluice.LeaseFull || !retry || !s.leases.sweepAll(g.Now) {
+			return ref, g
+		}
+		g.Outcome = sluice.LeaseRefused
+	}
 }
 
-// ReleaseRef ends the lease of ref; see sluice.LeaseRefs.
+// ReleaseRef ends the lease of ref; see sluice.LeaseRefs. It frees ref's
+// place whether or not its lease expired (expired, it is still ref's
+// grant), and leaves the table's other expired leases to the next
+// acquire.
 func (s *Store) ReleaseRef(ref sluice.LeaseRef) bool {
-	t, i := s.lockRef(ref)
+	t, _ := ref.Table.(*leaseTable)
 	if t == nil {
 		return false
 	}
-	if i >= 0 {
+	now := s.now(true)
+	t.sh.mu.Lock()
+	i := ref.Slot
+	live := !t.dropped && i >= 0 && i < len(t.slots) && t.slots[i].gen == ref.Gen && t.slots[i].exp != 0
+	if live {
+		live = t.slots[i].exp > now
 		t.free(s, i)
 	}
 	t.sh.mu.Unlock()
-	return i >= 0
+	return live
 }
 
 // ExtendRef renews the live lease of ref; see sluice.LeaseRefs.
@@ -184,11 +225,11 @@ func (s *Store) lease(r *sluice.LeaseRequest, op int) (sluice.LeaseDecision, err
 		return sluice.LeaseDecision{}, err
 	}
 	now := s.leaseNow(r, op)
-	d := s.leaseOnce(r, op, now, nil)
-	if d.Full && s.leases.sweepAll(now) {
-		d = s.leaseOnce(r, op, now, nil)
+	g := s.leaseOnce(r, op, now)
+	if g.Outcome == sluice.LeaseFull && s.leases.sweepAll(now) {
+		g = s.leaseOnce(r, op, now)
 	}
-	return d, nil
+	return g.Decision(r.Limit), nil
 }
 
 // leaseNow returns r's time: r.Now, or the store's clock, coarse (see
@@ -211,56 +252,86 @@ func (ls *leaseShards) sweepAll(now int64) bool {
 	for i := range ls.shards {
 		sh := &ls.shards[i]
 		sh.mu.Lock()
-		sh.calls = sh.n + 16 // due
+		sh.calls = sweepPerTable*sh.n + sweepMinCalls // due
 		sh.sweep(ls, now, true)
 		sh.mu.Unlock()
 	}
 	return true
 }
 
-// leaseOnce applies op to r's table at now; ref, for an acquire by ref,
-// receives the lease's ref.
-func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64, ref *sluice.LeaseRef) sluice.LeaseDecision {
-	ls := &s.leases
-	var buf [128]byte
-	name := append(buf[:0], r.Prefix...) // on the stack unless longer
-	name = append(name, r.Key...)
-	h := maphash.Bytes(ls.seed, name)
-	sh := &ls.shards[h%leaseShardCount]
-	sh.mu.Lock()
+// leaseOnce applies op to r's table at now, and returns the decision:
+// LeaseGranted for a release or an extension of a live lease, and Until
+// 0 for a release.
+func (s *Store) leaseOnce(r *sluice.LeaseRequest, op int, now int64) sluice.LeaseGrant {
+	g := sluice.LeaseGrant{Now: now}
+	sh, t := s.leases.lockTable(r.Prefix, r.Key, now, op, len(r.ID))
 	defer sh.mu.Unlock()
-	sh.sweep(ls, now, false)
-	t := sh.tables[h]
-	for t != nil && t.name != string(name) { // no allocation for the comparison
-		t = t.next
-	}
 	if t == nil {
-		if op != opAcquire {
-			return sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now)}
+		if op == opAcquire {
+			g.Outcome = sluice.LeaseFull
 		}
-		if !ls.fits(leaseTableBytes + int64(len(name)) + leaseSlotBytes + int64(len(r.ID))) {
-			return sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now), Full: true}
-		}
-		t = sh.add(ls, h, string(name))
+		return g
 	}
-	t.limit, t.used = r.Limit, true
+	t.limit = r.Limit
 	t.reclaim(s, now)
-	d := sluice.LeaseDecision{Limit: r.Limit, Time: time.Unix(0, now)}
 	switch op {
 	case opAcquire:
-		t.acquire(s, r, now, &d, ref)
+		t.acquire(s, r.ID, r.EffectiveCeiling(), now+int64(r.TTL), &g)
 	case opRelease:
 		if i := t.find(r.ID); i >= 0 {
-			d.Allowed = true
+			g.Outcome = sluice.LeaseGranted
 			t.free(s, i)
 		}
 	case opExtend:
 		if i := t.find(r.ID); i >= 0 {
-			d.Allowed, d.Expires = true, time.Unix(0, t.extend(i, now+int64(r.TTL)))
+			g.Outcome, g.Until = sluice.LeaseGranted, t.extend(i, now+int64(r.TTL))
 		}
 	}
-	d.InUse = t.live
-	return d
+	g.InUse = int32(t.live)
+	return g
+}
+
+// lockTable locks the shard of prefix+key's table, sweeps it (see
+// sweep), and returns it with the table, marked used. For an acquire it
+// makes the table if there is none, for a first lease whose ID is idLen
+// bytes, unless the leases' share of MaxBytes has no room for it: then
+// the table is nil, as it is for other ops when there is none. The
+// caller unlocks sh.mu.
+func (ls *leaseShards) lockTable(prefix, key string, now int64, op, idLen int) (sh *leaseShard, t *leaseTable) {
+	h := ls.hash(prefix, key)
+	sh = &ls.shards[h%leaseShardCount]
+	sh.mu.Lock()
+	sh.sweep(ls, now, false)
+	t = sh.tables[h]
+	for t != nil && !t.named(prefix, key) {
+		t = t.next
+	}
+	switch {
+	case t != nil:
+	case op != opAcquire:
+		return sh, nil
+	case !ls.fits(tableBytes(len(prefix)+len(key)) + int64(idLen)):
+		return sh, nil
+	default:
+		t = sh.add(ls, h, prefix, key)
+	}
+	t.used = true
+	return sh, t
+}
+
+// hash returns the hash of a table's name, prefix+key: the prefix's and
+// the key's, each seeded, mixed. Hashing them apart costs two short
+// hashes but no copy into one buffer (whose bytes, just written, the
+// hash would read back in wider words than they were written in: a
+// stall of the store forwarding that cost more than the hash).
+func (ls *leaseShards) hash(prefix, key string) uint64 {
+	hp := maphash.String(ls.seed, prefix)
+	return maphash.String(ls.seed, key) ^ (hp*0x9e3779b97f4a7c15 + uint64(len(prefix)))
+}
+
+// named reports whether t is the table of prefix+key.
+func (t *leaseTable) named(prefix, key string) bool {
+	return len(t.name) == len(prefix)+len(key) && t.name[:len(prefix)] == prefix && t.name[len(prefix):] == key
 }
 
 // fits reports whether need more bytes stay within the leases' share of
@@ -276,15 +347,23 @@ func (ls *leaseShards) init(maxBytes int64) {
 	ls.max = maxBytes / leaseShare
 }
 
-// add makes name's table in sh, under its hash h, and counts it.
-func (sh *leaseShard) add(ls *leaseShards, h uint64, name string) *leaseTable {
+// add makes the table of prefix+key in sh, under its hash h, and counts
+// it.
+func (sh *leaseShard) add(ls *leaseShards, h uint64, prefix, key string) *leaseTable {
 	if sh.tables == nil {
 		sh.tables = make(map[uint64]*leaseTable)
 	}
-	t := &leaseTable{sh: sh, name: name, hash: h, next: sh.tables[h]}
+	t := &leaseTable{sh: sh, hash: h, next: sh.tables[h]}
+	if n := len(prefix) + len(key); n <= leaseNameInline {
+		copy(t.nameBuf[copy(t.nameBuf[:], prefix):], key)
+		t.name = unsafe.String(&t.nameBuf[0], n) // never written again
+	} else {
+		t.name = prefix + key
+	}
+	t.slots, t.vacant = t.slot0[:0], t.vacant0[:0]
 	sh.tables[h] = t
 	sh.n++
-	ls.bytes.Add(leaseTableBytes + int64(len(name)))
+	ls.bytes.Add(tableBytes(len(t.name)))
 	return t
 }
 
@@ -302,7 +381,7 @@ func (sh *leaseShard) remove(ls *leaseShards, t *leaseTable) {
 		}
 		p.next = t.next
 	}
-	n := leaseTableBytes + int64(len(t.name)) + int64(len(t.slots))*leaseSlotBytes
+	n := tableBytes(len(t.name)) + int64(max(len(t.slots)-1, 0))*leaseSlotBytes
 	for i := range t.slots {
 		n += int64(len(t.slots[i].id))
 	}
@@ -311,12 +390,24 @@ func (sh *leaseShard) remove(ls *leaseShards, t *leaseTable) {
 	sh.n--
 }
 
+// A shard sweeps once every sweepPerTable calls per table it holds, and
+// sweepMinCalls: a sweep walks the shard's tables, which costs as much as
+// a few dozen calls on a shard of few tables and a cache miss or more per
+// table on a large one. With four calls per table, a table that is used
+// at the average rate survives a sweep with odds of 98% (e⁻⁴ that it was
+// not used since the last), where with one call per table a third of
+// them were dropped and made again by the next acquire.
+const (
+	sweepPerTable = 4
+	sweepMinCalls = 256
+)
+
 // sweep drops the tables of sh whose leases have all expired at now and
 // that were not used since the last sweep (used or not, if all), once
-// every as many calls as sh holds tables.
+// every sweepPerTable calls per table sh holds, and sweepMinCalls.
 func (sh *leaseShard) sweep(ls *leaseShards, now int64, all bool) {
 	sh.calls++
-	if sh.calls <= sh.n+16 {
+	if sh.calls <= sweepPerTable*sh.n+sweepMinCalls {
 		return
 	}
 	sh.calls = 0
@@ -341,18 +432,27 @@ func (sh *leaseShard) sweep(ls *leaseShards, now int64, all bool) {
 // grant of the place refers to nothing. Guarded by its shard's lock.
 type leaseTable struct {
 	sh     *leaseShard
-	name   string      // prefix+key
+	name   string      // prefix+key, in nameBuf if it fits
 	hash   uint64      // of name
 	next   *leaseTable // of the same hash
-	slots  []leaseSlot
-	vacant []int32 // indexes of free slots
-	live   int     // slots held, none expired (after reclaim)
-	limit  int     // of the latest request, to report
+	slots  []leaseSlot // in slot0 until there are two
+	vacant []int32     // indexes of free slots; in vacant0 until there are three
+	live   int         // slots held, none expired (after reclaim)
+	limit  int         // of the latest request, to report
 	// earliest is at most the earliest expiry of a held slot (0 when
-	// none is held): until then, no lease can have expired.
+	// none is held): until then, no lease can have expired. exact
+	// reports that it is the earliest, so that a denial tells its
+	// Retry-After without a scan of every place: a flood of denials on a
+	// full table of many places costs O(1) each, a scan only after a
+	// lease ends or moves.
 	earliest int64
+	exact    bool
 	dropped  bool // swept from its shard
 	used     bool // since the last sweep
+
+	nameBuf [leaseNameInline]byte
+	slot0   [1]leaseSlot
+	vacant0 [2]int32
 }
 
 // A leaseSlot is one place of a leaseTable.
@@ -362,44 +462,40 @@ type leaseSlot struct {
 	id  string // "" for a lease known only by its ref
 }
 
-// acquire grants r.ID in t, or renews it if it holds a live lease, if
-// fewer than r's ceiling leases are live and the leases' share of
-// MaxBytes allows; ref, if not nil, asks for a lease with no ID and
-// receives its ref.
-func (t *leaseTable) acquire(s *Store, r *sluice.LeaseRequest, now int64, d *sluice.LeaseDecision, ref *sluice.LeaseRef) {
-	exp := now + int64(r.TTL)
-	if ref == nil {
-		if i := t.find(r.ID); i >= 0 {
-			t.slots[i].exp = max(t.slots[i].exp, exp)
-			d.Allowed, d.Expires = true, time.Unix(0, t.slots[i].exp)
-			return
+// acquire grants a lease to id in t until exp, or renews id's live
+// lease, if fewer than ceiling leases are live and the leases' share of
+// MaxBytes allows, and returns its slot, or -1. An empty id asks for a
+// lease with no ID, known by its ref.
+func (t *leaseTable) acquire(s *Store, id string, ceiling int, exp int64, g *sluice.LeaseGrant) int {
+	if id != "" {
+		if i := t.find(id); i >= 0 {
+			t.setExp(i, max(t.slots[i].exp, exp))
+			g.Outcome, g.Until = sluice.LeaseGranted, t.slots[i].exp
+			return i
 		}
 	}
-	if t.live >= r.EffectiveCeiling() {
+	if t.live >= ceiling {
 		if t.live > 0 {
-			t.earliest = t.scanEarliest()
-			d.RetryAfter = time.Duration(t.earliest - now)
+			if !t.exact {
+				t.earliest, t.exact = t.scanEarliest(), true
+			}
+			g.Until = t.earliest
 		}
-		return
-	}
-	id := r.ID
-	if ref != nil {
-		id = ""
+		return -1
 	}
 	need := int64(len(id))
-	if len(t.vacant) == 0 {
+	if len(t.vacant) == 0 && len(t.slots) > 0 { // a place beyond the first
 		need += leaseSlotBytes
 	}
-	if need > 0 && !s.leases.fits(need) {
-		d.Full = true
-		return
+	if need > 0 {
+		if !s.leases.fits(need) {
+			g.Outcome = sluice.LeaseFull
+			return -1
+		}
+		s.leases.bytes.Add(need) // an atomic: only when there is a count to change
 	}
-	s.leases.bytes.Add(need)
-	i := t.grant(id, exp)
-	d.Allowed, d.Expires = true, time.Unix(0, exp)
-	if ref != nil {
-		*ref = sluice.LeaseRef{Table: t, Slot: i, Gen: t.slots[i].gen}
-	}
+	g.Outcome, g.Until = sluice.LeaseGranted, exp
+	return t.grant(id, exp)
 }
 
 // grant holds a free slot (a new one if none is free) for id until exp,
@@ -416,17 +512,30 @@ func (t *leaseTable) grant(id string, exp int64) int {
 	sl.exp, sl.id = exp, id
 	sl.gen++
 	t.live++
-	if t.earliest == 0 || exp < t.earliest {
-		t.earliest = exp
+	if t.earliest == 0 || exp < t.earliest { // the earliest now, exactly
+		t.earliest, t.exact = exp, true
 	}
 	return i
 }
 
 // extend moves the expiry of slot i's lease to exp, and returns it.
 func (t *leaseTable) extend(i int, exp int64) int64 {
-	t.slots[i].exp = exp
-	t.earliest = min(t.earliest, exp) // a lower bound still
+	t.setExp(i, exp)
 	return exp
+}
+
+// setExp moves the expiry of slot i's live lease to exp, keeping
+// earliest a bound, and exact unless the slot held the earliest expiry
+// and it moved later.
+func (t *leaseTable) setExp(i int, exp int64) {
+	old := t.slots[i].exp
+	t.slots[i].exp = exp
+	switch {
+	case exp < t.earliest:
+		t.earliest, t.exact = exp, true
+	case old == t.earliest && exp != old:
+		t.exact = false
+	}
 }
 
 // free ends the lease of slot i, live or expired.
@@ -435,12 +544,17 @@ func (t *leaseTable) free(s *Store, i int) {
 	if sl.exp == 0 {
 		return
 	}
-	s.leases.bytes.Add(-int64(len(sl.id)))
+	if sl.id != "" {
+		s.leases.bytes.Add(-int64(len(sl.id)))
+	}
+	if sl.exp == t.earliest {
+		t.exact = false // perhaps another lease expires then too
+	}
 	sl.exp, sl.id = 0, ""
 	t.vacant = append(t.vacant, int32(i))
 	t.live--
 	if t.live == 0 {
-		t.earliest = 0
+		t.earliest, t.exact = 0, true
 	}
 }
 
@@ -455,7 +569,7 @@ func (t *leaseTable) reclaim(s *Store, now int64) {
 			t.free(s, i)
 		}
 	}
-	t.earliest = t.scanEarliest()
+	t.earliest, t.exact = t.scanEarliest(), true
 }
 
 // scanEarliest returns the earliest expiry of a held slot, or 0.

@@ -20,6 +20,7 @@ func RunLeaseRefs(t *testing.T, newStore func(t *testing.T, clock func() time.Ti
 		fn   func(t *testing.T, rs *refSuite)
 	}{
 		{"SharePlaces", testRefSharePlaces},
+		{"Grant", testRefGrant},
 		{"Release", testRefRelease},
 		{"StaleRef", testRefStale},
 		{"Extend", testRefExtend},
@@ -47,16 +48,19 @@ type refSuite struct {
 
 func (rs *refSuite) advance(d time.Duration) { rs.now.Add(int64(d)) }
 
+// refTTL is the TTL of the suite's leases.
+const refTTL = 10 * time.Second
+
 func (rs *refSuite) request(key, id string, limit int) sluice.LeaseRequest {
-	return sluice.LeaseRequest{Prefix: rs.prefix, Key: key, ID: id, Limit: limit, TTL: 10 * time.Second}
+	return sluice.LeaseRequest{Prefix: rs.prefix, Key: key, ID: id, Limit: limit, TTL: refTTL}
 }
 
 // acquire acquires by ref on key, and fails t unless the decision is want.
 func (rs *refSuite) acquire(t *testing.T, key string, limit int, want bool) sluice.LeaseRef {
 	t.Helper()
-	d, ref := rs.store.AcquireRef(rs.request(key, "", limit))
-	if d.Allowed != want {
-		t.Fatalf("AcquireRef(%q) = %+v, want allowed %v", key, d, want)
+	ref, g := rs.store.AcquireRef(rs.prefix, key, limit, 0, refTTL)
+	if g.Allowed() != want || (ref.Table != nil) != want {
+		t.Fatalf("AcquireRef(%q) = %+v, %+v; want allowed %v, a ref if so", key, ref, g, want)
 	}
 	return ref
 }
@@ -79,13 +83,44 @@ func testRefSharePlaces(t *testing.T, rs *refSuite) {
 		t.Fatalf("Acquire by ID after a ref's release = %+v, want granted, 3 in use", d)
 	}
 	// A ceiling counts both kinds.
-	r := rs.request("k2", "", 4)
-	r.Ceiling = 2
 	rs.acquire(t, "k2", 4, true)
 	rs.store.Acquire(t.Context(), rs.request("k2", "x", 4))
-	if d, _ := rs.store.AcquireRef(r); d.Allowed {
-		t.Fatalf("AcquireRef at its ceiling = %+v, want denied", d)
+	if _, g := rs.store.AcquireRef(rs.prefix, "k2", 4, 2, refTTL); g.Allowed() {
+		t.Fatalf("AcquireRef at its ceiling = %+v, want denied", g)
 	}
+}
+
+// testRefGrant: AcquireRef's answer, granted and denied, as a
+// LeaseDecision; and requests that Validate refuses are denials.
+func testRefGrant(t *testing.T, rs *refSuite) {
+	ref, g := rs.store.AcquireRef(rs.prefix, "k", 1, 0, refTTL)
+	want := sluice.LeaseDecision{Allowed: true, InUse: 1, Limit: 1, Expires: t0.Add(refTTL), Time: t0}
+	if d := g.Decision(1); !g.Allowed() || ref.Table == nil || !sameDecision(d, want) {
+		t.Fatalf("AcquireRef = %+v, as a decision %+v; want a ref and %+v", g, d, want)
+	}
+	rs.advance(4 * time.Second)
+	ref, g = rs.store.AcquireRef(rs.prefix, "k", 1, 0, refTTL)
+	want = sluice.LeaseDecision{InUse: 1, Limit: 1, RetryAfter: 6 * time.Second, Time: t0.Add(4 * time.Second)}
+	if d := g.Decision(1); g.Allowed() || ref.Table != nil || !sameDecision(d, want) {
+		t.Fatalf("AcquireRef at the limit = %+v, as a decision %+v; want no ref and %+v", g, d, want)
+	}
+	for _, bad := range []struct {
+		limit, ceiling int
+		ttl            time.Duration
+	}{
+		{0, 0, refTTL}, {sluice.MaxLeases + 1, 0, refTTL}, {2, 3, refTTL}, {2, -1, refTTL},
+		{2, 0, 0}, {2, 0, sluice.MaxLeaseTTL + 1},
+	} {
+		if ref, g := rs.store.AcquireRef(rs.prefix, "bad", bad.limit, bad.ceiling, bad.ttl); g.Allowed() || ref.Table != nil {
+			t.Errorf("AcquireRef(limit %d, ceiling %d, ttl %v) = %+v, %+v; want denied", bad.limit, bad.ceiling, bad.ttl, ref, g)
+		}
+	}
+}
+
+// sameDecision compares decisions, their times by Equal.
+func sameDecision(a, b sluice.LeaseDecision) bool {
+	return a.Allowed == b.Allowed && a.InUse == b.InUse && a.Limit == b.Limit && a.Expires.Equal(b.Expires) &&
+		a.RetryAfter == b.RetryAfter && a.Full == b.Full && a.Time.Equal(b.Time)
 }
 
 func testRefRelease(t *testing.T, rs *refSuite) {
@@ -192,7 +227,7 @@ func testRefConcurrency(t *testing.T, rs *refSuite) {
 		wg.Go(func() {
 			for i := range 300 {
 				if g < 32 {
-					if d, ref := rs.store.AcquireRef(rs.request("k", "", limit)); d.Allowed {
+					if ref, g := rs.store.AcquireRef(rs.prefix, "k", limit, 0, refTTL); g.Allowed() {
 						hold()
 						rs.store.ReleaseRef(ref)
 					}
@@ -210,7 +245,7 @@ func testRefConcurrency(t *testing.T, rs *refSuite) {
 	if most.Load() > limit || most.Load() == 0 {
 		t.Fatalf("at most %d held at once, want 1 to %d", most.Load(), limit)
 	}
-	if d, _ := rs.store.AcquireRef(rs.request("k", "", limit)); !d.Allowed || d.InUse != 1 {
-		t.Fatalf("after every release: %+v, want granted, 1 in use", d)
+	if _, g := rs.store.AcquireRef(rs.prefix, "k", limit, 0, refTTL); !g.Allowed() || g.InUse != 1 {
+		t.Fatalf("after every release: %+v, want granted, 1 in use", g)
 	}
 }
