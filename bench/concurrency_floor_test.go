@@ -28,12 +28,10 @@ import (
 // classes, Retry-After, a bound on memory (tables are never dropped), a
 // store interface shared with Redis. It is not product code.
 type floorLeases struct {
+	floorClock
 	seed   maphash.Seed
 	ttl    int64
 	shards [64]floorShard
-	now    atomic.Int64
-	stop   chan struct{}
-	done   sync.WaitGroup
 }
 
 type floorShard struct {
@@ -51,35 +49,12 @@ type floorTable struct {
 // newFloorLeases returns the floor's leases of ttl, at the time now
 // until its clock starts ticking.
 func newFloorLeases(ttl time.Duration, now int64) *floorLeases {
-	f := &floorLeases{seed: maphash.MakeSeed(), ttl: int64(ttl), stop: make(chan struct{})}
+	f := &floorLeases{seed: maphash.MakeSeed(), ttl: int64(ttl)}
 	for i := range f.shards {
 		f.shards[i].tables = make(map[string]*floorTable)
 	}
 	f.now.Store(now)
 	return f
-}
-
-// tick sets the time every millisecond until close.
-func (f *floorLeases) tick() {
-	f.done.Add(1)
-	go func() {
-		defer f.done.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-f.stop:
-				return
-			case now := <-t.C:
-				f.now.Store(now.UnixNano())
-			}
-		}
-	}()
-}
-
-func (f *floorLeases) close() {
-	close(f.stop)
-	f.done.Wait()
 }
 
 // take acquires a place for key: its shard, table and index, and the
@@ -134,8 +109,8 @@ func (f *floorLeases) hold(_ context.Context, key string, fn func()) (bool, erro
 }
 
 func newFloorImpl(testing.TB, string) (ccSem, *atomic.Int64, func()) {
-	f := newFloorLeases(time.Minute, time.Now().UnixNano())
-	f.tick()
+	f := newFloorLeases(time.Minute, 0)
+	f.start()
 	return f, nil, f.close
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,20 +27,18 @@ var floorGCRAImpl = memImpl{
 	new:        newFloorGCRA,
 }
 
-const floorShards = 64
+const gcraShards = 64
 
 type floorGCRA struct {
+	floorClock
 	seed     maphash.Seed
-	shards   [floorShards]floorShard
-	interval int64 // ns between events
-	tau      int64 // ns a key's arrival time may run ahead of now
-	now      func() time.Time
-	clock    atomic.Int64 // ns since start
-	start    time.Time
-	stop     chan struct{}
+	shards   [gcraShards]gcraShard
+	interval int64            // ns between events
+	tau      int64            // ns a key's arrival time may run ahead of now
+	nowFunc  func() time.Time // the time of each request, if set
 }
 
-type floorShard struct {
+type gcraShard struct {
 	mu  sync.Mutex
 	tat map[string]int64
 	_   [40]byte // a cache line each
@@ -49,43 +46,22 @@ type floorShard struct {
 
 func newFloorGCRA(l memLimit, now func() time.Time) (memTaker, error) {
 	interval := int64(l.Period) / int64(l.Rate)
-	f := &floorGCRA{
-		seed: maphash.MakeSeed(), interval: interval, tau: interval * int64(l.Burst-1),
-		now: now, start: time.Now(), stop: make(chan struct{}),
-	}
+	f := &floorGCRA{seed: maphash.MakeSeed(), interval: interval, tau: interval * int64(l.Burst-1), nowFunc: now}
 	for i := range f.shards {
 		f.shards[i].tat = make(map[string]int64)
 	}
 	if now == nil {
-		go f.tick()
-	} else {
-		f.start = now()
+		f.start()
 	}
 	return f, nil
 }
 
-// tick refreshes the coarse clock every millisecond until close.
-func (f *floorGCRA) tick() {
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			f.clock.Store(int64(time.Since(f.start)))
-		case <-f.stop:
-			return
-		}
-	}
-}
-
 func (f *floorGCRA) take(_ context.Context, key string) (bool, error) {
-	var now int64
-	if f.now != nil {
-		now = int64(f.now().Sub(f.start))
-	} else {
-		now = f.clock.Load()
+	now := f.now.Load()
+	if f.nowFunc != nil {
+		now = f.nowFunc().UnixNano()
 	}
-	sh := &f.shards[maphash.String(f.seed, key)%floorShards]
+	sh := &f.shards[maphash.String(f.seed, key)%gcraShards]
 	sh.mu.Lock()
 	tat, ok := sh.tat[key]
 	if !ok || tat < now {
@@ -97,10 +73,4 @@ func (f *floorGCRA) take(_ context.Context, key string) (bool, error) {
 	}
 	sh.mu.Unlock()
 	return allowed, nil
-}
-
-func (f *floorGCRA) close() {
-	if f.now == nil {
-		close(f.stop)
-	}
 }
