@@ -36,7 +36,7 @@ var sources = []struct{ flag, file, usage string }{
 	{"memory", "docs/results/bench-memory-20261126T024144Z.txt", "BenchmarkMemory results: raw output or run.sh's report"},
 	{"redis", "docs/results/bench-redis-20261126T030808Z.txt", "BenchmarkRedis results"},
 	{"memcached", "", "BenchmarkMemcached results (none committed: no chart without this flag)"},
-	{"service", "docs/results/service-envoy-ratelimit-floors-20261126T0358Z.jsonl", "service comparison runs (JSON lines)"},
+	{"service", "docs/results/service-envoy-ratelimit-floors-20261126T0451Z.jsonl", "service comparison runs (JSON lines)"},
 }
 
 // memoryImpls are the implementations of the memory store's comparison.
