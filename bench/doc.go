@@ -23,12 +23,17 @@
 // sluice implementation by the median of each peer in the same scenario:
 // the name without its impl= element.
 //
-// An implementation named "floor" is no peer but a measuring stick: the
-// least any implementation must do for the job (BenchmarkConcurrency's
-// floorLeases: one map lookup and a table of places with expiries under
-// one lock), run beside the others so that how far sluice is from it is a
-// ratio taken in one run. ratio -ours floor gives the floor against the
-// peers.
+// An implementation whose name starts with "floor" is no peer but a
+// measuring stick: the least any implementation must do for the job
+// (BenchmarkConcurrency's floor, floorLeases: one map lookup and a table
+// of places with expiries under one lock; BenchmarkMemory's floor-gcra:
+// one maphash, a map of arrival times under one of 64 locks, a coarse
+// clock), run beside the others so that how far sluice is from it is a
+// ratio taken in one run. ratio shows floors beside the peers but never
+// takes one for the fastest peer; ratio -ours floor gives the floor
+// against the peers. The service comparison's floor is a program of its
+// own, cmd/rlsecho: a gRPC server of Envoy's rate limit API that decides
+// nothing (docs/service.md).
 //
 // # Admission checks
 //
