@@ -15,8 +15,10 @@
 // With -redis ADDR it is the floor of a service on Redis: each call also
 // sends one INCR per descriptor to Redis, through rueidis with sluice
 // serve's client options (auto-pipelined), and waits for the replies. No
-// limiter on Redis does less than one command per decision, and an INCR
-// is the cheapest command Redis has that counts.
+// limiter that keeps its state in Redis does less than touch one key per
+// decision, and an INCR is the cheapest command Redis has that counts. Its counters, rlsecho:
+// and the descriptor's first value, never expire: give it a Redis of its
+// own.
 package main
 
 import (
