@@ -79,17 +79,37 @@ type LeaseRequest struct {
 // Validate checks what every LeaseStore requires of a request. op is
 // "acquire", "release" or "extend": a release needs no TTL.
 func (r *LeaseRequest) Validate(op string) error {
-	switch {
-	case len(r.ID) == 0 || len(r.ID) > MaxLeaseIDLen:
+	if len(r.ID) == 0 || len(r.ID) > MaxLeaseIDLen {
 		return fmt.Errorf("%w: lease id of %d bytes, want 1 to %d", ErrInvalidRequest, len(r.ID), MaxLeaseIDLen)
-	case r.Limit < 1 || r.Limit > MaxLeases:
-		return fmt.Errorf("%w: lease limit %d, want 1 to %d", ErrInvalidRequest, r.Limit, MaxLeases)
-	case r.Ceiling < 0 || r.Ceiling > r.Limit:
-		return fmt.Errorf("%w: lease ceiling %d, want 0 to the limit %d", ErrInvalidRequest, r.Ceiling, r.Limit)
-	case op != "release" && (r.TTL < MinLeaseTTL || r.TTL > MaxLeaseTTL):
-		return fmt.Errorf("%w: lease ttl %v, want %v to %v", ErrInvalidRequest, r.TTL, MinLeaseTTL, MaxLeaseTTL)
+	}
+	ttl := r.TTL
+	if op == "release" {
+		ttl = MinLeaseTTL // any TTL will do
+	}
+	if !ValidLease(r.Limit, r.Ceiling, ttl) {
+		return leaseError(r.Limit, r.Ceiling, ttl)
 	}
 	return checkTime(r.Now)
+}
+
+// ValidLease reports whether a lease's limit, ceiling and TTL pass
+// Validate, for a LeaseRefs store, whose calls take them without a
+// LeaseRequest. Each range is one unsigned comparison, so that it
+// inlines: 1 ≤ limit ≤ MaxLeases, 0 ≤ ceiling ≤ limit, and MinLeaseTTL ≤
+// ttl ≤ MaxLeaseTTL.
+func ValidLease(limit, ceiling int, ttl time.Duration) bool {
+	return uint(limit-1) < MaxLeases && uint(ceiling) <= uint(limit) && uint64(ttl-MinLeaseTTL) <= uint64(MaxLeaseTTL-MinLeaseTTL)
+}
+
+// leaseError is Validate's error for a lease that is not ValidLease.
+func leaseError(limit, ceiling int, ttl time.Duration) error {
+	switch {
+	case limit < 1 || limit > MaxLeases:
+		return fmt.Errorf("%w: lease limit %d, want 1 to %d", ErrInvalidRequest, limit, MaxLeases)
+	case ceiling < 0 || ceiling > limit:
+		return fmt.Errorf("%w: lease ceiling %d, want 0 to the limit %d", ErrInvalidRequest, ceiling, limit)
+	}
+	return fmt.Errorf("%w: lease ttl %v, want %v to %v", ErrInvalidRequest, ttl, MinLeaseTTL, MaxLeaseTTL)
 }
 
 // EffectiveCeiling returns r.Ceiling, or r.Limit when it is 0.

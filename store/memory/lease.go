@@ -105,9 +105,7 @@ func (s *Store) Extend(_ context.Context, r sluice.LeaseRequest) (sluice.LeaseDe
 // AcquireRef grants a lease with no ID; see sluice.LeaseRefs. A request
 // that fails validation is refused.
 func (s *Store) AcquireRef(prefix, key string, limit, ceiling int, ttl time.Duration) (ref sluice.LeaseRef, g sluice.LeaseGrant) {
-	// LeaseRequest.Validate's checks, without building a LeaseRequest.
-	if limit < 1 || limit > sluice.MaxLeases || ceiling < 0 || ceiling > limit ||
-		ttl < sluice.MinLeaseTTL || ttl > sluice.MaxLeaseTTL {
+	if !sluice.ValidLease(limit, ceiling, ttl) {
 		return ref, g
 	}
 	if ceiling == 0 {
