@@ -258,3 +258,35 @@ func BenchmarkFlood(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHash measures the shard hash of a name by where its cut and its
+// separators fall: a Limiter's name (prefix ending in sep, key without
+// it) is hashed in two parts without a copy; an IPv6 key's name copies
+// the part before the key's last sep; "joined" is that copy and hash of
+// the whole name, which every name cost before (see Store.hash).
+func BenchmarkHash(b *testing.B) {
+	s := New(Config{SweepInterval: -1})
+	defer s.Close()
+	for _, c := range []struct{ name, prefix, key string }{
+		{"ipv4", benchPref, "203.0.113.7"},
+		{"ipv6", benchPref, "2001:db8:85a3::8a2e:370:7334"},
+		{"prefix-without-sep", "sluice-login-", "203.0.113.7"},
+	} {
+		b.Run("name="+c.name, func(b *testing.B) {
+			var h uint64
+			for b.Loop() {
+				h += s.hash(c.prefix, c.key)
+			}
+			sinkHash = h
+		})
+		b.Run("name="+c.name+"/joined", func(b *testing.B) {
+			var h uint64
+			for b.Loop() {
+				h += s.joined(c.prefix, c.key)
+			}
+			sinkHash = h
+		})
+	}
+}
+
+var sinkHash uint64

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,14 +233,14 @@ func (s *Store) Decide(_ context.Context, r sluice.Request) (sluice.Decision, er
 		return sluice.Decision{}, err
 	}
 	var d sluice.Decision
-	err := s.decide(&r, r.Now.IsZero() && s.clk.fits(r.Limits), &d)
+	err := s.decide(&r, s.hash(r.Prefix, r.Key), r.Now.IsZero() && s.clk.fits(r.Limits), &d)
 	return d, err
 }
 
-// decide applies the valid request r, at the coarse clock if coarse and r
-// has no Now, and writes its decision to d (in place: each copy of a
-// Decision costs a hot path a few percent).
-func (s *Store) decide(r *sluice.Request, coarse bool, d *sluice.Decision) error {
+// decide applies the valid request r, whose name hashes to h, at the
+// coarse clock if coarse and r has no Now, and writes its decision to d
+// (in place: each copy of a Decision costs a hot path a few percent).
+func (s *Store) decide(r *sluice.Request, h uint64, coarse bool, d *sluice.Decision) error {
 	var now int64
 	if r.Now.IsZero() {
 		now = s.now(coarse)
@@ -249,7 +250,6 @@ func (s *Store) decide(r *sluice.Request, coarse bool, d *sluice.Decision) error
 	} else {
 		now = r.Now.UnixNano()
 	}
-	h := s.hash(r.Prefix, r.Key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	err := sh.decide(r, h, now, d)
@@ -277,7 +277,8 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 	if st, ok := as.(*Store); !ok || st != s {
 		return nil, nil
 	}
-	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits)}
+	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
+		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix)}
 	for _, l := range limits {
 		b.maxCost = min(b.maxCost, l.MaxBurst())
 	}
@@ -289,8 +290,10 @@ type bound struct {
 	s       *Store
 	prefix  string
 	limits  []sluice.Limit
-	maxCost int  // the least MaxBurst of limits
-	coarse  bool // limits fit the coarse clock
+	maxCost int    // the least MaxBurst of limits
+	coarse  bool   // limits fit the coarse clock
+	cut     bool   // prefix ends with sep
+	ph      uint64 // the hash of prefix, if cut
 }
 
 func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, now time.Time) (d sluice.Decision, err error) {
@@ -305,7 +308,13 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 			return d, err
 		}
 	}
-	err = b.s.decide(&r, b.coarse, &d)
+	h := b.ph
+	if b.cut && len(key) >= splitMin && strings.IndexByte(key, sep) < 0 {
+		h = mix(h, maphash.String(b.s.seed, key)) // b.s.hash's first case, less hashing prefix
+	} else {
+		h = b.s.hash(b.prefix, key)
+	}
+	err = b.s.decide(&r, h, b.coarse, &d)
 	return d, err
 }
 
@@ -321,9 +330,48 @@ func (s *Store) now(coarse bool) int64 {
 	return s.clk.exact()
 }
 
-// hash returns the hash of prefix+key without building the string: the
-// same as maphash.String(s.seed, prefix+key).
+// sep is the byte whose last occurrence in a state's name cuts it in two
+// parts the store hashes apart, when the last part is splitMin bytes or
+// longer. A Limiter's prefix ends with sep, so the name of such a key
+// without it is hashed without being built. An IPv6 address ends in a
+// group of at most 4 bytes, or a /length: its name is hashed whole.
+const (
+	sep      = ':'
+	splitMin = 5
+)
+
+// hash returns the hash of the name prefix+key, the same wherever the cut
+// between prefix and key falls (a sluice.Store names a state by
+// Prefix+Key): the hashes of the name's parts before and after its last
+// sep, mixed, if the last part is splitMin bytes or longer, else the
+// hash of the whole name. Only a part that straddles the cut is copied to
+// be hashed, which costs more than the hash (whose wide loads stall on
+// the copy's narrow stores).
 func (s *Store) hash(prefix, key string) uint64 {
+	if len(key) >= splitMin && strings.HasSuffix(prefix, string(sep)) && strings.IndexByte(key, sep) < 0 {
+		return mix(maphash.String(s.seed, prefix), maphash.String(s.seed, key))
+	}
+	if i := strings.LastIndexByte(key, sep); i >= 0 {
+		if len(key)-i-1 >= splitMin {
+			return mix(s.joined(prefix, key[:i+1]), maphash.String(s.seed, key[i+1:]))
+		}
+		return s.joined(prefix, key)
+	}
+	if i := strings.LastIndexByte(prefix, sep) + 1; i > 0 && len(prefix)-i+len(key) >= splitMin {
+		return mix(maphash.String(s.seed, prefix[:i]), s.joined(prefix[i:], key))
+	}
+	return s.joined(prefix, key)
+}
+
+// mix returns the hash of a name from the hashes of its two parts: one
+// 64×64→128-bit multiply folded, as wyhash mixes.
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
+	return hi ^ lo
+}
+
+// joined returns the maphash of prefix+key.
+func (s *Store) joined(prefix, key string) uint64 {
 	if len(prefix)+len(key) <= 64 {
 		var buf [64]byte
 		n := copy(buf[:], prefix)

@@ -61,13 +61,22 @@ func TestTableCollisions(t *testing.T) {
 	}
 }
 
-// TestHashSplit checks that the shard hash is the hash of Prefix+Key,
-// wherever the cut, for short and long names.
+// TestHashSplit checks that the shard hash of Prefix+Key does not depend
+// on the cut, for short and long names with and without sep, and last
+// parts either side of splitMin.
 func TestHashSplit(t *testing.T) {
 	s := New(Config{SweepInterval: -1})
 	defer s.Close()
-	for _, name := range []string{"", "ab", strings.Repeat("x", 64), strings.Repeat("xy", 100)} {
-		want := maphash.String(s.seed, name)
+	names := []string{"", ":", "ab", "a:b", "ns:act:203.0.113.7", "ns:act:2001:db8::1", "::", "a:bcde", "a:bcdef", "abcdef",
+		"ns:act:2001:db8::/64", "ns:act:2001:db8::abcde",
+		strings.Repeat("x", 64), strings.Repeat("x:", 40), strings.Repeat("xy", 100) + ":" + strings.Repeat("z", 70)}
+	seen := map[uint64]string{}
+	for _, name := range names {
+		want := s.hash("", name)
+		if other, dup := seen[want]; dup {
+			t.Errorf("hash(%q) = hash(%q)", name, other)
+		}
+		seen[want] = name
 		for cut := range len(name) + 1 {
 			if got := s.hash(name[:cut], name[cut:]); got != want {
 				t.Fatalf("hash(%q, %q) = %x, want %x", name[:cut], name[cut:], got, want)
