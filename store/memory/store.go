@@ -278,7 +278,8 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 		return nil, nil
 	}
 	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
-		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix)}
+		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix),
+		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA}
 	for _, l := range limits {
 		b.maxCost = min(b.maxCost, l.MaxBurst())
 	}
@@ -294,9 +295,19 @@ type bound struct {
 	coarse  bool   // limits fit the coarse clock
 	cut     bool   // prefix ends with sep
 	ph      uint64 // the hash of prefix, if cut
+	gcra    bool   // limits are one GCRA limit
 }
 
 func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, now time.Time) (d sluice.Decision, err error) {
+	h := b.ph
+	if b.cut && len(key) >= splitMin && strings.IndexByte(key, sep) < 0 {
+		h = mix(h, maphash.String(b.s.seed, key)) // b.s.hash's first case, less hashing prefix
+	} else {
+		h = b.s.hash(b.prefix, key)
+	}
+	if b.gcra && now.IsZero() && op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && b.hit(key, h, op, cost, &d) {
+		return d, nil
+	}
 	// Field by field: a composite literal would be built aside and copied,
 	// and reading the fresh stores back stalls the copy.
 	var r sluice.Request
@@ -308,14 +319,35 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 			return d, err
 		}
 	}
-	h := b.ph
-	if b.cut && len(key) >= splitMin && strings.IndexByte(key, sep) < 0 {
-		h = mix(h, maphash.String(b.s.seed, key)) // b.s.hash's first case, less hashing prefix
-	} else {
-		h = b.s.hash(b.prefix, key)
-	}
 	err = b.s.decide(&r, h, b.coarse, &d)
 	return d, err
+}
+
+// hit decides the take or peek of cost by the one GCRA limit of b on key,
+// whose name hashes to h, at the store's clock, if the store holds key's
+// state, and writes the decision to d: decideGCRA's common case, without
+// building a Request. It reports whether it did.
+func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, d *sluice.Decision) bool {
+	s := b.s
+	now := s.now(b.coarse)
+	if !s.usesClock.Load() {
+		s.usesClock.Store(true)
+	}
+	sh := &s.shards[h&s.mask]
+	l := &b.limits[0]
+	sh.mu.Lock()
+	t := sh.table(l)
+	w, ok := t.lookupOne(b.prefix, key, h)
+	if ok {
+		sh.hw = max(sh.hw, now)
+		next := algorithm.GCRA(l, w.state[0], now, cost, d)
+		if op == sluice.OpTake && d.Allowed {
+			w.state[0] = next
+		}
+		d.Time = time.Unix(0, now)
+	}
+	sh.mu.Unlock()
+	return ok
 }
 
 // now returns the time of the store's clock in Unix nanoseconds: the

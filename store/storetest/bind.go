@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,17 +62,27 @@ type wrapped struct {
 // testBoundClock checks a Bound on the store's own clock, the way a
 // Limiter uses it: a burst of takes, then denials, peeks that consume
 // nothing, a reset, and invalid costs and ops refused with the errors of
-// Request.Validate.
+// Request.Validate; for one GCRA limit alone (the policy a store may
+// decide on a path of its own) and with another, and keys of several
+// shapes.
 func testBoundClock(t *testing.T, s sluice.Binder) {
+	gcra := sluice.Limit{Rate: 3, Period: time.Hour}
+	for _, limits := range [][]sluice.Limit{{gcra}, {gcra, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}}} {
+		for _, key := range []string{"k", "203.0.113.7", "2001:db8::1", "a:b:c:defgh", strings.Repeat("x", 300)} {
+			t.Run(fmt.Sprintf("%s/key=%.12q", policyName(limits), key), func(t *testing.T) { testBoundClockKey(t, s, limits, key) })
+		}
+	}
+}
+
+func testBoundClockKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key string) {
 	ctx := context.Background()
-	limits := []sluice.Limit{{Rate: 3, Period: time.Hour}, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}}
 	b, err := s.Bind(s, newPrefix(t), limits)
 	if err != nil || b == nil {
 		t.Fatalf("Bind = %v, %v; want a Bound", b, err)
 	}
 	decide := func(op sluice.Op, cost int) sluice.Decision {
 		t.Helper()
-		d, err := b.Decide(ctx, "k", op, cost, time.Time{})
+		d, err := b.Decide(ctx, key, op, cost, time.Time{})
 		if err != nil {
 			t.Fatalf("Decide(%v, %d) error: %v", op, cost, err)
 		}
@@ -108,7 +120,7 @@ func testBoundClock(t *testing.T, s sluice.Binder) {
 		{sluice.OpRefund, 1, sluice.ErrInvalidRequest}, // no At
 		{sluice.Op(200), 1, sluice.ErrInvalidRequest},
 	} {
-		if _, err := b.Decide(ctx, "k", c.op, c.cost, time.Time{}); !errors.Is(err, c.want) {
+		if _, err := b.Decide(ctx, key, c.op, c.cost, time.Time{}); !errors.Is(err, c.want) {
 			t.Errorf("Decide(%v, %d) error = %v, want %v", c.op, c.cost, err, c.want)
 		}
 	}
