@@ -5,7 +5,9 @@
 -- failing, changes nothing for the others (not all-or-nothing). Those
 -- without a time of their own are decided at one reading of the server's
 -- TIME, taken when the call starts: reading it costs Redis about as much
--- as a small decision.
+-- as a small decision. A batch of takes and peeks under one GCRA limit
+-- each, what Limiters send, is decided in one pass (gcra_batch), which
+-- costs Redis a quarter less per decision than a decide each.
 --
 -- A request comes in one of two forms:
 --
@@ -57,12 +59,72 @@ elseif mode ~= 'b' then
   return decide(0, ARGV, #KEYS, -1)
 end
 
+-- gcra_batch decides a batch whose every request is a take or peek under
+-- one GCRA limit, packed (what Limiters send): the replies a call each
+-- would get, in their order, for less. One MGET reads every key; each
+-- key's state is kept in a table as the batch goes, so that a request
+-- sees the takes before it on its key; each key taken from is written
+-- once at the end, with its last take's state and expiry (what the last
+-- of a call each would leave). The GCRA is gcra.lua's, as in decide's
+-- fast path. It returns nil, having written nothing, if a key MGET found
+-- empty exists: a value of another type, which the per-request path
+-- reports as GET does.
+local function gcra_batch(tnow)
+  local vals = redis.call('MGET', unpack(KEYS))
+  local absent = {}
+  for i = 1, #KEYS do
+    if not vals[i] then absent[#absent + 1] = KEYS[i] end
+  end
+  if #absent > 0 and redis.call('EXISTS', unpack(absent)) > 0 then return nil end
+  local tats, pxs, out = {}, {}, {}
+  for i = 1, #KEYS do
+    local k = KEYS[i]
+    local op, cost, now, _, slack, _, r, T = struct.unpack('<dddddddd', ARGV[i + 1])
+    if now < 0 then now = tnow end
+    local tat = tats[k]
+    if tat == nil then
+      tat = gcra_state(k, vals[i])
+      tats[k] = tat
+    end
+    if type(tat) == 'table' then
+      out[i] = tat
+    else
+      local a, rem, reset, retry, nxt = gcra(tat, now, cost, r, T)
+      if a and op == 0 then
+        local px = math.ceil(reset / 1000) + slack
+        if px < 1 then px = 1 end
+        tats[k], pxs[k] = nxt, px
+      end
+      out[i] = struct.pack('<dddddddd', a and 1 or 0, 1, rem, reset, retry, now, 0, 0)
+    end
+  end
+  for k, px in pairs(pxs) do
+    redis.call('SET', k, struct.pack('<d', tats[k]), 'PX', px)
+  end
+  return out
+end
+
+local t = redis.call('TIME')
+local tnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- A batch of GCRA takes and peeks, one limit each: see gcra_batch.
+local lean = #KEYS == #ARGV - 1
+for i = 2, #ARGV do
+  if not lean then break end
+  local s = ARGV[i]
+  if #s ~= 96 then lean = false break end
+  local op, _, _, _, _, alg = struct.unpack('<dddddd', s)
+  lean = op < 2 and alg == 0
+end
+if lean then
+  local out = gcra_batch(tnow)
+  if out then return out end
+end
+
 -- A holds the numbers of the request being decided and W decide's
 -- scratch space, refilled for each: tables of the call, not built anew
 -- for each request.
 local A, W = {}, {{}, {}, {}}
-local t = redis.call('TIME')
-local tnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out, kb = {}, 0
 for i = 2, #ARGV do
   local nk = numbers(ARGV[i], A)

@@ -115,6 +115,45 @@ func TestBatchErrors(t *testing.T) {
 	if errors.Is(errs[1], sluice.ErrCorruptState) {
 		t.Errorf("DecideBatch over a list = %v, want a store error, not corrupt state", errs[1])
 	}
+	// Takes and peeks alone, which the script decides in one pass
+	// (gcra_batch), get the same errors: the list, which MGET reads as
+	// empty, sends the batch down the per-request path.
+	for _, withList := range []bool{false, true} {
+		b := uniquePrefix(t)
+		keys := []string{"a", "text", "a", "text", "a"}
+		if withList {
+			keys[1] = "list"
+		}
+		if _, err := srv.Do("RPUSH", Key(b, "list", limits[0]), "x"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Do("SET", Key(b, "text", limits[0]), "hello"); err != nil {
+			t.Fatal(err)
+		}
+		rs := make([]sluice.Request, len(keys))
+		for i, k := range keys {
+			rs[i] = sluice.Request{Prefix: b, Key: k, Limits: limits, Op: sluice.Op(i % 2), Cost: 1, Now: t0}
+		}
+		// take a, peek text/list, take a, peek text, take a
+		want := []struct {
+			err       error
+			allowed   bool
+			remaining int
+		}{{nil, true, 1}, {sluice.ErrCorruptState, false, 0}, {nil, true, 0}, {sluice.ErrCorruptState, false, 0}, {nil, false, 0}}
+		if withList {
+			want[1].err = sluice.ErrStore
+		}
+		ds, errs := s.DecideBatch(context.Background(), rs)
+		for i, w := range want {
+			if !errors.Is(errs[i], w.err) || (w.err == nil) != (errs[i] == nil) || ds[i].Allowed != w.allowed || ds[i].Remaining != w.remaining {
+				t.Errorf("list %v: DecideBatch[%d] (%v %s) = %+v, %v; want allowed %v, Remaining %d, error %v",
+					withList, i, rs[i].Op, rs[i].Key, ds[i], errs[i], w.allowed, w.remaining, w.err)
+			}
+		}
+		if withList && errors.Is(errs[1], sluice.ErrCorruptState) {
+			t.Errorf("DecideBatch over a list = %v, want a store error, not corrupt state", errs[1])
+		}
+	}
 }
 
 // testBatchCluster counts the script calls of a batch on the Redis

@@ -74,33 +74,10 @@ if fast then
   if W then nexts, resets = W[1], W[2] else nexts, resets = {}, {} end
   for i = 1, nk do
     local k = KEYS[kb + i]
-    local v = redis.call('GET', k)
-    local tat = 0
-    if v then
-      if #v ~= 8 then error({err = 'SLUICE_CORRUPT bad length in key ' .. k}) end
-      tat = struct.unpack('<d', v)
-      if tat ~= tat or tat < 0 or tat > 8e15 or tat ~= math.floor(tat) then
-        error({err = 'SLUICE_CORRUPT bad word in key ' .. k})
-      end
-    end
+    local tat = gcra_state(k, redis.call('GET', k))
+    if type(tat) == 'table' then error(tat) end
     local j = 6 + (i - 1) * 7
-    local T = tonumber(A[j + 2])
-    local tau = T * tonumber(A[j + 1])
-    local base = tat
-    if now > base then base = now end
-    local nxt = base + cost * T
-    local a, rem, reset, retry
-    if nxt - now <= tau then
-      a, rem, reset, retry = true, math.floor((now + tau - nxt) / T), nxt - now, 0
-    else
-      local room = now + tau - base
-      if room < 0 then room = 0 end
-      a, rem, reset, retry = false, math.floor(room / T), base - now, nxt - tau - now
-      if reset < 0 then reset = 0 end
-      if retry < 0 then retry = 0 end
-    end
-    -- math.floor of a quotient of exact integers below 2^53 is exact
-    -- here: a remainder is at least 1, far above the rounding error.
+    local a, rem, reset, retry, nxt = gcra(tat, now, cost, tonumber(A[j + 1]), tonumber(A[j + 2]))
     nexts[i], resets[i] = nxt, reset
     local binds
     if i == 1 then binds = true

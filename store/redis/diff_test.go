@@ -98,6 +98,7 @@ type trace struct {
 	step         int64 // µs
 	now          time.Time
 	steps, stepN int
+	gcraOnly     bool // one GCRA limit, takes and peeks only: what a Limiter asks
 }
 
 // taken is an allowed take a later step may refund.
@@ -106,10 +107,15 @@ type taken struct {
 	cost int
 }
 
-func newTrace(seed uint64, prefix string, steps int) *trace {
+// newTrace returns the trace of seed; of one GCRA limit, with takes and
+// peeks only, if gcraOnly.
+func newTrace(seed uint64, prefix string, steps int, gcraOnly bool) *trace {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	limits := randomPolicy(rng)
-	tr := &trace{rng: rng, prefix: prefix, key: fmt.Sprintf("k{%d}\x00}", seed), limits: limits, steps: steps}
+	if gcraOnly {
+		limits = []sluice.Limit{randomLimit(rng, sluice.GCRA)}
+	}
+	tr := &trace{rng: rng, prefix: prefix, key: fmt.Sprintf("k{%d}\x00}", seed), limits: limits, steps: steps, gcraOnly: gcraOnly}
 	tr.states = make([][]int64, len(limits))
 	for i, l := range limits {
 		tr.states[i] = make([]int64, algorithm.Words(l))
@@ -141,6 +147,10 @@ func (tr *trace) next() (r sluice.Request, done bool) {
 	}
 	req := sluice.Request{Prefix: tr.prefix, Key: tr.key, Limits: tr.limits, Cost: cost, Now: tr.now}
 	switch r := rng.IntN(100); {
+	case tr.gcraOnly:
+		if r < 15 {
+			req.Op = sluice.OpPeek
+		}
 	case r < 15:
 		req.Op = sluice.OpPeek
 	case r < 25 && len(tr.takes) > 0:
@@ -193,7 +203,7 @@ func (tr *trace) check(req sluice.Request, got sluice.Decision, err error, st *t
 // runTrace plays one random trace against s, one Decide per request, and
 // reports the first difference from package algorithm.
 func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps int, st *traceStats) error {
-	tr := newTrace(seed, prefix, steps)
+	tr := newTrace(seed, prefix, steps, false)
 	for {
 		req, done := tr.next()
 		if done {
@@ -209,10 +219,10 @@ func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps i
 // runTraces plays traces of the given seeds side by side, each step of
 // every trace in one DecideBatch, and reports each trace's first
 // difference from package algorithm.
-func runTraces(ctx context.Context, s *Store, seeds []uint64, prefix string, steps int, st *traceStats) []error {
+func runTraces(ctx context.Context, s *Store, seeds []uint64, prefix string, steps int, gcraOnly bool, st *traceStats) []error {
 	trs := make([]*trace, len(seeds))
 	for i, seed := range seeds {
-		trs[i] = newTrace(seed, prefix, steps)
+		trs[i] = newTrace(seed, prefix, steps, gcraOnly)
 	}
 	failed := make([]error, len(trs))
 	rs := make([]sluice.Request, len(trs))
@@ -293,10 +303,18 @@ func TestDifferential(t *testing.T) {
 		t.Run(fmt.Sprintf("batch/%d", size), func(t *testing.T) {
 			prefix := uniquePrefix(t)
 			differential(t, traces, size, func(seeds []uint64, st *traceStats) []error {
-				return runTraces(ctx, s, seeds, prefix, steps, st)
+				return runTraces(ctx, s, seeds, prefix, steps, false, st)
 			})
 		})
 	}
+	// Batches of Limiters' requests, one GCRA limit each, takes and peeks:
+	// the script decides them in one pass (gcra_batch in batch.lua).
+	t.Run("batch/gcra", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		differential(t, traces, 16, func(seeds []uint64, st *traceStats) []error {
+			return runTraces(ctx, s, seeds, prefix, steps, true, st)
+		})
+	})
 }
 
 // differential plays traces, size at a time, from 16 goroutines, and

@@ -19,16 +19,20 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
+//go:embed gcra.lua
+var gcraLua string
+
 //go:embed decide.lua
 var decideBody string
 
 //go:embed batch.lua
 var entryLua string
 
-// decideLua is the script the Store runs: the function decide, which
-// decides one request (decide.lua), then the entry of batch.lua, which
-// calls it for the request of the call, or for each of a batch.
-var decideLua = "local function decide(kb, A, nk, tnow, W)\n" + decideBody + "\nend\n" + entryLua
+// decideLua is the script the Store runs: the GCRA of one limit
+// (gcra.lua), the function decide, which decides one request
+// (decide.lua), then the entry of batch.lua, which calls it for the
+// request of the call, or for each of a batch.
+var decideLua = gcraLua + "local function decide(kb, A, nk, tnow, W)\n" + decideBody + "\nend\n" + entryLua
 
 // scriptSHA is the SHA-1 that EVALSHA names the script by.
 var scriptSHA = sha1Hex(decideLua)
