@@ -107,14 +107,15 @@ end
 local t = redis.call('TIME')
 local tnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
--- A batch of GCRA takes and peeks, one limit each: see gcra_batch.
+-- A batch of GCRA takes and peeks, one limit each: see gcra_batch. Read
+-- from the top bytes of the doubles op and alg, without unpacking: the
+-- op is 0 or 1 if that byte is below 0x40 (2.0 is 0x40...), the
+-- algorithm 0 (GCRA) if it is 0.
 local lean = #KEYS == #ARGV - 1
 for i = 2, #ARGV do
   if not lean then break end
   local s = ARGV[i]
-  if #s ~= 96 then lean = false break end
-  local op, _, _, _, _, alg = struct.unpack('<dddddd', s)
-  lean = op < 2 and alg == 0
+  lean = #s == 96 and s:byte(8) < 0x40 and s:byte(48) == 0
 end
 if lean then
   local out = gcra_batch(tnow)
