@@ -17,7 +17,13 @@ import "github.com/sluicehq/sluice"
 // when now goes backwards (max keeps the later tat). Memory: 8 bytes.
 func GCRA(l *sluice.Limit, tat, now int64, cost int, d *sluice.Decision) int64 {
 	t := int64(l.Interval())
-	tau := t * int64(l.MaxBurst())
+	return GCRAAt(l, t, t*int64(l.MaxBurst()), tat, now, cost, d)
+}
+
+// GCRAAt is GCRA given l's interval t (l.Interval()) and tolerance tau
+// (t·l.MaxBurst()), for a caller that decides many requests under l and
+// keeps them: it spares each decision a division.
+func GCRAAt(l *sluice.Limit, t, tau, tat, now int64, cost int, d *sluice.Decision) int64 {
 	base := max(tat, now)
 	next := base + int64(cost)*t
 	d.Limit = *l

@@ -280,6 +280,10 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
 		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix),
 		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA}
+	if b.gcra {
+		b.interval = int64(limits[0].Interval())
+		b.tau = b.interval * int64(limits[0].MaxBurst())
+	}
 	for _, l := range limits {
 		b.maxCost = min(b.maxCost, l.MaxBurst())
 	}
@@ -288,14 +292,15 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 
 // A bound is a Store's Bound.
 type bound struct {
-	s       *Store
-	prefix  string
-	limits  []sluice.Limit
-	maxCost int    // the least MaxBurst of limits
-	coarse  bool   // limits fit the coarse clock
-	cut     bool   // prefix ends with sep
-	ph      uint64 // the hash of prefix, if cut
-	gcra    bool   // limits are one GCRA limit
+	s             *Store
+	prefix        string
+	limits        []sluice.Limit
+	maxCost       int    // the least MaxBurst of limits
+	coarse        bool   // limits fit the coarse clock
+	cut           bool   // prefix ends with sep
+	ph            uint64 // the hash of prefix, if cut
+	gcra          bool   // limits are one GCRA limit
+	interval, tau int64  // if gcra: its interval and tolerance, ns (see algorithm.GCRAAt)
 }
 
 func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, now time.Time) (d sluice.Decision, err error) {
@@ -340,7 +345,7 @@ func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, d *sluice.Deci
 	w, ok := t.lookupOne(b.prefix, key, h)
 	if ok {
 		sh.hw = max(sh.hw, now)
-		next := algorithm.GCRA(l, w.state[0], now, cost, d)
+		next := algorithm.GCRAAt(l, b.interval, b.tau, w.state[0], now, cost, d)
 		if op == sluice.OpTake && d.Allowed {
 			w.state[0] = next
 		}
