@@ -6,8 +6,9 @@
 -- without a time of their own are decided at one reading of the server's
 -- TIME, taken when the call starts: reading it costs Redis about as much
 -- as a small decision. A batch of takes and peeks under one GCRA limit
--- each, what Limiters send, is decided in one pass (gcra_batch), which
--- costs Redis a quarter less per decision than a decide each.
+-- or fixed window each, what Limiters and the service's rules send, is
+-- decided in one pass (one_pass), which costs Redis a quarter less per
+-- decision than a decide each.
 --
 -- A request comes in one of two forms:
 --
@@ -59,47 +60,54 @@ elseif mode ~= 'b' then
   return decide(0, ARGV, #KEYS, -1)
 end
 
--- gcra_batch decides a batch whose every request is a take or peek under
--- one GCRA limit, packed (what Limiters send): the replies a call each
--- would get, in their order, for less. One MGET reads every key; each
--- key's state is kept in a table as the batch goes, so that a request
--- sees the takes before it on its key; each key taken from is written
--- once at the end, with its last take's state and expiry (what the last
--- of a call each would leave). The GCRA is gcra.lua's, as in decide's
--- fast path. It returns nil, having written nothing, if a key MGET found
--- empty exists: a value of another type, which the per-request path
--- reports as GET does.
-local function gcra_batch(tnow)
+-- one_pass decides a batch whose every request is a take or peek under
+-- one limit, a GCRA or a fixed window, packed (what Limiters and the
+-- service's rules send): the replies a call each would get, in their
+-- order, for less. One MGET reads every key; each key's state is kept in
+-- tables as the batch goes, so that a request sees the takes before it
+-- on its key; each key taken from is written once at the end, with its
+-- last take's state and expiry (what the last of a call each would
+-- leave). The algorithms are onelimit.lua's, as in decide's fast paths.
+-- It returns nil, having written nothing, if a key MGET found empty
+-- exists: a value of another type, which the per-request path reports as
+-- GET does.
+local function one_pass(tnow)
   local vals = redis.call('MGET', unpack(KEYS))
   local absent = {}
   for i = 1, #KEYS do
     if not vals[i] then absent[#absent + 1] = KEYS[i] end
   end
   if #absent > 0 and redis.call('EXISTS', unpack(absent)) > 0 then return nil end
-  local tats, pxs, out = {}, {}, {}
+  local s1s, s2s, pxs, out = {}, {}, {}, {}
   for i = 1, #KEYS do
     local k = KEYS[i]
-    local op, cost, now, _, slack, _, r, T = struct.unpack('<dddddddd', ARGV[i + 1])
+    local op, cost, now, _, slack, alg, r, p, _, _, off, adj = struct.unpack('<dddddddddddd', ARGV[i + 1])
     if now < 0 then now = tnow end
-    local tat = tats[k]
-    if tat == nil then
-      tat = gcra_state(k, vals[i])
-      tats[k] = tat
+    local s1, s2 = s1s[k], s2s[k]
+    if s1 == nil then
+      if alg == 0 then s1 = gcra_state(k, vals[i]) else s1, s2 = fixed_state(k, vals[i]) end
+      s1s[k], s2s[k] = s1, s2
     end
-    if type(tat) == 'table' then
-      out[i] = tat
-    else
-      local a, rem, reset, retry, nxt = gcra(tat, now, cost, r, T)
+    if type(s1) == 'table' then
+      out[i] = s1
+    elseif alg == 0 then
+      local a, rem, reset, retry, nxt = gcra(s1, now, cost, r, p)
       if a and op == 0 then
-        local px = math.ceil(reset / 1000) + slack
-        if px < 1 then px = 1 end
-        tats[k], pxs[k] = nxt, px
+        s1s[k], pxs[k] = nxt, math.max(math.ceil(reset / 1000) + slack, 1)
       end
       out[i] = struct.pack('<dddddddd', a and 1 or 0, 1, rem, reset, retry, now, 0, 0)
+    else
+      local a, rem, e, retry, retryadj, idx, count = fixed(s1, s2, now, cost, r, p, off, adj)
+      if a and op == 0 then
+        s1s[k], s2s[k], pxs[k] = idx, count + cost, math.max(math.ceil(e / 1000) + slack, 1)
+      end
+      out[i] = struct.pack('<dddddddd', a and 1 or 0, 1, rem, e, retry, now, adj, retryadj)
     end
   end
   for k, px in pairs(pxs) do
-    redis.call('SET', k, struct.pack('<d', tats[k]), 'PX', px)
+    local v
+    if s2s[k] then v = struct.pack('<dd', s1s[k], s2s[k]) else v = struct.pack('<d', s1s[k]) end
+    redis.call('SET', k, v, 'PX', px)
   end
   return out
 end
@@ -107,18 +115,17 @@ end
 local t = redis.call('TIME')
 local tnow = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
--- A batch of GCRA takes and peeks, one limit each: see gcra_batch. Read
--- from the top bytes of the doubles op and alg, without unpacking: the
--- op is 0 or 1 if that byte is below 0x40 (2.0 is 0x40...), the
--- algorithm 0 (GCRA) if it is 0.
+-- A batch of takes and peeks, one GCRA or fixed window each: see
+-- one_pass. Read from the top bytes of the doubles op and alg, without
+-- unpacking: 0 and 1 have one below 0x40 (2.0 is 0x40...).
 local lean = #KEYS == #ARGV - 1
 for i = 2, #ARGV do
   if not lean then break end
   local s = ARGV[i]
-  lean = #s == 96 and s:byte(8) < 0x40 and s:byte(48) == 0
+  lean = #s == 96 and s:byte(8) < 0x40 and s:byte(48) < 0x40
 end
 if lean then
-  local out = gcra_batch(tnow)
+  local out = one_pass(tnow)
   if out then return out end
 end
 

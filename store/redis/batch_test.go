@@ -116,7 +116,7 @@ func TestBatchErrors(t *testing.T) {
 		t.Errorf("DecideBatch over a list = %v, want a store error, not corrupt state", errs[1])
 	}
 	// Takes and peeks alone, which the script decides in one pass
-	// (gcra_batch), get the same errors: the list, which MGET reads as
+	// (one_pass), get the same errors: the list, which MGET reads as
 	// empty, sends the batch down the per-request path.
 	for _, withList := range []bool{false, true} {
 		b := uniquePrefix(t)

@@ -97,8 +97,9 @@ if fast then
 end
 
 -- Fast path for a take or peek under fixed windows only, the algorithm
--- of envoyproxy/ratelimit's configurations: fixed_check and fixed_commit
--- below, inlined without their closures. Same semantics, same replies.
+-- of envoyproxy/ratelimit's configurations: fixed (onelimit.lua) for each,
+-- without fixed_check's and fixed_commit's closures below. Same
+-- semantics, same replies.
 fast = op < 2
 for i = 1, nk do
   if tonumber(A[6 + (i - 1) * 7]) ~= 1 then fast = false break end
@@ -110,33 +111,11 @@ if fast then
   for i = 1, nk do
     local k = KEYS[kb + i]
     local j = 6 + (i - 1) * 7
-    local r, w = tonumber(A[j + 1]), tonumber(A[j + 2])
     local adj = tonumber(A[j + 6])
-    local t = now - tonumber(A[j + 5])
-    local v = redis.call('GET', k)
-    local s1, s2 = 0, 0
-    if v then
-      if #v ~= 16 then error({err = 'SLUICE_CORRUPT bad length in key ' .. k}) end
-      s1, s2 = struct.unpack('<dd', v)
-      if s1 ~= s1 or s1 < 0 or s1 > 8e15 or s1 ~= math.floor(s1) or
-        s2 ~= s2 or s2 < 0 or s2 > 8e15 or s2 ~= math.floor(s2) then
-        error({err = 'SLUICE_CORRUPT bad word in key ' .. k})
-      end
-    end
-    -- idx = ⌊t/w⌋, exact although t/w is rounded (fdiv below)
-    local idx = math.floor(t / w)
-    if idx * w > t then idx = idx - 1 elseif (idx + 1) * w <= t then idx = idx + 1 end
-    local count = s2
-    if idx > s1 then count = 0 else idx = s1 end
-    local e = (idx + 1) * w - t
-    if e < 0 then e = 0 end
-    local a, rem, retry, retryadj
-    if count + cost <= r then
-      a, rem, retry, retryadj = true, r - count - cost, 0, 0
-    else
-      a, rem, retry, retryadj = false, r - count, e, adj
-      if rem < 0 then rem = 0 end
-    end
+    local s1, s2 = fixed_state(k, redis.call('GET', k))
+    if type(s1) == 'table' then error(s1) end
+    local a, rem, e, retry, retryadj, idx, count =
+      fixed(s1, s2, now, cost, tonumber(A[j + 1]), tonumber(A[j + 2]), tonumber(A[j + 5]), adj)
     idxs[i], counts[i], resets[i] = idx, count, e
     local binds
     if i == 1 then binds = true

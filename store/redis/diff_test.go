@@ -98,7 +98,7 @@ type trace struct {
 	step         int64 // µs
 	now          time.Time
 	steps, stepN int
-	gcraOnly     bool // one GCRA limit, takes and peeks only: what a Limiter asks
+	oneLimit     bool // one GCRA limit or fixed window, takes and peeks only: what a Limiter or a rule asks
 }
 
 // taken is an allowed take a later step may refund.
@@ -107,15 +107,15 @@ type taken struct {
 	cost int
 }
 
-// newTrace returns the trace of seed; of one GCRA limit, with takes and
-// peeks only, if gcraOnly.
-func newTrace(seed uint64, prefix string, steps int, gcraOnly bool) *trace {
+// newTrace returns the trace of seed; of one GCRA limit or fixed window,
+// with takes and peeks only, if oneLimit.
+func newTrace(seed uint64, prefix string, steps int, oneLimit bool) *trace {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	limits := randomPolicy(rng)
-	if gcraOnly {
-		limits = []sluice.Limit{randomLimit(rng, sluice.GCRA)}
+	if oneLimit {
+		limits = []sluice.Limit{randomLimit(rng, []sluice.Algorithm{sluice.GCRA, sluice.FixedWindow}[rng.IntN(2)])}
 	}
-	tr := &trace{rng: rng, prefix: prefix, key: fmt.Sprintf("k{%d}\x00}", seed), limits: limits, steps: steps, gcraOnly: gcraOnly}
+	tr := &trace{rng: rng, prefix: prefix, key: fmt.Sprintf("k{%d}\x00}", seed), limits: limits, steps: steps, oneLimit: oneLimit}
 	tr.states = make([][]int64, len(limits))
 	for i, l := range limits {
 		tr.states[i] = make([]int64, algorithm.Words(l))
@@ -147,7 +147,7 @@ func (tr *trace) next() (r sluice.Request, done bool) {
 	}
 	req := sluice.Request{Prefix: tr.prefix, Key: tr.key, Limits: tr.limits, Cost: cost, Now: tr.now}
 	switch r := rng.IntN(100); {
-	case tr.gcraOnly:
+	case tr.oneLimit:
 		if r < 15 {
 			req.Op = sluice.OpPeek
 		}
@@ -219,10 +219,10 @@ func runTrace(ctx context.Context, s *Store, seed uint64, prefix string, steps i
 // runTraces plays traces of the given seeds side by side, each step of
 // every trace in one DecideBatch, and reports each trace's first
 // difference from package algorithm.
-func runTraces(ctx context.Context, s *Store, seeds []uint64, prefix string, steps int, gcraOnly bool, st *traceStats) []error {
+func runTraces(ctx context.Context, s *Store, seeds []uint64, prefix string, steps int, oneLimit bool, st *traceStats) []error {
 	trs := make([]*trace, len(seeds))
 	for i, seed := range seeds {
-		trs[i] = newTrace(seed, prefix, steps, gcraOnly)
+		trs[i] = newTrace(seed, prefix, steps, oneLimit)
 	}
 	failed := make([]error, len(trs))
 	rs := make([]sluice.Request, len(trs))
@@ -307,9 +307,10 @@ func TestDifferential(t *testing.T) {
 			})
 		})
 	}
-	// Batches of Limiters' requests, one GCRA limit each, takes and peeks:
-	// the script decides them in one pass (gcra_batch in batch.lua).
-	t.Run("batch/gcra", func(t *testing.T) {
+	// Batches of Limiters' and rules' requests, one GCRA limit or fixed
+	// window each, takes and peeks: the script decides them in one pass
+	// (one_pass in batch.lua).
+	t.Run("batch/onelimit", func(t *testing.T) {
 		prefix := uniquePrefix(t)
 		differential(t, traces, 16, func(seeds []uint64, st *traceStats) []error {
 			return runTraces(ctx, s, seeds, prefix, steps, true, st)

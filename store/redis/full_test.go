@@ -16,7 +16,7 @@ import (
 // longer fit: a take reported allowed was counted, and a take that failed
 // (a store error, not a denial) was not. Redis refuses a script's first
 // write past maxmemory and lets a script that has written finish, so a
-// batch decided in one pass (gcra_batch), whose writes come last, is
+// batch decided in one pass (one_pass), whose writes come last, is
 // written whole or not at all.
 func TestFullRedis(t *testing.T) {
 	srv := testserver.StartRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")

@@ -19,8 +19,8 @@ import (
 	"github.com/sluicehq/sluice/algorithm"
 )
 
-//go:embed gcra.lua
-var gcraLua string
+//go:embed onelimit.lua
+var oneLimitLua string
 
 //go:embed decide.lua
 var decideBody string
@@ -28,11 +28,11 @@ var decideBody string
 //go:embed batch.lua
 var entryLua string
 
-// decideLua is the script the Store runs: the GCRA of one limit
-// (gcra.lua), the function decide, which decides one request
+// decideLua is the script the Store runs: GCRA and the fixed window of
+// one limit (onelimit.lua), the function decide, which decides one request
 // (decide.lua), then the entry of batch.lua, which calls it for the
 // request of the call, or for each of a batch.
-var decideLua = gcraLua + "local function decide(kb, A, nk, tnow, W)\n" + decideBody + "\nend\n" + entryLua
+var decideLua = oneLimitLua + "local function decide(kb, A, nk, tnow, W)\n" + decideBody + "\nend\n" + entryLua
 
 // scriptSHA is the SHA-1 that EVALSHA names the script by.
 var scriptSHA = sha1Hex(decideLua)
