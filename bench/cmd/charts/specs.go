@@ -31,11 +31,11 @@ func peer(key, text string) impl { return impl{key, text, false} }
 
 // sources are the flags naming results files, with the files
 // docs/benchmarks.md and docs/service.md quote, relative to the
-// repository's root. No memcached results are committed.
+// repository's root.
 var sources = []struct{ flag, file, usage string }{
 	{"memory", "docs/results/bench-memory-floor-20261126T062544Z.txt", "BenchmarkMemory results: raw output or run.sh's report"},
 	{"redis", "docs/results/bench-redis-20261126T070213Z.txt", "BenchmarkRedis results"},
-	{"memcached", "", "BenchmarkMemcached results (none committed: no chart without this flag)"},
+	{"memcached", "docs/results/bench-memcached-20261126T073530Z.txt", "BenchmarkMemcached results"},
 	{"service", "docs/results/service-envoy-ratelimit-floors-20261126T0451Z.jsonl", "service comparison runs (JSON lines)"},
 }
 
