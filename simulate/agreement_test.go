@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,8 @@ func TestAgreesWithServe(t *testing.T) {
 	})
 
 	sent := send(t, base, 600)
+	// nginx logs a request after answering it: wait for the last lines.
+	waitLines(t, filepath.Join(dir, "access.log"), sent, 10*time.Second)
 
 	f, err := os.Open(filepath.Join(dir, "access.log"))
 	if err != nil {
@@ -160,6 +163,27 @@ func agreesSplit(t *testing.T, cfg *config.Config, log string, denied, bans int6
 // few clients: IPv4 ones, one rotating inside an IPv6 /64, and one on
 // the deny list; a third of them sign in. It returns how many nginx
 // answered.
+// waitLines waits until the file at path holds n lines, for at most
+// timeout, and fails t if it does not.
+func waitLines(t *testing.T, path string, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := bytes.Count(b, []byte("\n"))
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %d lines after %v, want %d", path, got, timeout, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func send(t *testing.T, base string, n int) int {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
