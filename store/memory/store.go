@@ -305,7 +305,7 @@ type bound struct {
 
 func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, now time.Time) (d sluice.Decision, err error) {
 	h := b.ph
-	if b.cut && len(key) >= splitMin && strings.IndexByte(key, sep) < 0 {
+	if b.cut && keySplits(key) {
 		h = mix(h, maphash.String(b.s.seed, key)) // b.s.hash's first case, less hashing prefix
 	} else {
 		h = b.s.hash(b.prefix, key)
@@ -385,7 +385,7 @@ const (
 // be hashed, which costs more than the hash (whose wide loads stall on
 // the copy's narrow stores).
 func (s *Store) hash(prefix, key string) uint64 {
-	if len(key) >= splitMin && strings.HasSuffix(prefix, string(sep)) && strings.IndexByte(key, sep) < 0 {
+	if strings.HasSuffix(prefix, string(sep)) && keySplits(key) {
 		return mix(maphash.String(s.seed, prefix), maphash.String(s.seed, key))
 	}
 	if i := strings.LastIndexByte(key, sep); i >= 0 {
@@ -399,6 +399,11 @@ func (s *Store) hash(prefix, key string) uint64 {
 	}
 	return s.joined(prefix, key)
 }
+
+// keySplits reports whether key, after a prefix that ends with sep, is
+// the last part of its name that hash hashes apart: it holds no sep and
+// is splitMin bytes or longer.
+func keySplits(key string) bool { return len(key) >= splitMin && strings.IndexByte(key, sep) < 0 }
 
 // mix returns the hash of a name from the hashes of its two parts: one
 // 64×64→128-bit multiply folded, as wyhash mixes.
