@@ -97,8 +97,8 @@ if fast then
 end
 
 -- Fast path for a take or peek under fixed windows only, the algorithm
--- of envoyproxy/ratelimit's configurations: fixed (onelimit.lua) for each,
--- without fixed_check's and fixed_commit's closures below. Same
+-- of envoyproxy/ratelimit's configurations: fixed (onelimit.lua) for
+-- each, without the general code's tables of closures below. Same
 -- semantics, same replies.
 fast = op < 2
 for i = 1, nk do
@@ -134,25 +134,15 @@ if fast then
   return struct.pack('<dddddddd', ok and 1 or 0, bi, brem, breset, bretry, now, bresetadj, bretryadj)
 end
 
--- MAXW bounds every stored word, so that a word plus a period and a
--- burst stays an exact double.
-local MAXW = 8e15
 local floor, max, min = math.floor, math.max, math.min
 local pack, unpack1 = struct.pack, struct.unpack
-
--- fdiv is ⌊a/b⌋ for b > 0, exact although a/b is rounded.
-local function fdiv(a, b)
-  local q = floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
 
 local function corrupt(k, why)
   error({err = 'SLUICE_CORRUPT ' .. why .. ' in key ' .. k})
 end
 
 local function word(k, x)
-  if x ~= x or x < 0 or x > MAXW or x ~= floor(x) then corrupt(k, 'bad word') end
+  if bad_word(x) then corrupt(k, 'bad word') end
   return x
 end
 
@@ -190,14 +180,8 @@ end
 ---------------------------------------------------------------- GCRA
 
 local function gcra_check(l, s, t)
-  local T = l.p
-  local tau = T * l.r
-  local base = max(s[1], t)
-  local nxt = base + cost * T
-  if nxt - t <= tau then
-    return true, fdiv(t + tau - nxt, T), nxt - t, 0, 0, 0
-  end
-  return false, fdiv(max(t + tau - base, 0), T), max(base - t, 0), max(nxt - tau - t, 0), 0, 0
+  local a, rem, reset, retry = gcra(s[1], t, cost, l.r, l.p)
+  return a, rem, reset, retry, 0, 0
 end
 
 local function gcra_commit(l, s, t)
@@ -211,14 +195,8 @@ end
 ---------------------------------------------------------------- fixed window
 
 local function fixed_check(l, s, t)
-  local w = l.p
-  local idx, count = fdiv(t, w), s[2]
-  if idx > s[1] then count = 0 else idx = s[1] end
-  local e = max((idx + 1) * w - t, 0)
-  if count + cost <= l.r then
-    return true, l.r - count - cost, e, 0, l.adj, 0
-  end
-  return false, max(l.r - count, 0), e, e, l.adj, l.adj
+  local a, rem, e, retry, retryadj = fixed(s[1], s[2], t, cost, l.r, l.p, 0, l.adj)
+  return a, rem, e, retry, l.adj, retryadj
 end
 
 local function fixed_commit(l, s, t)

@@ -1,7 +1,24 @@
 -- onelimit.lua: GCRA and the fixed window, one limit at a time, which
--- decide's fast paths (decide.lua) and a batch of one-limit requests
--- (one_pass in batch.lua) share. It comes first in the script. Times are
--- µs, as in decide.lua.
+-- decide (its fast paths and its general code, decide.lua) and a batch
+-- of one-limit requests (one_pass in batch.lua) share. It comes first
+-- in the script. Times are µs, as in decide.lua.
+
+-- MAXW bounds every stored word, so that a word plus a period and a
+-- burst stays an exact double.
+local MAXW = 8e15
+
+-- bad_word reports whether x, read from a key, is not a word this script
+-- writes: a whole number from 0 to MAXW.
+local function bad_word(x)
+  return x ~= x or x < 0 or x > MAXW or x ~= math.floor(x)
+end
+
+-- fdiv is ⌊a/b⌋ for b > 0, exact although a/b is rounded.
+local function fdiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
 
 -- gcra_state returns the state of key k from v, GET's reply: 0 if the
 -- key is absent, else the stored time, or the error reply of a value
@@ -10,7 +27,7 @@ local function gcra_state(k, v)
   if not v then return 0 end
   if #v ~= 8 then return {err = 'SLUICE_CORRUPT bad length in key ' .. k} end
   local tat = struct.unpack('<d', v)
-  if tat ~= tat or tat < 0 or tat > 8e15 or tat ~= math.floor(tat) then
+  if bad_word(tat) then
     return {err = 'SLUICE_CORRUPT bad word in key ' .. k}
   end
   return tat
@@ -43,8 +60,7 @@ local function fixed_state(k, v)
   if not v then return 0, 0 end
   if #v ~= 16 then return {err = 'SLUICE_CORRUPT bad length in key ' .. k} end
   local s1, s2 = struct.unpack('<dd', v)
-  if s1 ~= s1 or s1 < 0 or s1 > 8e15 or s1 ~= math.floor(s1) or
-    s2 ~= s2 or s2 < 0 or s2 > 8e15 or s2 ~= math.floor(s2) then
+  if bad_word(s1) or bad_word(s2) then
     return {err = 'SLUICE_CORRUPT bad word in key ' .. k}
   end
   return s1, s2
@@ -57,9 +73,7 @@ end
 -- count before the take.
 local function fixed(s1, s2, now, cost, r, w, off, adj)
   local t = now - off
-  -- idx = ⌊t/w⌋, exact although t/w is rounded
-  local idx = math.floor(t / w)
-  if idx * w > t then idx = idx - 1 elseif (idx + 1) * w <= t then idx = idx + 1 end
+  local idx = fdiv(t, w)
   local count = s2
   if idx > s1 then count = 0 else idx = s1 end
   local e = (idx + 1) * w - t
