@@ -87,71 +87,66 @@ func TestBatchErrors(t *testing.T) {
 	s := newStore(t, Config{})
 	prefix := uniquePrefix(t)
 	limits := []sluice.Limit{{Rate: 2, Period: time.Hour}}
-	if _, err := srv.Do("RPUSH", Key(prefix, "list", limits[0]), "x"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := srv.Do("SET", Key(prefix, "text", limits[0]), "hello"); err != nil {
-		t.Fatal(err)
-	}
+	badKeys(t, srv, prefix, limits[0])
 	req := func(key string, op sluice.Op) sluice.Request {
 		return sluice.Request{Prefix: prefix, Key: key, Limits: limits, Op: op, Cost: 1, Now: t0, At: t0}
 	}
-	rs := []sluice.Request{
+	checkBatch(t, s, []sluice.Request{
 		req("a", sluice.OpTake), req("list", sluice.OpTake), req("a", sluice.OpTake),
 		req("text", sluice.OpPeek), req("a", sluice.OpTake), req("text", sluice.OpReset), req("text", sluice.OpTake),
+	}, []batchWant{{nil, true, 1}, {sluice.ErrStore, false, 0}, {nil, true, 0}, {sluice.ErrCorruptState, false, 0}, {nil, false, 0}, {nil, true, 1}, {nil, true, 1}})
+	// Takes and peeks alone, which the script decides in one pass
+	// (one_pass), get the same errors: the list, which MGET reads as
+	// empty, sends the batch down the per-request path.
+	for _, withList := range []bool{false, true} {
+		b := uniquePrefix(t)
+		badKeys(t, srv, b, limits[0])
+		keys := []string{"a", "text", "a", "text", "a"}
+		// take a, peek text/list, take a, peek text, take a
+		want := []batchWant{{nil, true, 1}, {sluice.ErrCorruptState, false, 0}, {nil, true, 0}, {sluice.ErrCorruptState, false, 0}, {nil, false, 0}}
+		if withList {
+			keys[1], want[1].err = "list", sluice.ErrStore
+		}
+		rs := make([]sluice.Request, len(keys))
+		for i, k := range keys {
+			rs[i] = sluice.Request{Prefix: b, Key: k, Limits: limits, Op: sluice.Op(i % 2), Cost: 1, Now: t0}
+		}
+		checkBatch(t, s, rs, want)
 	}
-	want := []struct {
-		err       error
-		allowed   bool
-		remaining int
-	}{{nil, true, 1}, {sluice.ErrStore, false, 0}, {nil, true, 0}, {sluice.ErrCorruptState, false, 0}, {nil, false, 0}, {nil, true, 1}, {nil, true, 1}}
+}
+
+// badKeys stores, under prefix and l, a list at key "list" and a value
+// the script did not write at key "text".
+func badKeys(t *testing.T, srv *testserver.Redis, prefix string, l sluice.Limit) {
+	t.Helper()
+	if _, err := srv.Do("RPUSH", Key(prefix, "list", l), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Do("SET", Key(prefix, "text", l), "hello"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// batchWant is what DecideBatch must answer one request.
+type batchWant struct {
+	err       error
+	allowed   bool
+	remaining int
+}
+
+// checkBatch decides rs in one DecideBatch and checks each answer
+// against want; a request on badKeys' list must fail with a store
+// error, not corrupt state.
+func checkBatch(t *testing.T, s *Store, rs []sluice.Request, want []batchWant) {
+	t.Helper()
 	ds, errs := s.DecideBatch(context.Background(), rs)
 	for i, w := range want {
 		if !errors.Is(errs[i], w.err) || (w.err == nil) != (errs[i] == nil) || ds[i].Allowed != w.allowed || ds[i].Remaining != w.remaining {
 			t.Errorf("DecideBatch[%d] (%v %s) = %+v, %v; want allowed %v, Remaining %d, error %v",
 				i, rs[i].Op, rs[i].Key, ds[i], errs[i], w.allowed, w.remaining, w.err)
 		}
-	}
-	if errors.Is(errs[1], sluice.ErrCorruptState) {
-		t.Errorf("DecideBatch over a list = %v, want a store error, not corrupt state", errs[1])
-	}
-	// Takes and peeks alone, which the script decides in one pass
-	// (one_pass), get the same errors: the list, which MGET reads as
-	// empty, sends the batch down the per-request path.
-	for _, withList := range []bool{false, true} {
-		b := uniquePrefix(t)
-		keys := []string{"a", "text", "a", "text", "a"}
-		if withList {
-			keys[1] = "list"
-		}
-		if _, err := srv.Do("RPUSH", Key(b, "list", limits[0]), "x"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := srv.Do("SET", Key(b, "text", limits[0]), "hello"); err != nil {
-			t.Fatal(err)
-		}
-		rs := make([]sluice.Request, len(keys))
-		for i, k := range keys {
-			rs[i] = sluice.Request{Prefix: b, Key: k, Limits: limits, Op: sluice.Op(i % 2), Cost: 1, Now: t0}
-		}
-		// take a, peek text/list, take a, peek text, take a
-		want := []struct {
-			err       error
-			allowed   bool
-			remaining int
-		}{{nil, true, 1}, {sluice.ErrCorruptState, false, 0}, {nil, true, 0}, {sluice.ErrCorruptState, false, 0}, {nil, false, 0}}
-		if withList {
-			want[1].err = sluice.ErrStore
-		}
-		ds, errs := s.DecideBatch(context.Background(), rs)
-		for i, w := range want {
-			if !errors.Is(errs[i], w.err) || (w.err == nil) != (errs[i] == nil) || ds[i].Allowed != w.allowed || ds[i].Remaining != w.remaining {
-				t.Errorf("list %v: DecideBatch[%d] (%v %s) = %+v, %v; want allowed %v, Remaining %d, error %v",
-					withList, i, rs[i].Op, rs[i].Key, ds[i], errs[i], w.allowed, w.remaining, w.err)
-			}
-		}
-		if withList && errors.Is(errs[1], sluice.ErrCorruptState) {
-			t.Errorf("DecideBatch over a list = %v, want a store error, not corrupt state", errs[1])
+		if rs[i].Key == "list" && errors.Is(errs[i], sluice.ErrCorruptState) {
+			t.Errorf("DecideBatch over a list = %v, want a store error, not corrupt state", errs[i])
 		}
 	}
 }
