@@ -340,16 +340,19 @@ func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, d *sluice.Deci
 	}
 	sh := &s.shards[h&s.mask]
 	l := &b.limits[0]
+	// What does not depend on the state, before the lock: on a key out of
+	// every cache, the work left once its state arrives is what delays
+	// the next decisions.
+	d.Limit, d.Time = *l, time.Unix(0, now)
 	sh.mu.Lock()
 	t := sh.table(l)
 	w, ok := t.lookupOne(b.prefix, key, h)
 	if ok {
 		sh.hw = max(sh.hw, now)
-		next := algorithm.GCRAAt(l, b.interval, b.tau, w.state[0], now, cost, d)
+		next := algorithm.GCRAAt(b.interval, b.tau, w.state[0], now, cost, d)
 		if op == sluice.OpTake && d.Allowed {
 			w.state[0] = next
 		}
-		d.Time = time.Unix(0, now)
 	}
 	sh.mu.Unlock()
 	return ok
