@@ -58,6 +58,7 @@ type table struct {
 	ones     []*[1 << oneShift]oneWord       // the others, full
 	long     map[uint32]string               // the keys, less their prefix, of ones longer than inlineKey
 	prefixes []string                        // the prefixes of one-word keys, by number less one
+	lastPre  uint8                           // the number, plus one, of the prefix lookupOne found last; 0 for none
 	many     []manyChunk                     // chunks of the slots when words is more
 	shift    uint8                           // log2 of the slots of a full chunk of many
 	n        int                             // slots handed out, used or freed
@@ -246,10 +247,18 @@ func (t *table) lookup(prefix, key string, h uint64) (s []int64, ok bool) {
 
 // lookupOne is lookup for a table of one-word states (GCRA), the hottest
 // path of the store: it finds each candidate's slot once, and returns it.
+// A key whose prefix is the one t found last is told by its number and
+// the rest of its bytes: the prefix is compared before the probe, while
+// the index and the slot are still on their way from memory, and not
+// again once they arrive.
 func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
 	x := &t.index
 	if x.n == 0 {
 		return nil, false
+	}
+	pre := t.lastPre
+	if pre != 0 && t.prefixes[pre-1] != prefix {
+		pre = 0
 	}
 	tag := tagOf(h)
 	for p := x.home(tag); ; p = (p + 1) & x.mask {
@@ -262,7 +271,16 @@ func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
 		}
 		i := x.slotOf(e)
 		w := t.one(i)
+		if w.pre == pre && pre != 0 && int(w.n) == len(key) {
+			if unsafe.String(&w.key[0], len(key)) == key {
+				return w, true
+			}
+			continue // prefix+key is stored once, and this is another key of its prefix
+		}
 		if a, b := t.oneParts(w, i); sameName(a, b, prefix, key) {
+			if w.pre != 0 && len(a) == len(prefix) {
+				t.lastPre = w.pre // a is prefix
+			}
 			return w, true
 		}
 	}

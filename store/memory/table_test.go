@@ -61,6 +61,30 @@ func TestTableCollisions(t *testing.T) {
 	}
 }
 
+// TestTableCollisionsPrefix drives a one-word table whose keys all share
+// one hash: keys of one numbered prefix with rests of one length, and a
+// whole name of that prefix kept unnumbered. Each is found under its own
+// name only, by the prefix's number or not.
+func TestTableCollisionsPrefix(t *testing.T) {
+	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, func(p, k string) uint64 { return 7 })
+	want := map[string]int64{"ns:a:k0": 1, "ns:a:k1": 2, "ns:a:k2": 3, "ns:a:k4": 5}
+	for _, rest := range []string{"k0", "k1", "k2"} {
+		tb.insert("ns:a:", rest, 7, []int64{want["ns:a:"+rest]}, math.MaxInt64)
+	}
+	tb.insert("", "ns:a:k4", 7, []int64{5}, math.MaxInt64)
+	for range 2 { // the second time, by the number the first found
+		for _, name := range []string{"ns:a:k0", "ns:a:k1", "ns:a:k2", "ns:a:k3", "ns:a:k4"} {
+			for _, cut := range []int{0, 5} {
+				w, ok := tb.lookupOne(name[:cut], name[cut:], 7)
+				v, held := want[name]
+				if ok != held || ok && w.state[0] != v {
+					t.Fatalf("lookupOne(%q, %q) found %v (%v), want %v (%d)", name[:cut], name[cut:], ok, w, held, v)
+				}
+			}
+		}
+	}
+}
+
 // TestHashSplit checks that the shard hash of Prefix+Key does not depend
 // on the cut, for short and long names with and without sep, and last
 // parts either side of splitMin.
@@ -320,8 +344,10 @@ func TestSameName(t *testing.T) {
 
 // TestTablePrefixes keeps one-word states under many prefixes: numbered
 // ones (the first maxPrefixes), ones past that and ones too long to
-// number, which keep their keys whole, with rests around inlineKey. Each
-// state is found under any cut of its name, each gives whole names, and
+// number, which keep their keys whole, with rests around inlineKey, and
+// whole names whose prefix is numbered. Each state is found under any cut
+// of its name (after its prefix too, by the prefix's number), each gives
+// whole names, and
 // what the table counts is what it holds, through removals and a
 // compaction.
 func TestTablePrefixes(t *testing.T) {
@@ -337,6 +363,11 @@ func TestTablePrefixes(t *testing.T) {
 			prefix = strings.Repeat("p", maxPrefixLen+1)
 		}
 		rest := strconv.Itoa(i) + strings.Repeat("r", []int{0, inlineKey - 4, inlineKey - 3, 40}[i/4%4])
+		if i%8 == 3 {
+			// The whole name as the key: kept unnumbered, though other
+			// keys number its prefix.
+			rest = "ns:action" + strconv.Itoa(i%300) + ":" + rest
+		}
 		want[prefix+rest] = int64(i + 1)
 		tb.insert(prefix, rest, maphash.String(seed, prefix+rest), []int64{int64(i + 1)}, math.MaxInt64)
 	}
@@ -347,7 +378,10 @@ func TestTablePrefixes(t *testing.T) {
 		t.Helper()
 		for name, v := range want {
 			h := maphash.String(seed, name)
-			for _, cut := range []int{0, len(name) / 2, len(name)} {
+			// Cut after the prefix twice: the first finds the prefix's
+			// number for the second.
+			pre := strings.LastIndexByte(name, ':') + 1
+			for _, cut := range []int{0, len(name) / 2, len(name), pre, pre} {
 				if w, ok := tb.lookupOne(name[:cut], name[cut:], h); !ok || w.state[0] != v {
 					t.Fatalf("%s: lookupOne(%q, %q) found %v, want [%d]", stage, name[:cut], name[cut:], ok, v)
 				}
