@@ -33,7 +33,7 @@ func peer(key, text string) impl { return impl{key, text, false} }
 // docs/benchmarks.md and docs/service.md quote, relative to the
 // repository's root.
 var sources = []struct{ flag, file, usage string }{
-	{"memory", "docs/results/bench-memory-floor-20261126T062544Z.txt", "BenchmarkMemory results: raw output or run.sh's report"},
+	{"memory", "docs/results/bench-memory-floor-20261126T092700Z.txt", "BenchmarkMemory results: raw output or run.sh's report"},
 	{"redis", "docs/results/bench-redis-20261126T070213Z.txt", "BenchmarkRedis results"},
 	{"memcached", "docs/results/bench-memcached-20261126T073530Z.txt", "BenchmarkMemcached results"},
 	{"service", "docs/results/service-envoy-ratelimit-floors-20261126T0451Z.jsonl", "service comparison runs (JSON lines)"},
