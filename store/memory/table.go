@@ -271,7 +271,7 @@ func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
 		}
 		i := x.slotOf(e)
 		w := t.one(i)
-		if w.pre == pre && pre != 0 && int(w.n) == len(key) {
+		if w.pre == pre && pre != 0 && int(w.n) == len(key) && len(key) <= inlineKey {
 			if unsafe.String(&w.key[0], len(key)) == key {
 				return w, true
 			}

@@ -62,8 +62,9 @@ func TestTableCollisions(t *testing.T) {
 }
 
 // TestTableCollisionsPrefix drives a one-word table whose keys all share
-// one hash: keys of one numbered prefix with rests of one length, and a
-// whole name of that prefix kept unnumbered. Each is found under its own
+// one hash: keys of one numbered prefix with rests of one length, one
+// with a rest of 255 bytes (kept apart), and a whole name of that prefix
+// kept unnumbered. Each is found under its own
 // name only, by the prefix's number or not.
 func TestTableCollisionsPrefix(t *testing.T) {
 	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, func(p, k string) uint64 { return 7 })
@@ -72,8 +73,12 @@ func TestTableCollisionsPrefix(t *testing.T) {
 		tb.insert("ns:a:", rest, 7, []int64{want["ns:a:"+rest]}, math.MaxInt64)
 	}
 	tb.insert("", "ns:a:k4", 7, []int64{5}, math.MaxInt64)
+	// A rest of 255 bytes, the length that marks a key kept apart.
+	long := "ns:a:" + strings.Repeat("l", longKey)
+	want[long] = 6
+	tb.insert("ns:a:", long[5:], 7, []int64{6}, math.MaxInt64)
 	for range 2 { // the second time, by the number the first found
-		for _, name := range []string{"ns:a:k0", "ns:a:k1", "ns:a:k2", "ns:a:k3", "ns:a:k4"} {
+		for _, name := range []string{"ns:a:k0", "ns:a:k1", "ns:a:k2", "ns:a:k3", "ns:a:k4", long} {
 			for _, cut := range []int{0, 5} {
 				w, ok := tb.lookupOne(name[:cut], name[cut:], 7)
 				v, held := want[name]
