@@ -28,12 +28,13 @@ func GCRA(l *sluice.Limit, tat, now int64, cost int, d *sluice.Decision) int64 {
 	return tat
 }
 
-// GCRAAt is GCRA given its limit's interval t (l.Interval()) and
-// tolerance tau (t·l.MaxBurst()), for a caller that decides many requests
-// under one limit and keeps them: it spares each decision a division. It
-// writes Allowed, Remaining, ResetAfter and RetryAfter, not Limit or Time,
-// and returns the tat an allowed take leaves, which the caller keeps only
-// if d.Allowed. cost must be between 1 and l.MaxBurst().
+// GCRAAt is GCRA given its limit's interval t (Limit.Interval) and
+// tolerance tau (t·Limit.MaxBurst), for a caller that decides many
+// requests under one limit and keeps both: it spares each decision a
+// division. It writes Allowed, Remaining, ResetAfter and RetryAfter, not
+// Limit or Time, and returns the tat an allowed take leaves, which the
+// caller keeps only if d.Allowed. cost must be between 1 and the limit's
+// MaxBurst.
 //
 // It is small enough for the compiler to inline, and it divides only when
 // a whole unit remains: a caller deciding a key whose tat is still on its
