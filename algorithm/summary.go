@@ -78,6 +78,21 @@ func SummaryWords(l sluice.Limit) int {
 	return 1
 }
 
+// SummaryGrain returns the grain of the first word of l's summaries: for
+// a sliding log, the width in nanoseconds of the coarse buckets it counts
+// units in; 1 for every other limit. A sliding log's summary whose newest
+// time moves later within its grain, to at most the grain's last
+// nanosecond, still charges no less (its units are charged no earlier,
+// and the log's order does not depend on its newest time), so a store may
+// keep newest/grain and charge newest as the grain's end.
+func SummaryGrain(l sluice.Limit) int64 {
+	if l.Algorithm != sluice.SlidingLog {
+		return 1
+	}
+	_, w := coarse(l)
+	return w
+}
+
 // Summarize writes to dst the summary of state s of key under l. dst must
 // hold SummaryWords(l) words. A sliding log may hold any number of
 // timestamps (its Rate when it was written).

@@ -36,19 +36,20 @@ func TestMemoryMatchesAlgorithm(t *testing.T) {
 // the stated bound, no error. The store errs the other way, and the test
 // holds it to what was measured (seed 1, three runs; the eviction sample
 // starts at a random place): of what the algorithm alone admits, the
-// store admitted at least 73% with a crowd twice its room, 7.4% with a
-// crowd twenty times its room (it holds 500 of 10,000 actors, and
-// charges most of the others as spent), and 68% to attackers among light
-// users.
+// store admitted at least 95% with a crowd twice its room (it remembers
+// the actors it evicted, each apart: issue 31 asks 90%), 16% with a crowd
+// twenty times its room (it holds 500 of 10,000 actors and remembers a
+// few hundred more; the others share the ledger's cells, and are charged
+// as the most spent of those), and 84% to attackers among light users.
 func TestEviction(t *testing.T) {
 	all := EvictionCases()
 	cases := []EvictionCase{all[0], all[1], all[3]} // all[2], at 10x, is the report's
 	// The least share of the algorithm's admissions the store must admit,
 	// per case: below what was measured, for the runs' spread.
 	floor := map[string]float64{
-		cases[0].String(): 0.65,
-		cases[1].String(): 0.06,
-		cases[2].String(): 0.55,
+		cases[0].String(): 0.90,
+		cases[1].String(): 0.14,
+		cases[2].String(): 0.78,
 	}
 	for _, l := range EvictionLimits(2) {
 		t.Run(Label(l), func(t *testing.T) {

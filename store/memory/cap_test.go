@@ -25,7 +25,13 @@ func capStore(t *testing.T) (*Store, int) { return capStorePrefix(t, "") }
 // capStorePrefix is capStore for keys under prefix.
 func capStorePrefix(t *testing.T, prefix string) (*Store, int) {
 	t.Helper()
-	cfg := Config{Shards: 1, SweepInterval: -1, MaxBytes: capBytes}
+	return capStoreOf(t, prefix, capBytes)
+}
+
+// capStoreOf is capStore for keys under prefix, of MaxBytes maxBytes.
+func capStoreOf(t *testing.T, prefix string, maxBytes int64) (*Store, int) {
+	t.Helper()
+	cfg := Config{Shards: 1, SweepInterval: -1, MaxBytes: maxBytes}
 	twin := New(cfg)
 	defer twin.Close()
 	n := 0
@@ -35,7 +41,7 @@ func capStorePrefix(t *testing.T, prefix string) (*Store, int) {
 	}
 	n-- // the last insert evicted
 	if n < 10 {
-		t.Fatalf("a store of %d bytes holds %d GCRA states, want at least 10", capBytes, n)
+		t.Fatalf("a store of %d bytes holds %d GCRA states, want at least 10", maxBytes, n)
 	}
 	s := New(cfg)
 	t.Cleanup(func() { s.Close() })

@@ -67,7 +67,7 @@ func (t *table) slotBytes() int64 {
 	if t.words == 1 {
 		return oneWordBytes
 	}
-	return 8*int64(t.words) + slotKey
+	return 8*int64(t.words) + slotKey + 1 // and its prefix's number
 }
 
 // fullSlots is the number of slots of a full chunk of t.
@@ -115,7 +115,7 @@ func (t *table) chunkCost(n int) int64 {
 	if t.words == 1 {
 		return allocSize(int64(n)*oneWordBytes) + free
 	}
-	return allocSize(int64(n)*8*int64(t.words)) + allocSize(int64(n)*slotKey) + free
+	return allocSize(int64(n)*8*int64(t.words)) + allocSize(int64(n)*slotKey) + allocSize(int64(n)) + free
 }
 
 // growth returns the bytes t must allocate for one more slot: none while
@@ -156,13 +156,14 @@ func (t *table) resize(n int, fresh bool) {
 		t.first = append(make([]oneWord, 0, n), t.first...)[:n]
 		return
 	}
-	c := manyChunk{keys: make([]string, n), states: make([]int64, n*t.words)}
+	c := manyChunk{keys: make([]string, n), pre: make([]uint8, n), states: make([]int64, n*t.words)}
 	if fresh {
 		t.many = append(t.many, c)
 		return
 	}
 	last := &t.many[len(t.many)-1]
 	copy(c.keys, last.keys)
+	copy(c.pre, last.pre)
 	copy(c.states, last.states)
 	*last = c
 }
@@ -179,9 +180,11 @@ func (t *table) one(i uint32) *oneWord {
 }
 
 // A manyChunk is a chunk of slots of states larger than a word: their
-// keys and their states side by side, so that one load finds both.
+// keys and their states side by side, so that one load finds both, and
+// the numbers of their keys' prefixes.
 type manyChunk struct {
 	keys   []string
+	pre    []uint8
 	states []int64
 }
 
@@ -190,8 +193,8 @@ type manyChunk struct {
 // states larger than a word: its bytes and, for a log, its map entry. (A
 // one-word state's key: see setKey.)
 func (t *table) keyBytes(n, words int) int64 {
-	if t.logs != nil {
-		return allocSize(int64(n)) + allocSize(8*int64(words)) + logEntry
+	if t.logs != nil { // and a word for the prefix's number
+		return allocSize(int64(n)) + allocSize(8*int64(words+1)) + logEntry
 	}
 	return allocSize(int64(n))
 }
@@ -199,14 +202,14 @@ func (t *table) keyBytes(n, words int) int64 {
 // need returns the bytes an insert of prefix+key into t adds: its key's,
 // a slot's growth, the index's growth.
 func (t *table) need(prefix, key string, words int) int64 {
+	n := t.newPrefixBytes(prefix)
 	if t.logs != nil {
-		return t.keyBytes(len(prefix)+len(key), words)
+		return n + t.keyBytes(len(prefix)+len(key), words)
 	}
-	var n int64
 	if t.words == 1 {
-		n = t.oneKeyBytes(prefix, key)
+		n += t.oneKeyBytes(prefix, key)
 	} else {
-		n = t.keyBytes(len(prefix)+len(key), words)
+		n += t.keyBytes(len(prefix)+len(key), words)
 	}
 	if x := &t.index; 4*(x.n+1) > 3*len(x.pos) {
 		n += indexEntry * int64(max(len(x.pos), 16))

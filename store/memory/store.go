@@ -101,10 +101,10 @@ type Store struct {
 	shards       []shard
 	mask         uint64
 	maxBytes     int64
-	stateCap     int64        // what the states may count: MaxBytes less the sketches' share
-	sketchBudget int64        // what each shard's sketches may count
+	stateCap     int64        // what the states may count: MaxBytes less the ledgers' share
+	ledgerBudget int64        // what each shard's ledgers may count
 	bytes        atomic.Int64 // counted bytes of every state
-	sketchBytes  atomic.Int64 // counted bytes of every sketch
+	ledgerBytes  atomic.Int64 // counted bytes of every ledger
 	seed         maphash.Seed
 	userClock    func() time.Time // Config.Clock, or nil for clk
 	clk          *clock
@@ -120,13 +120,14 @@ var _ sluice.Store = (*Store)(nil)
 
 // A shard is one lock's worth of the store. Every field is guarded by mu.
 type shard struct {
-	mu     sync.Mutex
-	store  *Store
-	tables []*table
-	hw     int64 // newest request time seen, Unix ns
-	states int   // number of states
-	added  int   // inserts since the last full sweep
-	rng    uint64
+	mu          sync.Mutex
+	store       *Store
+	tables      []*table
+	hw          int64 // newest request time seen, Unix ns
+	states      int   // number of states
+	ledgerBytes int64 // what the shard's ledgers count
+	added       int   // inserts since the last full sweep
+	rng         uint64
 
 	// Scratch space, reused by every request under mu.
 	key     []byte // Prefix+Key of the request being decided
@@ -136,7 +137,7 @@ type shard struct {
 	list    [][]int64
 	tabs    []*table
 	missing []bool
-	charged bool // a missing state was charged from a sketch, not empty
+	charged bool // a missing state was charged from a ledger's cells, not empty
 	tgt     []*table
 	zeros   []int64
 
@@ -165,8 +166,8 @@ func New(c Config) *Store {
 	}
 	s.stateCap = s.maxBytes
 	if c.MaxBytes >= 0 {
-		s.stateCap -= s.maxBytes / sketchShare
-		s.sketchBudget = s.maxBytes / sketchShare / int64(n)
+		s.stateCap -= s.maxBytes / 8 * ledgerShare
+		s.ledgerBudget = s.maxBytes / 8 * ledgerShare / int64(n)
 	}
 	res := c.Resolution
 	if res == 0 {
@@ -219,7 +220,7 @@ func (s *Store) Len() int {
 
 // Bytes returns the memory the store counts against Config.MaxBytes: its
 // states' and its sketches'.
-func (s *Store) Bytes() int64 { return s.bytes.Load() + s.sketchBytes.Load() }
+func (s *Store) Bytes() int64 { return s.bytes.Load() + s.ledgerBytes.Load() }
 
 // Decide applies r atomically; see sluice.Store. For OpRefund, OpReset and
 // OpInsert, the Decision is what a peek would get just after: of Cost for
@@ -490,11 +491,10 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 	switch {
 	case ok:
 		tat = w.state[0]
-	case t.sk != nil && !r.SafeToForget: // the key may have been evicted: charge it
+	case t.ledgers != nil: // the key may have been evicted: charge it
 		sh.zeros = append(sh.zeros[:0], 0)
-		t.charge(*l, sh.zeros[:1], "", sh.hash)
+		sh.charged = t.recall(*l, sh.zeros[:1], r.Prefix, "", sh.hash, r.SafeToForget)
 		tat = sh.zeros[0]
-		sh.charged = tat != 0
 	}
 	if r.Op == sluice.OpRefund {
 		if !ok {
@@ -541,8 +541,14 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 	case sluice.OpReset:
 		for i, t := range sh.tabs {
 			if !sh.missing[i] {
-				clear(states[i]) // the peek below sees a fresh state
 				sh.drop(t, "", name, sh.hash, states[i])
+			}
+			// The peek below sees what a take would: a fresh state, but
+			// for what the ledger's cells charge every key of theirs.
+			clear(states[i])
+			t.forgetKey(r.Prefix, sh.hash)
+			if t.ledgers != nil {
+				t.recall(r.Limits[i], states[i], r.Prefix, name, sh.hash, r.SafeToForget)
 			}
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
@@ -607,9 +613,8 @@ func (sh *shard) gather(r *sluice.Request, name string) int {
 		if sh.missing[i] {
 			w := algorithm.Words(r.Limits[i])
 			sh.list[i], zeros = zeros[:w:w], zeros[w:]
-			if t.sk != nil && !r.SafeToForget { // it may have been evicted, unless safe to forget
-				t.charge(r.Limits[i], sh.list[i], name, sh.hash)
-				sh.charged = sh.charged || slices.ContainsFunc(sh.list[i], nonzero)
+			if t.ledgers != nil && t.recall(r.Limits[i], sh.list[i], r.Prefix, name, sh.hash, r.SafeToForget) {
+				sh.charged = true // it may have been evicted
 			}
 		}
 	}
@@ -640,12 +645,16 @@ func (sh *shard) insertNew(r *sluice.Request, name string, now int64) error {
 }
 
 // add inserts the state s of the request's key, named key (sh.name()),
-// into t and counts it.
+// into t and counts it. What t's ledger remembered of the key, if any,
+// is in s now: the ledger lets go of it.
 func (sh *shard) add(t *table, key string, s []int64) {
 	room := sh.store.stateCap - sh.store.bytes.Load()
 	sh.store.bytes.Add(t.insert(key[:sh.pre], key[sh.pre:], sh.hash, s, room))
 	sh.states++
 	sh.added++
+	if t.ledgers != nil {
+		t.forgetKey(key[:sh.pre], sh.hash)
+	}
 }
 
 // drop removes the state s of prefix+key, whose hash is h, from t and

@@ -42,9 +42,10 @@ func (s *Store) sweep() {
 
 // sweep drops every state that is idle at t. Without tidy, it is called
 // by a request in progress, which holds its own states and tables: it
-// spares that key. With tidy, it also lets go of sketches whose every
-// cell has lapsed and of tables left empty with no sketch, and compacts
-// sparse tables, which moves states, so only the sweeper tidies.
+// spares that key. With tidy, it also empties what lapsed in the ledgers
+// and lets go of those left empty and of tables left empty with no
+// ledger, and compacts sparse tables, which moves states, so only the
+// sweeper tidies.
 // It requires sh.mu.
 func (sh *shard) sweep(t int64, tidy bool) {
 	kept := sh.tables[:0]
@@ -58,14 +59,13 @@ func (sh *shard) sweep(t int64, tidy bool) {
 			}
 			return true
 		})
-		if tidy && tb.sk != nil && tb.sk.lapsed(tb.kind, t) {
-			sh.store.sketchBytes.Add(-tb.sk.bytes())
-			tb.sk = nil
+		if tidy {
+			sh.sweepLedgers(tb, t)
 		}
 		switch {
 		case !tidy:
 			kept = append(kept, tb)
-		case tb.len() > 0 || tb.sk != nil: // a sketch still charges
+		case tb.len() > 0 || tb.ledgers != nil: // a ledger still charges
 			sh.store.bytes.Add(tb.compact())
 			kept = append(kept, tb)
 		default: // its chunks and index go with it
@@ -168,6 +168,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 		best      *table
 		bestState []int64
 		bestCost  float64
+		bestPart  uint8
 		dropped   bool
 		seen      int
 	)
@@ -194,6 +195,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 				// A copy: each's key is valid only during the call.
 				sh.best = append(append(sh.best[:0], prefix...), key...)
 				best, bestState, bestCost = tb, s, c
+				bestPart, _ = tb.partOf(prefix) // prefix is one tb numbers, or ""
 			}
 			return true
 		})
@@ -205,7 +207,7 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 		return false
 	}
 	bestKey := unsafe.String(unsafe.SliceData(sh.best), len(sh.best))
-	sh.forget(best, bestKey, sh.store.hash("", bestKey), bestState, t)
+	sh.forget(best, bestPart, bestKey, sh.store.hash("", bestKey), bestState, t)
 	return true
 }
 

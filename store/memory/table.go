@@ -46,7 +46,12 @@ func kindOf(l *sluice.Limit) kind {
 // key, less its prefix, is up to 30 bytes costs a 40-byte slot and 5 to
 // 11 bytes of index, and Decide updates it in place without allocating.
 // Sliding logs, whose size follows the limit's Rate, live in logs, by
-// name.
+// name, with the number of their prefix in a word after the state.
+//
+// Every state's key keeps the number of its Prefix in prefixes (0 for a
+// prefix t does not number): the partition of t that its ledger, should
+// the state be evicted, belongs to. The keys of one Prefix, one rule or
+// limiter, are remembered apart from every other's (see ledger).
 type table struct {
 	kind  kind
 	words int          // words per slot; 0 for sliding logs
@@ -64,10 +69,10 @@ type table struct {
 	n        int                             // slots handed out, used or freed
 	free     []uint32
 
-	logs map[string][]int64
+	logs map[string][]int64 // by name: the state, then its prefix's number
 
-	sk    *sketch // the summaries of evicted states; nil until one is evicted
-	bytes int64   // what t counts against MaxBytes: see slab.go
+	ledgers []*ledger // of the partitions whose states t evicted: see ledger
+	bytes   int64     // what t counts against MaxBytes: see slab.go
 }
 
 // oneWord is a slot of a one-word state and its key: 40 bytes, with no
@@ -137,9 +142,20 @@ func (t *table) slot(i uint32) []int64 {
 // copy: valid until the slot is reused.
 func (t *table) parts(i uint32) (prefix, rest string) {
 	if t.words != 1 {
-		return "", t.many[i>>t.shift].keys[i&(1<<t.shift-1)]
+		c, o := &t.many[i>>t.shift], i&(1<<t.shift-1)
+		return t.split(c.pre[o], c.keys[o])
 	}
 	return t.oneParts(t.one(i), i)
+}
+
+// split returns the name of a state kept whole in two parts: the prefix
+// numbered pre ("" for 0), which the name starts with, and the rest.
+func (t *table) split(pre uint8, name string) (prefix, rest string) {
+	if pre == 0 {
+		return "", name
+	}
+	prefix = t.prefixes[pre-1]
+	return prefix, name[len(prefix):]
 }
 
 // oneParts is parts of the one-word slot w, numbered i.
@@ -167,13 +183,6 @@ func sameName(a, b, c, d string) bool {
 	return a[:len(c)] == c && a[len(c):] == d[:n] && b == d[n:]
 }
 
-// charge writes to s, the fresh state of a key missing from t, what the
-// sketch charges it under l: its name is key (needed only by a staggered
-// window) and its hash h. It requires that t has a sketch.
-func (t *table) charge(l sluice.Limit, s []int64, key string, h uint64) {
-	t.sk.charge(l, s, key, tagOf(h))
-}
-
 // get returns the state of key, whose hash is h, for l, in place. A
 // sliding log kept for another Rate is fitted to l first; delta is then
 // the change in its counted bytes.
@@ -183,12 +192,17 @@ func (t *table) get(key string, h uint64, l sluice.Limit) (s []int64, ok bool, d
 		return s, ok, 0
 	}
 	s, ok = t.logs[key]
-	if ok && len(s) != algorithm.Words(l) {
-		fitted := algorithm.Fit(l, s)
+	if !ok {
+		return nil, false, 0
+	}
+	pre := s[len(s)-1]
+	s = s[:len(s)-1]
+	if len(s) != algorithm.Words(l) {
+		fitted := append(algorithm.Fit(l, s), pre)
 		t.logs[cloneKey(key)] = fitted // key may be the caller's scratch
-		delta = t.keyBytes(len(key), len(fitted)) - t.keyBytes(len(key), len(s))
+		delta = t.keyBytes(len(key), len(fitted)-1) - t.keyBytes(len(key), len(s))
 		t.bytes += delta
-		s = fitted
+		s = fitted[:len(fitted)-1]
 	}
 	return s, ok, delta
 }
@@ -293,18 +307,20 @@ func (t *table) lookupOne(prefix, key string, h uint64) (*oneWord, bool) {
 // choose (see grow).
 func (t *table) insert(prefix, key string, h uint64, s []int64, room int64) int64 {
 	before := t.bytes
+	pre := t.prefixNumber(prefix)
 	if t.logs != nil {
 		t.bytes += t.keyBytes(len(prefix)+len(key), len(s))
-		t.logs[joinKey(prefix, key)] = append([]int64(nil), s...)
+		t.logs[joinKey(prefix, key)] = append(append(make([]int64, 0, len(s)+1), s...), int64(pre))
 		return t.bytes - before
 	}
 	i := t.newSlot(room)
 	copy(t.slot(i), s)
 	if t.words == 1 {
-		t.setKey(t.one(i), i, prefix, key)
+		t.setKey(t.one(i), i, pre, prefix, key)
 	} else {
 		t.bytes += t.keyBytes(len(prefix)+len(key), len(s))
-		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = joinKey(prefix, key)
+		c, o := &t.many[i>>t.shift], i&(1<<t.shift-1)
+		c.keys[o], c.pre[o] = joinKey(prefix, key), pre
 	}
 	positions := len(t.index.pos)
 	t.indexAdd(tagOf(h), i)
@@ -312,11 +328,11 @@ func (t *table) insert(prefix, key string, h uint64, s []int64, room int64) int6
 	return t.bytes - before
 }
 
-// setKey writes prefix+key into the one-word slot w, numbered i, and
-// counts what it keeps apart: the rest of the key, if longer than
-// inlineKey, and a prefix it numbers for the first time.
-func (t *table) setKey(w *oneWord, i uint32, prefix, key string) {
-	if w.pre = t.prefixNumber(prefix); w.pre != 0 {
+// setKey writes prefix+key into the one-word slot w, numbered i, whose
+// prefix t numbers pre (0: none), and counts what it keeps apart: the
+// rest of the key, if longer than inlineKey.
+func (t *table) setKey(w *oneWord, i uint32, pre uint8, prefix, key string) {
+	if w.pre = pre; w.pre != 0 {
 		prefix = ""
 	}
 	if len(prefix)+len(key) <= inlineKey {
@@ -364,20 +380,25 @@ func (t *table) prefixIndex(prefix string) (int, bool) {
 
 // oneKeyBytes returns what setKey counts for prefix+key.
 func (t *table) oneKeyBytes(prefix, key string) int64 {
-	var n int64
-	switch j, known := t.prefixIndex(prefix); {
-	case j < 0:
+	if j, _ := t.prefixIndex(prefix); j < 0 {
 		if len(prefix)+len(key) > inlineKey {
-			n = allocSize(int64(len(prefix)+len(key))) + longEntry
+			return allocSize(int64(len(prefix)+len(key))) + longEntry
 		}
-		return n
-	case !known:
-		n = allocSize(int64(len(prefix))) + prefixEntry
+		return 0
 	}
 	if len(key) > inlineKey {
-		n += allocSize(int64(len(key))) + longEntry
+		return allocSize(int64(len(key))) + longEntry
 	}
-	return n
+	return 0
+}
+
+// prefixBytes returns what numbering prefix adds to t's count: its bytes
+// and entry, if t would number it for the first time.
+func (t *table) newPrefixBytes(prefix string) int64 {
+	if j, known := t.prefixIndex(prefix); j >= 0 && !known {
+		return allocSize(int64(len(prefix))) + prefixEntry
+	}
+	return 0
 }
 
 // remove forgets prefix+key, whose hash is h and whose state is s, and
@@ -409,7 +430,8 @@ func (t *table) remove(prefix, key string, h uint64, s []int64) int64 {
 		w.n, w.pre = 0, 0 // the bytes stay until the slot is reused: see parts
 	} else {
 		t.bytes -= t.keyBytes(len(prefix)+len(key), len(s))
-		t.many[i>>t.shift].keys[i&(1<<t.shift-1)] = ""
+		c, o := &t.many[i>>t.shift], i&(1<<t.shift-1)
+		c.keys[o], c.pre[o] = "", 0
 	}
 	t.freeSlot(i)
 	return before - t.bytes
@@ -427,7 +449,8 @@ func (t *table) remove(prefix, key string, h uint64, s []int64) int64 {
 func (t *table) each(start uint64, fn func(prefix, key string, s []int64) bool) {
 	if t.logs != nil {
 		for k, s := range t.logs { // Go's map order is random already
-			if !fn("", k, s) {
+			prefix, rest := t.split(uint8(s[len(s)-1]), k)
+			if !fn(prefix, rest, s[:len(s)-1]) {
 				return
 			}
 		}
