@@ -16,16 +16,20 @@ import (
 // seconds.
 const evictionRate = 10
 
-const accuracyHelp = `usage: sluice accuracy [-seed N] [-format text|markdown] [-store direct|memory]
+const accuracyHelp = `usage: sluice accuracy [-seed N] [-format text|markdown] [-store direct|memory] [-flood]
 
 Measures every algorithm against a brute-force oracle on adversarial
 traces, and fails if one admits beyond its stated bound. With -store
 memory, the algorithms run through the memory store, and a second table
-holds the store at its cap (eviction) to the same bounds.
+holds the store at its cap (eviction) to the same bounds. With -flood,
+it also floods memory stores of 1 MiB to 256 MiB with distinct keys of
+one rule and tells how many keys it takes before 1% of that rule's fresh
+actors are refused, and how many of another rule's are (minutes, and
+256 MiB of memory).
 
 Example:
 
-  sluice accuracy -format markdown -store memory
+  sluice accuracy -format markdown -store memory -flood
 `
 
 // runAccuracy implements "sluice accuracy": it replays the adversarial
@@ -43,6 +47,7 @@ func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	seed := fs.Uint64("seed", 1, "seed of the random traces (the same seed gives the same table)")
 	format := fs.String("format", "text", "table format: text or markdown")
 	store := fs.String("store", "direct", "where the algorithms run: direct (package algorithm on states in a map) or memory (store/memory, plus its eviction at a small cap)")
+	flood := fs.Bool("flood", false, "also flood memory stores with distinct keys of one rule and measure what their fresh actors, and another rule's, pay")
 	pos, err := parseFlags(fs, accuracyHelp, args, stdout)
 	if err != nil {
 		return err
@@ -50,11 +55,11 @@ func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(pos) > 0 {
 		return usageError(fmt.Sprintf("accuracy: unexpected argument %q", pos[0]))
 	}
-	write, writeEviction := accuracy.WriteTable, accuracy.WriteEvictionTable
+	write, writeEviction, writeFlood := accuracy.WriteTable, accuracy.WriteEvictionTable, accuracy.WriteFloodTable
 	switch *format {
 	case "text":
 	case "markdown", "md":
-		write, writeEviction = accuracy.WriteMarkdown, accuracy.WriteEvictionMarkdown
+		write, writeEviction, writeFlood = accuracy.WriteMarkdown, accuracy.WriteEvictionMarkdown, accuracy.WriteFloodMarkdown
 	default:
 		return fmt.Errorf("accuracy: unknown format %q (want text or markdown)", *format)
 	}
@@ -78,6 +83,21 @@ func runAccuracy(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *store == "memory" {
 		if broken, err = runEviction(ctx, stdout, writeEviction, *seed); err != nil {
 			return err
+		}
+	}
+	if *flood {
+		rs, err := accuracy.RunFlood(ctx, accuracy.FloodCases())
+		if err != nil {
+			return fmt.Errorf("accuracy: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nThe memory store under a flood of distinct keys of one rule, each spending its whole allowance within the hour.\n\n")
+		if err := writeFlood(stdout, rs); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Other > 0 {
+				broken = append(broken, fmt.Errorf("%v at %d MiB: a flood of one rule refused %d fresh actors of another", r.Limit, r.MaxBytes>>20, r.Other))
+			}
 		}
 	}
 	for _, r := range results {

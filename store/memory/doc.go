@@ -18,33 +18,47 @@
 //
 // # Bounds
 //
-// Memory is bounded by [Config.MaxBytes]: an eighth of it is kept for the
-// sketches below, the rest for states. States that are back to their full
-// allowance are dropped by a sweeper, and, under pressure, evicted; when
-// none is, the store evicts, from a random sample, the state whose
+// Memory is bounded by [Config.MaxBytes]: three eighths of it are kept for
+// the ledgers below, the rest for states. States that are back to their
+// full allowance are dropped by a sweeper, and, under pressure, evicted;
+// when none is, the store evicts, from a random sample, the state whose
 // eviction costs least: the one with the most allowance left, or the one
 // over its limit that will be back under it soonest. A full store keeps
 // deciding: it fails a request, with [sluice.ErrStoreFull], only when the
-// request's own states need more than MaxBytes. An insert that no eviction makes
-// room for (a limit's first states in a shard) goes ahead: the store may
-// run over MaxBytes by a small chunk of slots per limit and shard until
-// the sweeper compacts its tables.
+// request's own states need more than MaxBytes. An insert that no
+// eviction makes room for (a limit's first states in a shard) goes
+// ahead: the store may run over MaxBytes by a small chunk of slots per
+// limit and shard until the sweeper compacts its tables.
 //
-// Eviction never hands an actor back what it had spent. A state evicted
-// before it is back to empty is summarised (see the algorithm package's
-// Summarize) and joined into a sketch: two rows of shared cells, each
-// holding the most spent of the summaries that fell into it. A key the
-// store does not hold is charged from the cells it maps to, with a state
-// at least as spent as any it was evicted with; so no take is admitted
-// that the algorithm, remembering every actor, would deny, and every
-// algorithm keeps its stated bound (docs/accuracy.md measures it on
-// crowds many times the store's room). The cost falls the other way: an
-// actor that shares its cells with more spent ones is charged as they
-// are, and a key reset or new to the store may be charged too, until the
-// states summarised in its cells lapse (a period at most, for a window).
-// Under a flood of distinct keys that fill the sketch, new actors are
-// mostly denied until the flood's states lapse: under-admission, never
-// over-admission.
+// # Forgetting, and whom it costs
+//
+// Eviction never hands an actor back what it had spent, and never charges
+// one rule for another's actors. A state evicted before it is back to
+// empty is remembered in a ledger of its Prefix (its rule, its limiter):
+// by a fingerprint of its key and a compact form of the state itself, one
+// word for GCRA against its 40-byte slot, so that the store remembers
+// about six times as many actors as it holds. An actor that returns is
+// charged what it had spent, exactly (a GCRA tat rounded up by less than
+// a 256th of its interval), and its decisions are not estimates. Only
+// when a ledger is full does it fold entries, those that lapse first, into
+// cells that its rule's actors share, each holding the most spent of what
+// fell into it (see the algorithm package's Summarize): a key the ledger
+// no longer holds is charged from its cells, at least as spent as it was
+// evicted, and a fresh key that shares its cells with more spent ones is
+// charged as they are ([sluice.Decision] Estimated) until they lapse, a
+// period at most for a window. So no take is admitted that the algorithm,
+// remembering every actor, would deny; every algorithm keeps its stated
+// bound; and the cost of forgetting falls on the flooded rule alone, once
+// its flood exceeds what it remembers (docs/accuracy.md measures both:
+// at the default MaxBytes, a flood of distinct keys of one rule must
+// exceed about 14 million keys in one window before 1% of that rule's
+// fresh actors are refused, and no fresh actor of another rule ever is).
+//
+// The ledgers of a shard share its part of their budget: each grows by
+// doubling to what the budget leaves, and when it leaves nothing, one
+// takes room from another more than twice its size by halving it, so
+// that a rule that has little to remember keeps its share while another
+// floods.
 //
 // # Time
 //

@@ -46,7 +46,7 @@ type fp uint64
 // buckets. When both are full and the shard's ledger budget leaves no
 // room to grow, the entry that lapses first, of those buckets and the new
 // one, is folded into the cells of both its buckets, where it is summarised
-// as the sketch of algorithm.Summarize is: each cell holds the join of the
+// as algorithm.Summarize describes: each cell holds the join of the
 // summaries folded into it. A key found by fingerprint is charged from its
 // own entry, exactly (but for the rounding, which only charges more); a
 // key not found is charged from the meet of its two cells, which is at

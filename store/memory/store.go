@@ -19,7 +19,9 @@ import (
 )
 
 // DefaultMaxBytes is the memory cap of a Store whose Config.MaxBytes is
-// zero: about 4 million GCRA actors with keys of up to 30 bytes.
+// zero: about 3 million GCRA actors held with keys of up to 30 bytes,
+// and about 11 million more remembered once evicted (see the package
+// documentation).
 const DefaultMaxBytes = 256 << 20
 
 // Config configures a Store. The zero value of every field means its
@@ -31,11 +33,11 @@ type Config struct {
 	// bytes, less its Prefix, or of states larger than a word), the
 	// Prefixes its GCRA slots number, by Go's allocation sizes (what it
 	// counts is within 4% to 25% above the heap it holds, measured by
-	// TestBytesCountsHeap), and the sketches of evicted states, which may
-	// take an eighth of it (see the package documentation). A GCRA state
-	// whose Key is up to 30 bytes counts about 55 bytes. The process's
-	// garbage comes on top: see MemoryLimit. Default 0: DefaultMaxBytes.
-	// Negative: no cap.
+	// TestBytesCountsHeap), and the ledgers of evicted states, which may
+	// take three eighths of it (see the package documentation). A GCRA
+	// state whose Key is up to 30 bytes counts about 55 bytes held, about
+	// 9 remembered. The process's garbage comes on top: see MemoryLimit.
+	// Default 0: DefaultMaxBytes. Negative: no cap.
 	MaxBytes int64
 	// Shards is the number of independently locked parts of the store,
 	// rounded up to a power of two. Default 0: 16 per GOMAXPROCS, at
@@ -84,9 +86,10 @@ const sweepLag = time.Second
 // States that are back to empty are dropped by a background sweeper
 // every SweepInterval. Under MaxBytes, a shard that has no room for a new
 // state first drops the states of a random sample that are back to empty,
-// then the sampled state whose eviction costs least, into a sketch that
-// charges the actor what it had spent if it returns (see the package
-// documentation): a full store never over-admits, and keeps deciding.
+// then the sampled state whose eviction costs least, into the ledger of
+// its Prefix, which charges the actor what it had spent if it returns
+// (see the package documentation): a full store never over-admits, keeps
+// deciding, and keeps what one rule's actors cost apart from another's.
 // Decide fails with sluice.ErrStoreFull, changing nothing, only when a
 // request's states alone need more than MaxBytes.
 //
@@ -219,13 +222,13 @@ func (s *Store) Len() int {
 }
 
 // Bytes returns the memory the store counts against Config.MaxBytes: its
-// states' and its sketches'.
+// states' and its ledgers'.
 func (s *Store) Bytes() int64 { return s.bytes.Load() + s.ledgerBytes.Load() }
 
 // Decide applies r atomically; see sluice.Store. For OpRefund, OpReset and
 // OpInsert, the Decision is what a peek would get just after: of Cost for
 // a refund, of 1 for a reset or an insert (a key the store may have evicted stays
-// charged by its sketch). The error wraps sluice.ErrInvalidRequest,
+// charged by its ledger). The error wraps sluice.ErrInvalidRequest,
 // sluice.ErrInvalidLimit or sluice.ErrCostExceedsBurst for an invalid
 // request, and sluice.ErrStoreFull when a take's new states alone need
 // more than MaxBytes (see Store).
@@ -463,7 +466,7 @@ func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decisi
 }
 
 // estimated marks d, a denial, Estimated if it was decided from a state
-// charged from a sketch (charged).
+// charged from a ledger's cells (charged), which other keys share.
 func estimated(d *sluice.Decision, charged bool) {
 	d.Estimated = charged && !d.Allowed
 }
@@ -587,8 +590,8 @@ func (sh *shard) insert(r *sluice.Request, name string, now int64, words int, d 
 // gather looks up the states of r's key, named name, under each limit of
 // r into sh.list, their tables into sh.tabs, and which are missing into
 // sh.missing, and returns how many words the missing ones take. A missing
-// state is a fresh one, zeros or what its table's sketch charges a key it
-// may have evicted, in scratch space: inserted only if a take commits to
+// state is a fresh one, zeros or what its table's ledger remembers of a
+// key it may have evicted, in scratch space: inserted only if a take commits to
 // it (that state is what a peek, a refund or a reset of it leaves).
 func (sh *shard) gather(r *sluice.Request, name string) int {
 	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]

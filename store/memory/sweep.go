@@ -150,7 +150,7 @@ func (sh *shard) targets() []*table {
 // evict drops, from a random sample of the states of the tables that
 // need a slot (see targets), or if they hold none it may drop, of every
 // table of the shard, those idle at t or, if none is, the one whose
-// eviction costs least (see cost), into its table's sketch. It reports
+// eviction costs least (see cost), into its table's ledger. It reports
 // whether it dropped any.
 func (sh *shard) evict(t int64) bool {
 	if tg := sh.targets(); len(tg) > 0 && sh.evictFrom(tg, t) {
@@ -212,8 +212,9 @@ func (sh *shard) evictFrom(tables []*table, t int64) bool {
 }
 
 // cost returns how much evicting state s of prefix+key at t may cost:
-// the sketch then charges its spend to every key that shares its cells,
-// until it lapses. Less is better: a state with allowance left costs less
+// its ledger remembers it until it lapses, and if the ledger must fold it
+// into its cells, they charge its spend to every key of its rule that
+// shares them. Less is better: a state with allowance left costs less
 // the more it has, (-1 to 0, by the fraction of the burst left); a state
 // over its limit costs more the longer it stays there (its retry-after,
 // in periods).
