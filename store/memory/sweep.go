@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"slices"
 	"time"
 	"unsafe"
 
@@ -66,7 +67,7 @@ func (sh *shard) sweep(t int64, tidy bool) {
 		case !tidy:
 			kept = append(kept, tb)
 		case tb.len() > 0 || tb.ledgers != nil: // a ledger still charges
-			sh.store.bytes.Add(tb.compact())
+			sh.store.bytes.Add(tb.compact(4))
 			kept = append(kept, tb)
 		default: // its chunks and index go with it
 			sh.store.bytes.Add(-tb.bytes)
@@ -113,12 +114,50 @@ func (sh *shard) makeRoom(key string, limits []sluice.Limit) error {
 		}
 		need = sh.need(key, limits)
 		next := total.Load() + need - limit
+		if next >= over && (sh.compactOthers() || sh.evictFrom(sh.logTables(), t)) {
+			// The room is held by free slots of other tables, which their
+			// evictions left behind and compacting gave back; or else an
+			// evicted log gave back its own.
+			next = total.Load() + need - limit
+		}
 		if next >= over {
 			break // that freed nothing the insert can use
 		}
 		over = next
 	}
 	return nil
+}
+
+// compactOthers compacts the shard's tables that the request does not
+// use (see sh.tabs) and whose slots are at most half used, and reports
+// whether that freed any room. Eviction frees a slot, not its chunk: a
+// table whose states other kinds' inserts evicted keeps their room until
+// it is compacted, which costs one pass over its states, paid for by the
+// half of them that went. It requires sh.mu.
+func (sh *shard) compactOthers() bool {
+	freed := false
+	for _, tb := range sh.tables {
+		if slices.Contains(sh.tabs, tb) {
+			continue
+		}
+		if d := tb.compact(2); d < 0 {
+			sh.store.bytes.Add(d)
+			freed = true
+		}
+	}
+	return freed
+}
+
+// logTables returns the shard's tables of sliding logs, whose evictions
+// free their memory at once. It requires sh.mu.
+func (sh *shard) logTables() []*table {
+	sh.tgt = sh.tgt[:0]
+	for _, tb := range sh.tables {
+		if tb.logs != nil {
+			sh.tgt = append(sh.tgt, tb)
+		}
+	}
+	return sh.tgt
 }
 
 // need returns the bytes the states of key (sh.name(), its first sh.pre

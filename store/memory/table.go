@@ -477,15 +477,15 @@ func (t *table) each(start uint64, fn func(prefix, key string, s []int64) bool) 
 	}
 }
 
-// compact rebuilds t's index and slots when most of their room is unused,
-// lets go of the room a burst of actors that went idle held, and returns
-// the change in what t counts.
-func (t *table) compact() int64 {
+// compact rebuilds t's index and slots when at most one in sparse of
+// their slots is used, lets go of the room a burst of actors that went
+// idle (or were evicted) held, and returns the change in what t counts.
+func (t *table) compact(sparse int) int64 {
 	if t.logs != nil {
 		return 0 // a log's slice is freed with its entry; Go map slots stay
 	}
 	n, slots := t.len(), t.slots()
-	if slots < 1024 || n > slots/4 {
+	if slots < 1024 || n > slots/sparse {
 		return 0
 	}
 	old := *t

@@ -200,7 +200,7 @@ func TestTableKeyLengths(t *testing.T) {
 		tb.insert("", k, maphash.String(seed, k), []int64{int64(-j - 1)}, math.MaxInt64)
 	}
 	check("reused")
-	tb.compact()
+	tb.compact(4)
 	if tb.slots() != len(want) {
 		t.Errorf("compact left %d slots for %d states", tb.slots(), len(want))
 	}
@@ -303,7 +303,7 @@ func TestTableChunks(t *testing.T) {
 					tb.remove("", k, maphash.String(seed, k), s)
 				}
 			}
-			tb.compact()
+			tb.compact(4)
 			check("compacted", func(i int) bool { return i%8 == 0 })
 		})
 	}
@@ -417,7 +417,7 @@ func TestTablePrefixes(t *testing.T) {
 		}
 	}
 	check("removed")
-	tb.compact()
+	tb.compact(4)
 	check("compacted")
 }
 
