@@ -15,12 +15,20 @@ type Decision struct {
 	Allowed bool
 	// Estimated reports that the store decided from a conservative
 	// estimate of the key's state rather than from the state itself: a
-	// store at its memory cap that forgot the key (store/memory) charged
-	// it as the most spent of the forgotten keys that share its summary.
-	// An estimated denial may be of an actor that spent nothing: the
-	// service's jails do not count it as a failure. Only a denial of a
-	// key the store does not hold can be estimated.
+	// store at its memory cap that forgot the key (store/memory) and can
+	// no longer tell it apart charged it as the most spent of the
+	// forgotten keys of its rule that share its summary. An estimated
+	// denial may be of an actor that spent nothing: the service's jails
+	// do not count it as a failure. Only a denial of a key the store does
+	// not hold can be estimated.
 	Estimated bool
+	// Forgotten reports that the store may have forgotten the key's
+	// state, and, the request being SafeToForget, decided as if the key
+	// were fresh: a store at its memory cap (store/memory) held no state
+	// of it, and what it still remembers of its rule's evicted keys,
+	// shared by several, may hold some of it. A jail whose count of
+	// failures was forgotten says so in its metrics.
+	Forgotten bool
 	// Limit is the limit this decision describes.
 	Limit Limit
 	// Remaining is how many more units of cost the limit would admit right

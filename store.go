@@ -144,9 +144,11 @@ type Request struct {
 	// whose loss delays a ban while the actor's limits still hold). A
 	// store that must forget states to stay within its memory, and
 	// charges a key it no longer holds conservatively from what it forgot
-	// of other keys (store/memory), never does so for such a state, whose
-	// key it treats as fresh: a collision must not grant a privilege or
-	// ban an innocent. Default false.
+	// of other keys (store/memory), never does so for such a state: it
+	// recalls the key's own state if it remembers it apart (by a 40-bit
+	// fingerprint), else treats the key as fresh and marks the Decision
+	// Forgotten, for a summary shared with other keys must not grant a
+	// privilege or ban an innocent. Default false.
 	SafeToForget bool
 
 	// limitsChecked is set by a Limiter, whose Limits were validated by

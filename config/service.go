@@ -199,6 +199,14 @@ type Guard struct {
 	// at capacity, address bans merge into network bans). Default 0:
 	// guard.DefaultMaxBans.
 	MaxBans int
+	// MaxStrikes is how many actors' failures the jails can count at
+	// once, with the memory store: the counts live apart from the rate
+	// states, in a memory store of their own of about 128 bytes per
+	// actor, so that no flood of rate states makes a jail forget its
+	// offenders (a count it does forget is counted in
+	// sluice_jail_strikes_lost_total). With a shared store the counts
+	// live there. Default 0: guard.DefaultMaxBans (100,000: 12.5 MiB).
+	MaxStrikes int
 	// Notify tells of the bans, lifts and expiries of every jail, the
 	// manual jail included. Default none.
 	Notify []Notify
@@ -314,11 +322,12 @@ type (
 		TLS    *fileServerTLS `yaml:"tls"`
 	}
 	fileGuard struct {
-		Allow   []string     `yaml:"allow"`
-		Deny    []string     `yaml:"deny"`
-		Jails   []fileJail   `yaml:"jails"`
-		MaxBans int          `yaml:"max_bans"`
-		Notify  []fileNotify `yaml:"notify"`
+		Allow      []string     `yaml:"allow"`
+		Deny       []string     `yaml:"deny"`
+		Jails      []fileJail   `yaml:"jails"`
+		MaxBans    int          `yaml:"max_bans"`
+		MaxStrikes int          `yaml:"max_strikes"`
+		Notify     []fileNotify `yaml:"notify"`
 	}
 	fileJail struct {
 		Name        string        `yaml:"name"`
@@ -501,9 +510,12 @@ func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
 
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
-	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans}
+	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans, MaxStrikes: f.MaxStrikes}
 	if g.MaxBans < 0 {
 		return g, v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans)
+	}
+	if g.MaxStrikes < 0 {
+		return g, v.errorf(at("guard", "max_strikes"), "max_strikes %d must not be negative", g.MaxStrikes)
 	}
 	for _, list := range []struct {
 		name    string

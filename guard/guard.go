@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // DefaultIPv6Prefix is the length of the network an IPv6 actor is jailed
@@ -199,12 +201,21 @@ func (g *Guard) JailKey(a Actor) string {
 	return addr.String()
 }
 
-// Strike counts a denial of a under rule as a failure in every jail
-// that counts rule's denials, and returns the bans it made. It stops at
-// the first jail that fails (its store failed).
-func (g *Guard) Strike(ctx context.Context, rule string, a Actor) ([]Ban, error) {
+// Strike counts d, a denial of a under rule (or a failure it reported),
+// as a failure in every jail that counts rule's denials, and returns the
+// bans it made. A denial a store at its cap estimated (d.Estimated) is
+// not counted, for the actor may have spent nothing: the jails are told
+// it was lost (see JailConfig.OnLost). It stops at the first jail that
+// fails (its store failed).
+func (g *Guard) Strike(ctx context.Context, rule string, a Actor, d sluice.Decision) ([]Ban, error) {
 	jails := g.strikes[rule]
 	if len(jails) == 0 {
+		return nil, nil
+	}
+	if d.Estimated {
+		for _, j := range jails {
+			j.Lost(StrikeEstimated)
+		}
 		return nil, nil
 	}
 	key := g.JailKey(a)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -12,9 +13,38 @@ import (
 
 // Bounds of a Jail.
 const (
-	// MaxOffences is the most offences a Jail remembers per actor.
+	// MaxOffences is the most offences a Jail remembers per actor: fewer
+	// when its bans stop growing sooner (see JailConfig.Growth).
 	MaxOffences = 64
 )
+
+// A StrikeLoss tells why a failure a Jail was told of went uncounted, or
+// was counted without the failures before it.
+type StrikeLoss uint8
+
+const (
+	// StrikeEstimated: the denial it reports was an estimate of a store at
+	// its memory cap (sluice.Decision.Estimated), of an actor that may
+	// have spent nothing: the failure is not counted.
+	StrikeEstimated StrikeLoss = iota + 1
+	// StrikeForgotten: the jail's store had forgotten the actor's
+	// earlier failures (sluice.Decision.Forgotten): the failure counted
+	// as its first.
+	StrikeForgotten
+	// StrikeFailed: the jail's store failed: the failure is not counted.
+	StrikeFailed
+)
+
+var lossNames = [...]string{StrikeEstimated: "estimated", StrikeForgotten: "forgotten", StrikeFailed: "store-error"}
+
+// String returns how metrics name the loss: "estimated", "forgotten" or
+// "store-error".
+func (l StrikeLoss) String() string {
+	if int(l) < len(lossNames) && lossNames[l] != "" {
+		return lossNames[l]
+	}
+	return "StrikeLoss(" + strconv.Itoa(int(l)) + ")"
+}
 
 // JailConfig configures a Jail. The zero value of each field means its
 // default.
@@ -52,6 +82,11 @@ type JailConfig struct {
 	// process enforces the ban. It runs on the caller's goroutine: keep
 	// it fast.
 	OnBan func(Ban)
+	// OnLost, if set, is called with the jail's name for each failure it
+	// was told of that went uncounted, or counted without those before it
+	// (see StrikeLoss), so that an operator sees strikes a store at its
+	// cap lost. It runs on the caller's goroutine: keep it fast.
+	OnLost func(jail string, why StrikeLoss)
 	// OnLift, if set, is called after Lift (and Pardon) ends a ban, with
 	// the ban as this process held it (only Jail and Key when it held
 	// none). It runs on the caller's goroutine: keep it fast. Lapsed bans
@@ -120,11 +155,23 @@ func NewJail(store sluice.Store, c JailConfig) (*Jail, error) {
 		Action: "jail-failures:" + c.Name, Namespace: c.Namespace, Clock: c.Clock, SafeToForget: true}); err != nil {
 		return nil, err
 	}
-	if j.offences, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: MaxOffences, Period: c.OffenceMemory, Algorithm: sluice.SlidingLog}},
+	if j.offences, err = sluice.New(store, sluice.Config{Limits: []sluice.Limit{{Rate: offencesKept(c), Period: c.OffenceMemory, Algorithm: sluice.SlidingLog}},
 		Action: "jail-offences:" + c.Name, Namespace: c.Namespace, Clock: c.Clock, SafeToForget: true}); err != nil {
 		return nil, err
 	}
 	return j, nil
+}
+
+// offencesKept returns how many offences a jail of c counts per actor:
+// up to the one whose ban is the longest (MaxBanTime), past which more
+// change nothing, and at least 8, at most MaxOffences. (A log of 64
+// took 520 bytes of the store per banned actor: a ban flood's weight.)
+func offencesKept(c JailConfig) int {
+	n := 1
+	for d := float64(c.BanTime); d < float64(c.MaxBanTime) && n < MaxOffences; n++ {
+		d *= c.Growth
+	}
+	return min(max(n, 8), MaxOffences)
 }
 
 // Name returns the jail's name.
@@ -143,7 +190,11 @@ func (j *Jail) now() time.Time {
 func (j *Jail) Fail(ctx context.Context, key, reason string) (Ban, bool, error) {
 	d, err := j.failures.Allow(ctx, key)
 	if err != nil {
+		j.Lost(StrikeFailed)
 		return Ban{}, false, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
+	}
+	if d.Forgotten {
+		j.Lost(StrikeForgotten)
 	}
 	if d.Allowed && d.Remaining > 0 {
 		return Ban{}, false, nil
@@ -161,6 +212,14 @@ func (j *Jail) Fail(ctx context.Context, key, reason string) (Ban, bool, error) 
 	return b, true, nil
 }
 
+// Lost tells the jail's OnLost that a failure went uncounted, or was
+// counted without those before it, for why.
+func (j *Jail) Lost(why StrikeLoss) {
+	if j.c.OnLost != nil {
+		j.c.OnLost(j.c.Name, why)
+	}
+}
+
 // Ban bans key by hand for d (zero: the length Fail would choose),
 // counting it as an offence. A key that is an address or a network bans
 // every address in it. It returns the ban as the Registry recorded it
@@ -174,9 +233,9 @@ func (j *Jail) ban(ctx context.Context, key string, d time.Duration, reason stri
 	if err != nil {
 		return Ban{}, fmt.Errorf("guard: jail %s: %w", j.c.Name, err)
 	}
-	n := MaxOffences
+	n := od.Limit.Rate // as many as it counts: the longest ban
 	if od.Allowed {
-		n = MaxOffences - od.Remaining
+		n -= od.Remaining
 	}
 	if d <= 0 {
 		d = j.length(n)

@@ -120,7 +120,7 @@ func TestAttackFullStore(t *testing.T) {
 	}
 	t.Logf("1000 new actors on the flooded rule: %d denied on an estimate, none jailed; %d bans", estimated, len(bans))
 	if estimated == 0 {
-		t.Error("no new actor on the flooded rule was denied: the sketch was not exercised")
+		t.Error("no new actor on the flooded rule was denied: the ledger's cells were not exercised")
 	}
 	for _, rule := range []string{"api", "login"} {
 		for i := range 100 {

@@ -43,6 +43,7 @@ type metrics struct {
 	reloads     *prometheus.CounterVec
 	lastReload  prometheus.Gauge
 	bans        *prometheus.CounterVec
+	strikesLost *prometheus.CounterVec
 	guard       *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -86,6 +87,10 @@ func newMetrics() *metrics {
 		Name: "sluice_bans_total",
 		Help: "Bans made, by jail (by the jail's rules or by an admin).",
 	}, []string{"jail"})
+	m.strikesLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_jail_strikes_lost_total",
+		Help: "Failures a jail was told of that it did not count (estimated: the denial was a memory store's estimate; store-error: its store failed) or counted without those before (forgotten: its memory store had forgotten them), by jail and reason.",
+	}, []string{"jail", "reason"})
 	m.guard = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_guard_total",
 		Help: "Requests the guard decided before the limits, by rule and action (allow-list, deny-list, banned).",
@@ -100,7 +105,7 @@ func newMetrics() *metrics {
 		Buckets: latencyBuckets,
 	}, []string{"handler"})
 	m.reg.MustRegister(m.decisions, m.latency, m.storeErrors, m.breakerOpen, m.reloads, m.lastReload,
-		m.bans, m.guard, m.requests, m.duration,
+		m.bans, m.strikesLost, m.guard, m.requests, m.duration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -121,6 +126,11 @@ func (m *metrics) watchBans(set *guard.BanSet) {
 			Name: "sluice_bans_refused_total", Help: "Bans refused because the registry was at capacity and nothing could merge.",
 		}, func() float64 { return float64(set.Stats().Refused) }),
 	)
+}
+
+// strikeLost counts a failure jail lost, for why.
+func (m *metrics) strikeLost(jail string, why guard.StrikeLoss) {
+	m.strikesLost.WithLabelValues(jail, why.String()).Inc()
 }
 
 // breaker records the state of a breaker.

@@ -278,14 +278,14 @@ func (n *state) fillLists(g config.Guard) error {
 // buildGuard builds the jails of c (and ManualJail) over the jails'
 // store, and the guard of the state's lists and jails.
 func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
-	store := &meter{next: s.st.policy(config.FailClosed), rm: s.m.rule(jailsRule), tracer: s.tel.tracer}
+	store := &meter{next: s.st.jails, rm: s.m.rule(jailsRule), tracer: s.tel.tracer}
 	n.jails = map[string]*guard.Jail{}
 	var all []*guard.Jail
 	for _, jc := range append([]config.Jail{{Name: ManualJail}}, c.Guard.Jails...) {
 		j, err := guard.NewJail(store, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
 			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
-			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.onLift,
+			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.onLift, OnLost: s.m.strikeLost,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("jail %q: %w", jc.Name, err)

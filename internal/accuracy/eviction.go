@@ -69,7 +69,7 @@ func EvictionLimits(rate int) []sluice.Limit {
 // limit l: one shard, so that its cap and its eviction act on one set of
 // actors, as they do per shard in a large store at its cap, and the least
 // MaxBytes (to within 1%) with room for c.Rooms states of l under keys
-// like c's, beside the share of the sketch of evicted states, found by
+// like c's, beside the share of the ledgers of evicted states, found by
 // filling twin stores (the store counts the chunks it allocates, not
 // each state).
 func EvictionStore(l sluice.Limit, c EvictionCase) NewStore {

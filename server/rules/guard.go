@@ -24,20 +24,20 @@ func guardStatus(ru *Rule, v guard.Verdict, now time.Time) Status {
 	return st
 }
 
-// strike counts, in the jails of its rule, each take of a named rule's
+// strike tells the jails of its rule of each take of a named rule's
 // descriptor that its limits denied (not the guard, not a shadow rule,
-// not a peek of zero hits, not a denial a store at its cap estimated:
-// that actor may have spent nothing).
+// not a peek of zero hits); the guard does not count a denial a store at
+// its cap estimated, for that actor may have spent nothing.
 func (e *Engine) strike(ctx context.Context, q *query) {
 	if q.d.named == nil || e.guard == nil || !e.guard.Counts(q.d.named.Name) {
 		return
 	}
 	for i, st := range q.res.Statuses {
-		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Decision.Estimated || st.Shadowed ||
+		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed ||
 			q.r.Descriptors[i].NoHits || len(q.r.Descriptors[i].Entries) != 1 {
 			continue
 		}
-		if _, err := e.guard.Strike(ctx, st.Rule.Name, q.actor(i)); err != nil {
+		if _, err := e.guard.Strike(ctx, st.Rule.Name, q.actor(i), st.Decision); err != nil {
 			e.log.WarnContext(ctx, "jail not told of a denial", "rule", st.Rule.Name, "err", err)
 		}
 	}

@@ -215,7 +215,7 @@ func (e *Engine) Report(ctx context.Context, o OutcomeRequest, outcome string) (
 	st := res.Statuses[0]
 	if failed && st.Guard == guard.Pass && e.guard != nil && e.guard.Counts(ru.Name) {
 		q := query{r: req}
-		if _, err := e.guard.Strike(ctx, ru.Name, q.actor(0)); err != nil {
+		if _, err := e.guard.Strike(ctx, ru.Name, q.actor(0), st.Decision); err != nil {
 			e.log.WarnContext(ctx, "jail not told of a failure", "rule", ru.Name, "err", err)
 		}
 	}

@@ -39,7 +39,8 @@
 // word for GCRA against its 40-byte slot, so that the store remembers
 // about six times as many actors as it holds. An actor that returns is
 // charged what it had spent, exactly (a GCRA tat rounded up by less than
-// a 256th of its interval), and its decisions are not estimates. Only
+// a 4-millionth of its burst's length, a millisecond for an hour), and
+// its decisions are not estimates. Only
 // when a ledger is full does it fold entries, those that lapse first, into
 // cells that its rule's actors share, each holding the most spent of what
 // fell into it (see the algorithm package's Summarize): a key the ledger

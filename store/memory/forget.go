@@ -125,16 +125,16 @@ func (t *table) partOf(prefix string) (uint8, bool) {
 
 // recall writes to s, the fresh state under l of prefix+key, named name,
 // whose hash is h and which t does not hold, what t's ledger of its
-// partition remembers of it: its own entry, or, unless own, what the
-// ledger's cells charge it. It reports whether s was charged from the
-// cells, with a state not empty: an estimate.
-func (t *table) recall(l sluice.Limit, s []int64, prefix, name string, h uint64, own bool) bool {
+// partition remembers of it at now: its own entry, or, unless own, what
+// the ledger's cells charge. It reports whether the key was not told
+// apart and the cells hold something (see ledger.recall).
+func (t *table) recall(l sluice.Limit, s []int64, prefix, name string, h uint64, own bool, now int64) bool {
 	part, ok := t.partOf(prefix)
 	if !ok {
 		return false
 	}
 	if g := t.ledgerOf(part); g != nil {
-		return g.recall(l, s, name, fingerprint(h), own)
+		return g.recall(l, s, name, fingerprint(h), own, now)
 	}
 	return false
 }

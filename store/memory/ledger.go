@@ -41,7 +41,8 @@ type fp uint64
 // It is a hash table of buckets found by a 40-bit fingerprint of the
 // key's hash: each bucket holds a few entries, each the fingerprint and a
 // compact encoding of one evicted state (one word for GCRA: its tat,
-// rounded up to a 256th of its interval; two or three for the others), and
+// rounded up to a 2^22th of its burst's length, a millisecond for an
+// hour; two or three words for the others), and
 // one cell. An entry goes to the emptier of its fingerprint's two
 // buckets. When both are full and the shard's ledger budget leaves no
 // room to grow, the entry that lapses first, of those buckets and the new
@@ -100,7 +101,7 @@ func newLedger(k kind, l sluice.Limit, part uint8, n int, t int64) *ledger {
 	switch k.alg {
 	case sluice.GCRA:
 		g.ew, g.slots = 1, 7 // a bucket of 8 words: one cache line
-		g.unit = max(int64(l.Interval())>>8, 1)
+		g.unit = gcraUnit(l)
 	case sluice.FixedWindow:
 		g.ew, g.slots = 2, 4
 	default: // sliding window counters and logs: their counts packed
@@ -117,6 +118,14 @@ func newLedger(k kind, l sluice.Limit, part uint8, n int, t int64) *ledger {
 	g.base = g.origin(t)
 	g.sum, g.sum2, g.ent = make([]int64, max(g.cw, 2)), make([]int64, max(g.cw, 2)), make([]int64, g.ew)
 	return g
+}
+
+// gcraUnit returns the unit a ledger of GCRA states of l rounds their
+// tats up to: the 2^22th part of its tolerance (under a millisecond for a
+// burst an hour long), so that a tat up to four tolerances past the
+// ledger's base fits its entry's valBits.
+func gcraUnit(l sluice.Limit) int64 {
+	return max(int64(l.Interval())*int64(l.MaxBurst())>>(valBits-2), 1)
 }
 
 // ledgerFixed is what a ledger counts beside its buckets: the struct and
@@ -173,20 +182,23 @@ func (g *ledger) find(f fp) (int, int) {
 
 // recall writes to s, the fresh state of key under l (zeros), what g
 // remembers of the key whose fingerprint is f: its own entry if it has
-// one; else, unless own, what its cells charge. It reports whether s was
-// charged from the cells (an estimate) with a state not empty.
-func (g *ledger) recall(l sluice.Limit, s []int64, key string, f fp, own bool) (estimated bool) {
+// one; else, unless own, what its cells charge. It reports whether the
+// key is not found and its cells hold something: s was charged from them
+// (an estimate) with a state not empty, or, if own, the cells that s was
+// not charged from may still charge something at t (the key may have
+// been forgotten).
+func (g *ledger) recall(l sluice.Limit, s []int64, key string, f fp, own bool, t int64) (shared bool) {
 	if b, k := g.find(f); b >= 0 {
 		g.decode(g.entry(b, k), g.sum)
 		g.charge(l, s, g.sum, key)
 		return false
 	}
-	if own {
-		return false
-	}
 	b1, b2 := g.homes(f)
 	copy(g.sum2, g.cell(b1))
 	algorithm.Meet(g.limit, g.sum2[:g.cw], g.cell(b2))
+	if own {
+		return !cellLapsed(g.kind, g.sum2[:g.cw], t)
+	}
 	algorithm.Charge(l, s, g.sum2[:g.cw], key)
 	for _, w := range s {
 		if w != 0 {

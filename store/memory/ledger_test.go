@@ -85,7 +85,7 @@ func checkLedger(t *testing.T, l sluice.Limit, seed uint64) {
 		}
 		if a.held == nil { // back: recalled, and held again
 			a.held = make([]int64, algorithm.Words(l))
-			g.recall(l, a.held, a.key, a.f, false)
+			g.recall(l, a.held, a.key, a.f, false, now)
 			g.forget(a.f)
 		}
 		at := max(now-rng.Int64N(jitter+1), a.last)
@@ -104,8 +104,8 @@ func checkLedger(t *testing.T, l sluice.Limit, seed uint64) {
 
 // TestLedgerRecallsExactly checks that an actor evicted into a ledger with
 // room is charged its own state when it comes back: a GCRA tat rounded
-// up by less than a 256th of the interval, a fixed window as it was, the
-// sliding ones as their summary (algorithm.Summarize) charges them.
+// up by less than gcraUnit, a fixed window as it was, the sliding ones
+// as their summary (algorithm.Summarize) charges them.
 func TestLedgerRecallsExactly(t *testing.T) {
 	for _, l := range ledgerLimits {
 		t.Run(l.String(), func(t *testing.T) {
@@ -121,14 +121,14 @@ func TestLedgerRecallsExactly(t *testing.T) {
 				f := fingerprint(rng.Uint64())
 				g.add(s, key, f, now, nil)
 				got := make([]int64, len(s))
-				if g.recall(l, got, key, f, true) {
+				if g.recall(l, got, key, f, true, now) {
 					t.Fatalf("recall(%s) marked an estimate", key)
 				}
 				want := slices.Clone(s)
 				switch l.Algorithm {
 				case sluice.GCRA:
-					if d := got[0] - s[0]; d < 0 || d >= max(int64(l.Interval())>>8, 1) {
-						t.Errorf("recall(%s) = tat %d, want %d rounded up by less than %d", key, got[0], s[0], int64(l.Interval())>>8)
+					if d := got[0] - s[0]; d < 0 || d >= gcraUnit(l) {
+						t.Errorf("recall(%s) = tat %d, want %d rounded up by less than %d", key, got[0], s[0], gcraUnit(l))
 					}
 					continue
 				case sluice.SlidingWindow, sluice.ApproxSlidingWindow, sluice.SlidingLog:
@@ -153,7 +153,8 @@ func TestLedgerRecallsExactly(t *testing.T) {
 // TestLedgerRecallEstimates checks when a recall is an estimate: a key
 // the ledger holds by fingerprint is charged its own entry, not an
 // estimate; a key it does not hold is charged from its cells, an
-// estimate if they hold anything, unless own; an unknown key of an empty
+// estimate if they hold anything, unless own (then it is fresh, but
+// reported as one the cells may hold); an unknown key of an empty
 // ledger is fresh.
 func TestLedgerRecallEstimates(t *testing.T) {
 	l := sluice.Limit{Rate: 1, Period: time.Hour}
@@ -162,7 +163,7 @@ func TestLedgerRecallEstimates(t *testing.T) {
 	spent := []int64{now + int64(time.Hour)}
 	fresh := func(f fp, own bool) ([]int64, bool) {
 		s := []int64{0}
-		est := g.recall(l, s, "", f, own)
+		est := g.recall(l, s, "", f, own, now)
 		return s, est
 	}
 	if s, est := fresh(5, false); s[0] != 0 || est {
@@ -178,8 +179,8 @@ func TestLedgerRecallEstimates(t *testing.T) {
 	if s, est := fresh(99, false); s[0] < spent[0] || !est {
 		t.Errorf("recall of an unknown key = %v, %v; want %v from the cells, an estimate", s, est, spent)
 	}
-	if s, est := fresh(99, true); s[0] != 0 || est {
-		t.Errorf("recall of an unknown key, own only = %v, %v; want fresh", s, est)
+	if s, est := fresh(99, true); s[0] != 0 || !est {
+		t.Errorf("recall of an unknown key, own only = %v, %v; want fresh, reported as perhaps forgotten", s, est)
 	}
 }
 
@@ -265,7 +266,13 @@ func TestLedgerSafeToForget(t *testing.T) {
 					t.Errorf("%s safe to forget: denial marked Estimated", r.Key)
 				}
 				if !d.Allowed {
+					if d.Forgotten {
+						t.Errorf("%s safe to forget, held or remembered: marked Forgotten", r.Key)
+					}
 					continue // held, or remembered exactly: spent
+				}
+				if !d.Forgotten {
+					t.Errorf("%s safe to forget, folded into the cells: %+v, want Forgotten", r.Key, d)
 				}
 				fresh++
 				r.SafeToForget = false

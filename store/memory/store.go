@@ -133,16 +133,17 @@ type shard struct {
 	rng         uint64
 
 	// Scratch space, reused by every request under mu.
-	key     []byte // Prefix+Key of the request being decided
-	pre     int    // the length of its Prefix
-	hash    uint64 // its hash
-	best    []byte // the key of the state an eviction would drop
-	list    [][]int64
-	tabs    []*table
-	missing []bool
-	charged bool // a missing state was charged from a ledger's cells, not empty
-	tgt     []*table
-	zeros   []int64
+	key       []byte // Prefix+Key of the request being decided
+	pre       int    // the length of its Prefix
+	hash      uint64 // its hash
+	best      []byte // the key of the state an eviction would drop
+	list      [][]int64
+	tabs      []*table
+	missing   []bool
+	charged   bool // a missing state was charged from a ledger's cells, not empty
+	forgotten bool // a missing state, safe to forget, was not found apart in a ledger whose cells charge
+	tgt       []*table
+	zeros     []int64
 
 	_ [64]byte // keep neighbouring shards' locks off one cache line
 }
@@ -452,7 +453,7 @@ func (sh *shard) table(l *sluice.Limit) *table {
 func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decision) error {
 	sh.hw = max(sh.hw, now)
 	sh.hash = h
-	sh.charged = false
+	sh.charged, sh.forgotten = false, false
 	var err error
 	if len(r.Limits) == 1 && r.Limits[0].Algorithm == sluice.GCRA && r.Op < sluice.OpReset {
 		err = sh.decideGCRA(r, now, d)
@@ -461,14 +462,24 @@ func (sh *shard) decide(r *sluice.Request, h uint64, now int64, d *sluice.Decisi
 		err = sh.decideAll(r, now, d)
 		sh.trimScratch()
 	}
-	estimated(d, sh.charged)
+	d.Estimated = sh.charged && !d.Allowed // decided from cells other keys share
+	d.Forgotten = sh.forgotten
 	return err
 }
 
-// estimated marks d, a denial, Estimated if it was decided from a state
-// charged from a ledger's cells (charged), which other keys share.
-func estimated(d *sluice.Decision, charged bool) {
-	d.Estimated = charged && !d.Allowed
+// recall writes to s, the fresh state under l of the key of r, named
+// name, missing from t, what t's ledger remembers of it at now, and notes
+// whether it was charged from cells other keys share (or, if r is safe to
+// forget, not charged from cells that hold something).
+func (sh *shard) recall(t *table, l sluice.Limit, s []int64, r *sluice.Request, name string, now int64) {
+	if !t.recall(l, s, r.Prefix, name, sh.hash, r.SafeToForget, now) {
+		return
+	}
+	if r.SafeToForget {
+		sh.forgotten = true
+	} else {
+		sh.charged = true
+	}
 }
 
 func nonzero(w int64) bool { return w != 0 }
@@ -496,7 +507,7 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 		tat = w.state[0]
 	case t.ledgers != nil: // the key may have been evicted: charge it
 		sh.zeros = append(sh.zeros[:0], 0)
-		sh.charged = t.recall(*l, sh.zeros[:1], r.Prefix, "", sh.hash, r.SafeToForget)
+		sh.recall(t, *l, sh.zeros[:1], r, "", now)
 		tat = sh.zeros[0]
 	}
 	if r.Op == sluice.OpRefund {
@@ -531,7 +542,7 @@ func (sh *shard) decideGCRA(r *sluice.Request, now int64, d *sluice.Decision) er
 // decideAll applies r under every limit of its policy, all or nothing.
 func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) error {
 	name := sh.name()
-	words := sh.gather(r, name)
+	words := sh.gather(r, name, now)
 	states := sh.list
 	switch r.Op {
 	case sluice.OpPeek:
@@ -551,7 +562,7 @@ func (sh *shard) decideAll(r *sluice.Request, now int64, d *sluice.Decision) err
 			clear(states[i])
 			t.forgetKey(r.Prefix, sh.hash)
 			if t.ledgers != nil {
-				t.recall(r.Limits[i], states[i], r.Prefix, name, sh.hash, r.SafeToForget)
+				t.recall(r.Limits[i], states[i], r.Prefix, name, sh.hash, r.SafeToForget, now)
 			}
 		}
 		*d = algorithm.Decide(r.Limits, states, name, now, 1, sluice.OpPeek)
@@ -590,10 +601,11 @@ func (sh *shard) insert(r *sluice.Request, name string, now int64, words int, d 
 // gather looks up the states of r's key, named name, under each limit of
 // r into sh.list, their tables into sh.tabs, and which are missing into
 // sh.missing, and returns how many words the missing ones take. A missing
-// state is a fresh one, zeros or what its table's ledger remembers of a
-// key it may have evicted, in scratch space: inserted only if a take commits to
-// it (that state is what a peek, a refund or a reset of it leaves).
-func (sh *shard) gather(r *sluice.Request, name string) int {
+// state is a fresh one, zeros or what its table's ledger remembers at now
+// of a key it may have evicted, in scratch space: inserted only if a take
+// commits to it (that state is what a peek, a refund or a reset of it
+// leaves).
+func (sh *shard) gather(r *sluice.Request, name string, now int64) int {
 	sh.list, sh.tabs, sh.missing = sh.list[:0], sh.tabs[:0], sh.missing[:0]
 	words := 0
 	for i, l := range r.Limits {
@@ -616,8 +628,8 @@ func (sh *shard) gather(r *sluice.Request, name string) int {
 		if sh.missing[i] {
 			w := algorithm.Words(r.Limits[i])
 			sh.list[i], zeros = zeros[:w:w], zeros[w:]
-			if t.ledgers != nil && t.recall(r.Limits[i], sh.list[i], r.Prefix, name, sh.hash, r.SafeToForget) {
-				sh.charged = true // it may have been evicted
+			if t.ledgers != nil { // it may have been evicted
+				sh.recall(t, r.Limits[i], sh.list[i], r, name, now)
 			}
 		}
 	}
