@@ -252,10 +252,12 @@ type ForwardAuth struct {
 	// one host owns a /64, and keying by address would give it 2^64
 	// fresh allowances.
 	IPv6Prefix int
-	// IPv6Adaptive keys IPv6 clients by a prefix that widens under
-	// attack instead (httplimit.AdaptivePrefix): by address, then, once
-	// 4 addresses of one /64 were denied within an hour, by the /64, and
-	// likewise to /56 and /48. Default false.
+	// IPv6Adaptive keys IPv6 clients by their /64 while their /48 is
+	// quiet, and by the /48 once it rotates through /64s
+	// (httplimit.AdaptivePrefix): a /48 grants at most 4 of its /64s a
+	// key of their own within an hour; its other /64s share the /48's.
+	// Never weaker than the fixed /64, at one more store call per IPv6
+	// request. Default false.
 	IPv6Adaptive bool
 }
 

@@ -401,24 +401,86 @@ func TestAttackSilentHTTP(t *testing.T) {
 	}
 }
 
-// TestAttackIPv6Adaptive rotates through 20 addresses of one /64, each
-// until it is denied, with forward-auth's adaptive IPv6 keys: after 4
-// addresses were denied the /64 becomes the key, so the whole attack
-// gets at most 4 addresses' allowances and the /64's.
-func TestAttackIPv6Adaptive(t *testing.T) {
-	s, _ := newService(t, strings.Replace(serviceConfig, "  rule: api\n", "  rule: api\n  ipv6_adaptive: true\n", 1))
+// ipv6Config is serviceConfig with a rule of 10 a minute that
+// forward-auth applies by default, keying IPv6 clients as extra says.
+func ipv6Config(extra string) string {
+	text := strings.Replace(serviceConfig, "rules:\n", "rules:\n  - name: ten\n    limits: [\"10/min\"]\n", 1)
+	return strings.Replace(text, "  rule: api\n", "  rule: ten\n"+extra, 1)
+}
+
+// rotate asks forward-auth n times from each address of addrs and
+// returns how many were allowed.
+func rotate(t *testing.T, h http.Handler, n int, addrs func(i int) string, count int) int {
+	t.Helper()
 	allowed := 0
-	for i := range 20 {
-		for range 4 {
-			if auth(t, s.Handler(), "?rule=api", fmt.Sprintf("2001:db8:9:9::%x", i+1)).Code == http.StatusOK {
+	for i := range count {
+		for range n {
+			if auth(t, h, "", addrs(i)).Code == http.StatusOK {
 				allowed++
 			}
 		}
 	}
-	if allowed > 4*3+3 { // api allows 3 a minute per key
-		t.Errorf("20 addresses of one /64, adaptive keys: %d allowed, want at most %d", allowed, 4*3+3)
+	return allowed
+}
+
+// TestAttackIPv6Adaptive rotates, at 10 a minute, through 1,000
+// addresses of one /64 and through 200 fresh /64s of one /48, with
+// forward-auth's adaptive IPv6 keys and with the fixed /64. Each address
+// asks once, 9 times (under the limit, as against the old adaptive keys,
+// which widened only on denials) or until denied; the attacker's best is
+// asserted: adaptive gives the /64 one allowance and the /48 at most
+// five. Then the innocents, after the attack: a client of another /48
+// keeps its own 10, and so does a /64 of the attacked /48 that held its
+// grant before the attack; a /64 of the attacked /48 that arrives during
+// it shares the /48's allowance (the stated price).
+func TestAttackIPv6Adaptive(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		extra           string
+		inSubnet, inOne int // the most allowed: 1,000 addresses of a /64, 200 /64s of a /48
+	}{
+		{"adaptive", "  ipv6_adaptive: true\n", 10, 50},
+		{"fixed /64", "", 10, 2000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var s *Service
+			const before = "2001:db8:1:ffff::1"
+			bestSubnet, bestSite := 0, 0
+			for _, n := range []int{1, 9, 11} {
+				s, _ = newService(t, ipv6Config(tt.extra))
+				if got := rotate(t, s.Handler(), 1, func(int) string { return before }, 1); got != 1 {
+					t.Fatal("the neighbour before the attack was refused")
+				}
+				inSubnet := rotate(t, s.Handler(), n, func(i int) string { return fmt.Sprintf("2001:db8:9:9::%x", i+1) }, 1000)
+				inSite := rotate(t, s.Handler(), n, func(i int) string { return fmt.Sprintf("2001:db8:1:%x::1", i+1) }, 200)
+				t.Logf("%s, %d requests per address: 1,000 addresses of one /64: %d allowed; 200 /64s of one /48: %d allowed", tt.name, n, inSubnet, inSite)
+				bestSubnet, bestSite = max(bestSubnet, inSubnet), max(bestSite, inSite)
+			}
+			if bestSubnet > tt.inSubnet || bestSite > tt.inOne {
+				t.Errorf("at best %d allowed (one /64) and %d (one /48), want at most %d and %d", bestSubnet, bestSite, tt.inSubnet, tt.inOne)
+			}
+			h := s.Handler()
+			for _, c := range []struct{ who, addr string }{
+				{"a client of another /48", "2001:db8:2:1::1"},
+				{"a client of the /48 next to the attacked one", "2001:db8:0:ffff::1"},
+				{"the neighbour that held a grant before the attack", before},
+			} {
+				if got := rotate(t, h, 9, func(int) string { return c.addr }, 1); got != 9 {
+					t.Errorf("%s (%s): %d of 9 allowed, want 9", c.who, c.addr, got)
+				}
+			}
+			late := rotate(t, h, 10, func(int) string { return "2001:db8:1:fffe::1" }, 1)
+			t.Logf("%s: a /64 of the attacked /48 arriving during the attack: %d of 10 allowed", tt.name, late)
+			if tt.extra != "" && late != 0 {
+				t.Errorf("the late neighbour got %d of 10: it should share the /48's spent allowance", late)
+			}
+		})
 	}
-	if w := auth(t, s.Handler(), "?rule=api", "2001:db8:9:9:ffff::1"); w.Code == http.StatusOK {
-		t.Error("a fresh address of the widened /64 was allowed")
+	s, _ := newService(t, ipv6Config("  ipv6_adaptive: true\n"))
+	auth(t, s.Handler(), "", "2001:db8:1:1::1")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(w.Body.String(), "sluice_ipv6_subnet_grants_total 1") {
+		t.Errorf("/metrics does not count the grant:\n%s", grepLines(w.Body.String(), "sluice_ipv6"))
 	}
 }

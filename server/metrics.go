@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/httpstatus"
 	"github.com/sluicehq/sluice/internal/topkeys"
 	"github.com/sluicehq/sluice/store/fallback"
@@ -120,6 +121,20 @@ func (m *metrics) watchBans(set *guard.BanSet) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_bans_refused_total", Help: "Bans refused because the registry was at capacity and nothing could merge.",
 		}, func() float64 { return float64(set.Stats().Refused) }),
+	)
+}
+
+// watchIPv6 exports the counts of forward-auth's adaptive IPv6 keys, as
+// stats returns them for the configuration in force (a reload starts
+// them again, as a restart does).
+func (m *metrics) watchIPv6(stats func() httplimit.AdaptiveStats) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_ipv6_subnet_grants_total", Help: "IPv6 /64s keyed by themselves by forward_auth.ipv6_adaptive (grants taken).",
+		}, func() float64 { return float64(stats().Granted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_ipv6_site_shared_total", Help: "Requests keyed by their /48 by forward_auth.ipv6_adaptive, the /48 having rotated through more /64s than it is granted.",
+		}, func() float64 { return float64(stats().Shared) }),
 	)
 }
 
