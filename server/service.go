@@ -140,6 +140,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
+	st.registry.Bans().Spare(next.allow)
 	s.state.Store(next)
 	s.m.watchIPv6(func() httplimit.AdaptiveStats { return s.state.Load().auth.IPv6Stats() })
 	s.startLive(next)
@@ -376,8 +377,8 @@ func (s *Service) swap(c *config.Config) error {
 		return errors.New("the grpc section changed: restart to apply it")
 	case old.Admin.Listen != c.Admin.Listen || old.Admin.Enabled() != c.Admin.Enabled() || !reflect.DeepEqual(old.Admin.TLS, c.Admin.TLS):
 		return errors.New("the admin listener changed: restart to apply it")
-	case old.Guard.MaxBans != c.Guard.MaxBans:
-		return errors.New("guard.max_bans changed: restart to apply it")
+	case banLimits(old.Guard) != banLimits(c.Guard):
+		return errors.New("guard.max_bans, max_key_bans, coarsen_ipv4 or coarsen_ipv6 changed: restart to apply it")
 	case old.Telemetry != c.Telemetry:
 		return errors.New("the telemetry section changed: restart to apply it")
 	}
@@ -385,6 +386,7 @@ func (s *Service) swap(c *config.Config) error {
 	if err != nil {
 		return err
 	}
+	s.st.registry.Bans().Spare(next.allow)
 	s.state.Swap(next).sinks.retire(next.sinks)
 	if s.live != nil {
 		s.live.use(next, s.st.policies == nil)
