@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -482,5 +483,124 @@ func TestAttackIPv6Adaptive(t *testing.T) {
 	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if !strings.Contains(w.Body.String(), "sluice_ipv6_subnet_grants_total 1") {
 		t.Errorf("/metrics does not count the grant:\n%s", grepLines(w.Body.String(), "sluice_ipv6"))
+	}
+}
+
+// TestAttackBanSteering is the ban registry's attack at its best: 400
+// usernames banned through the HTTP API (which cannot merge), and 3,999
+// offenders through forward-auth, 250 in each of 12 /24s and 250 /64s
+// in each of 4 /48s (each /64 in a /56 of its own, so that merging them
+// costs the most), into a registry of 100 bans, the usernames first (on
+// e7e53da they filled it, and all 3,999 offenders went unbanned) or
+// shuffled among the offenders; an allow-listed address and an
+// allow-listed /64 sit among them.
+// The attacker gets: every offender refused, the usernames limited to
+// their share, no ban wider than /24 or /48. The innocents get: the
+// allow-listed ones let through, addresses next to the attacked networks
+// never refused, and within them a price the bans state (their
+// collateral, through the admin API and /metrics) and that bounds the
+// refusals measured.
+func TestAttackBanSteering(t *testing.T) {
+	for _, shuffle := range []bool{false, true} {
+		t.Run(map[bool]string{false: "usernames first", true: "shuffled"}[shuffle], func(t *testing.T) { banSteering(t, shuffle) })
+	}
+}
+
+func banSteering(t *testing.T, shuffle bool) {
+	text := strings.Replace(serviceConfig, "guard:\n  allow: [192.0.2.10, ", "guard:\n  max_bans: 100\n  allow: [198.18.3.77, \"2001:db8:2:3300::/64\", 192.0.2.10, ", 1)
+	s, _ := newService(t, text)
+	h := s.Handler()
+	var seq []string // addresses, and "user:" and a number for a username
+	for n := range 12 {
+		for host := 1; host <= 250; host++ {
+			if a := fmt.Sprintf("198.18.%d.%d", n, host); a != "198.18.3.77" {
+				seq = append(seq, a)
+			}
+		}
+	}
+	for a := range 4 {
+		for i := range 250 {
+			seq = append(seq, fmt.Sprintf("2001:db8:%x:%x::1", a, i*0x101))
+		}
+	}
+	offenders := len(seq)
+	for i := range 400 {
+		seq = append([]string{fmt.Sprint("user:", i)}, seq...)
+	}
+	if shuffle {
+		rand.New(rand.NewPCG(3, 1)).Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
+	}
+	for _, a := range seq {
+		for range 4 { // login allows 2 a minute; the jail bans after 2 denials
+			if u, ok := strings.CutPrefix(a, "user:"); ok {
+				guardAPIs[0].ask(t, s, "login", "user-"+u)
+			} else {
+				auth(t, h, "?rule=login", a)
+			}
+		}
+	}
+	st := s.st.registry.Bans().Stats()
+	t.Logf("%d offenders and 400 usernames: %+v", offenders, st)
+	if st.Bans > 100 || st.Refused != 0 || st.Keys != 50 || st.RefusedKeys != 350 {
+		t.Errorf("registry %+v; want at most 100 bans, no address refused, the usernames held to their share of 50", st)
+	}
+	// The attacker: every offender refused, at its address and, for
+	// IPv6, anywhere in its /64.
+	for _, a := range seq {
+		if strings.HasPrefix(a, "user:") {
+			continue
+		}
+		probe := a
+		if strings.Contains(a, ":") {
+			probe = strings.TrimSuffix(a, "::1") + ":ffff::7"
+		}
+		if w := auth(t, h, "?rule=api", probe); w.Code != http.StatusForbidden {
+			t.Fatalf("offender %s (at %s) = %d, want 403 banned", a, probe, w.Code)
+		}
+	}
+	bans, err := s.Bans(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bans {
+		if p, err := guard.ParsePrefix(b.Key); err == nil && (p.Addr().Is4() && p.Bits() < 24 || p.Addr().Is6() && p.Bits() < 48) {
+			t.Errorf("ban %s is wider than the bound", b.Key)
+		}
+		if b.Collateral > 0 && !strings.Contains(b.CollateralUnit, "/64s") && !strings.Contains(b.CollateralUnit, "addresses") {
+			t.Errorf("ban %s: collateral %d without its unit", b.Key, b.Collateral)
+		}
+	}
+	// The innocents.
+	for _, c := range []struct{ who, addr, exempt string }{
+		{"the allow-listed address among the offenders", "198.18.3.77", "allow-list"},
+		{"an address of the allow-listed /64 among the offenders", "2001:db8:2:3300::5", "allow-list"},
+		{"the /24 next to an attacked one", "198.18.12.1", ""},
+		{"the /24 before the attacked ones", "198.17.255.254", ""},
+		{"the /48 next to an attacked one", "2001:db8:4::1", ""},
+	} {
+		if w := auth(t, h, "?rule=api", c.addr); w.Code != http.StatusOK || w.Header().Get("X-Sluice-Exempt") != c.exempt {
+			t.Errorf("%s (%s) = %d %q, want 200 %q", c.who, c.addr, w.Code, w.Header().Get("X-Sluice-Exempt"), c.exempt)
+		}
+	}
+	// Within the attacked /24s, the addresses that never offended pay the
+	// collateral the bans state, no more.
+	refused := 0
+	for n := range 12 {
+		for _, host := range []int{0, 251, 252, 253, 254, 255} {
+			if auth(t, h, "?rule=api", fmt.Sprintf("198.18.%d.%d", n, host)).Code == http.StatusForbidden {
+				refused++
+			}
+		}
+	}
+	t.Logf("72 bystanders in the attacked /24s: %d refused; the bans state %d addresses and %d /64s of collateral", refused, st.CollateralIPv4, st.CollateralIPv6)
+	if int64(refused) > st.CollateralIPv4 {
+		t.Errorf("%d bystanders refused, more than the %d addresses of collateral stated", refused, st.CollateralIPv4)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, m := range []string{`sluice_bans_collateral{family="ipv4"} ` + fmt.Sprint(st.CollateralIPv4), "sluice_bans_key_refused_total 350", "sluice_bans_refused_total 0"} {
+		if !strings.Contains(w.Body.String(), m) {
+			t.Errorf("/metrics lacks %q:\n%s", m, grepLines(w.Body.String(), "sluice_bans"))
+		}
 	}
 }

@@ -119,8 +119,22 @@ func (m *metrics) watchBans(set *guard.BanSet) {
 			Name: "sluice_bans_coarsened_total", Help: "Bans merged into a network ban because the registry was at capacity.",
 		}, func() float64 { return float64(set.Stats().Coarsened) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_bans_refused_total", Help: "Bans refused because the registry was at capacity and nothing could merge.",
+			Name: "sluice_bans_refused_total", Help: "Bans of addresses and networks refused because their share of the registry was full and nothing could merge within the bounds.",
 		}, func() float64 { return float64(set.Stats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_bans_key_refused_total", Help: "Bans of keys that are no address (usernames) refused because their share of the registry (guard.max_key_bans) was full.",
+		}, func() float64 { return float64(set.Stats().RefusedKeys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_key_active", Help: "Bans of keys that are no address held by the ban registry.",
+		}, func() float64 { return float64(set.Stats().Keys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_collateral", Help: "What the bans merged at capacity cover beyond their offenders: IPv4 addresses, IPv6 /64s.",
+			ConstLabels: prometheus.Labels{"family": "ipv4"},
+		}, func() float64 { return float64(set.Stats().CollateralIPv4) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_collateral", Help: "What the bans merged at capacity cover beyond their offenders: IPv4 addresses, IPv6 /64s.",
+			ConstLabels: prometheus.Labels{"family": "ipv6"},
+		}, func() float64 { return float64(set.Stats().CollateralIPv6) }),
 	)
 }
 
