@@ -247,3 +247,58 @@ func FuzzBanKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBanSetCapacity bans what the bytes make (addresses of a few
+// networks in every form, and usernames) into a set of 8 bans, two of
+// them for usernames, with an allow-listed address among them: nothing
+// panics, the set stays within its shares, every ban put is in force or
+// its refusal was counted, and no merge covers the allowed address.
+func FuzzBanSetCapacity(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 200, 201, 202})
+	f.Add([]byte("\x00\x40\x80\xc0\x01\x41\x81\xc1\x02\x42\x82\xc2\xff\xfe\xfd"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		allow := &guard.List{}
+		_ = allow.Add("192.0.2.77")
+		s := guard.BanSet{BanLimits: guard.BanLimits{Max: 8, MaxKeys: 2}}
+		s.Spare(allow)
+		var put []string
+		refused := 0
+		for i, b := range data {
+			var key string
+			switch b >> 6 {
+			case 0:
+				key = fmt.Sprintf("192.0.2.%d", b&63+40) // around the allowed address
+			case 1:
+				key = fmt.Sprintf("::ffff:198.51.%d.%d", b&3, b&15)
+			case 2:
+				key = fmt.Sprintf("2001:0db8:%x:%x::1", b&3, b&15)
+			default:
+				key = fmt.Sprint("user-", b&63)
+			}
+			if key == "192.0.2.77" {
+				continue // allow-listed: never banned
+			}
+			_, err := s.Put(ban("j", key, time.Duration(i+1)*time.Minute), t0)
+			switch {
+			case errors.Is(err, guard.ErrBansFull):
+				refused++
+			case err != nil:
+				t.Fatalf("Put(%s): %v", key, err)
+			default:
+				put = append(put, key)
+			}
+		}
+		st := s.Stats()
+		if st.Bans > 8 || st.Keys > 2 || st.Refused+st.RefusedKeys != int64(refused) || st.CollateralIPv4 < 0 || st.CollateralIPv6 < 0 {
+			t.Fatalf("Stats() = %+v with %d refused", st, refused)
+		}
+		for _, k := range put {
+			if _, ok := s.Match("j", k, t0); !ok {
+				t.Fatalf("ban of %s lost", k)
+			}
+		}
+		if b, ok := s.Match("", "192.0.2.77", t0); ok {
+			t.Fatalf("the allow-listed address is covered by %+v", b)
+		}
+	})
+}

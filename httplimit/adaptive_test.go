@@ -195,3 +195,33 @@ func TestAdaptivePrefixStoreFull(t *testing.T) {
 	}
 	t.Logf("after the flood: %d allowed; %+v", got, a.ap.Stats())
 }
+
+// FuzzAdaptivePrefixKey keys any address, in any form a connection
+// gives it: no panic; an IPv6 key is the address's /64 or /48, never
+// narrower, an IPv4 key its /32.
+func FuzzAdaptivePrefixKey(f *testing.F) {
+	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}, "")
+	f.Add([]byte{10: 0xff, 11: 0xff, 12: 203, 13: 0, 14: 113, 15: 7}, "eth0")
+	ms := memory.New(memory.Config{})
+	f.Cleanup(func() { ms.Close() })
+	ap, err := httplimit.NewAdaptivePrefix(ms, httplimit.AdaptiveConfig{Subnets: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, zone string) {
+		if len(b) < 16 {
+			return
+		}
+		a := netip.AddrFrom16([16]byte(b[:16]))
+		key := ap.KeyOf(t.Context(), a.WithZone(zone))
+		p, err := netip.ParsePrefix(key)
+		switch {
+		case err != nil:
+			t.Fatalf("KeyOf(%s) = %q, not a prefix", a, key)
+		case !p.Contains(a.Unmap()):
+			t.Fatalf("KeyOf(%s) = %s, which does not hold it", a, p)
+		case a.Unmap().Is4() && p.Bits() != 32, a.Unmap().Is6() && p.Bits() != 64 && p.Bits() != 48:
+			t.Fatalf("KeyOf(%s) = %s, want a /32, /64 or /48", a, p)
+		}
+	})
+}
