@@ -137,9 +137,9 @@ func putIn(set *guard.BanSet, b guard.Ban, now time.Time) []*op {
 
 // putOps returns the ops that write rec, a ban a set recorded, and m,
 // the merge it made room with: the merge first, so that Redis never
-// holds more than the set. restore marks rec as a ban written back.
-func putOps(rec guard.Ban, m guard.Merge, restore bool) []*op {
-	o := &op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, restore: restore}
+// holds more than the set; rec's op last.
+func putOps(rec guard.Ban, m guard.Merge) []*op {
+	o := &op{field: banfield.Name(rec.Jail, rec.Key), ban: rec}
 	switch {
 	case m.Into.Key == "":
 	case m.Into.Key == rec.Key && m.Into.Jail == rec.Jail:

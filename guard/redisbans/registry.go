@@ -323,7 +323,7 @@ func (r *Registry) Put(ctx context.Context, b guard.Ban) (guard.Ban, error) {
 		return rec, fmt.Errorf("redisbans: %w", err)
 	}
 	var ops []*op
-	for _, o := range putOps(rec, m, false) {
+	for _, o := range putOps(rec, m) {
 		ops = append(ops, r.queue(o))
 	}
 	r.mu.Unlock()

@@ -267,7 +267,9 @@ func (r *Registry) merge(s snapshot, now time.Time) {
 			continue
 		}
 		if rec, m, err := next.PutMerged(b, now); err == nil {
-			for _, o := range putOps(rec, m, true) {
+			ops := putOps(rec, m)
+			ops[len(ops)-1].restore = true // rec's
+			for _, o := range ops {
 				r.queue(o)
 			}
 			r.writtenBack.Add(1)
