@@ -197,8 +197,18 @@ type Guard struct {
 	Jails []Jail
 	// MaxBans bounds the bans the ban registry holds (see guard.BanSet:
 	// at capacity, address bans merge into network bans). Default 0:
-	// guard.DefaultMaxBans.
+	// guard.DefaultMaxBans (100,000).
 	MaxBans int
+	// MaxKeyBans bounds the bans of keys that are no address (usernames,
+	// API keys), which cannot merge: their share of MaxBans, so that a
+	// flood of them never leaves address bans without room, nor the
+	// reverse. Less than MaxBans. Default 0: half of MaxBans.
+	MaxKeyBans int
+	// CoarsenIPv4 and CoarsenIPv6 are the lengths of the widest networks
+	// address bans are merged into at capacity: 8 to 32 (32: never) and
+	// 16 to 128. Default 0: 24 and 48. A merge never covers an address of
+	// the allow list.
+	CoarsenIPv4, CoarsenIPv6 int
 	// MaxStrikes is how many actors' failures the jails can count at
 	// once, with the memory store: the counts live apart from the rate
 	// states, in a memory store of their own of about 128 bytes per
@@ -260,10 +270,12 @@ type ForwardAuth struct {
 	// one host owns a /64, and keying by address would give it 2^64
 	// fresh allowances.
 	IPv6Prefix int
-	// IPv6Adaptive keys IPv6 clients by a prefix that widens under
-	// attack instead (httplimit.AdaptivePrefix): by address, then, once
-	// 4 addresses of one /64 were denied within an hour, by the /64, and
-	// likewise to /56 and /48. Default false.
+	// IPv6Adaptive keys IPv6 clients by their /64 while their /48 is
+	// quiet, and by the /48 once it rotates through /64s
+	// (httplimit.AdaptivePrefix): a /48 grants at most 4 of its /64s a
+	// key of their own within an hour; its other /64s share the /48's.
+	// Never weaker than the fixed /64, at one more store call per IPv6
+	// request. Default false.
 	IPv6Adaptive bool
 }
 
@@ -322,12 +334,15 @@ type (
 		TLS    *fileServerTLS `yaml:"tls"`
 	}
 	fileGuard struct {
-		Allow      []string     `yaml:"allow"`
-		Deny       []string     `yaml:"deny"`
-		Jails      []fileJail   `yaml:"jails"`
-		MaxBans    int          `yaml:"max_bans"`
-		MaxStrikes int          `yaml:"max_strikes"`
-		Notify     []fileNotify `yaml:"notify"`
+		Allow       []string     `yaml:"allow"`
+		Deny        []string     `yaml:"deny"`
+		Jails       []fileJail   `yaml:"jails"`
+		MaxBans     int          `yaml:"max_bans"`
+		MaxKeyBans  int          `yaml:"max_key_bans"`
+		CoarsenIPv4 int          `yaml:"coarsen_ipv4"`
+		CoarsenIPv6 int          `yaml:"coarsen_ipv6"`
+		MaxStrikes  int          `yaml:"max_strikes"`
+		Notify      []fileNotify `yaml:"notify"`
 	}
 	fileJail struct {
 		Name        string        `yaml:"name"`
@@ -510,9 +525,9 @@ func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
 
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
-	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans, MaxStrikes: f.MaxStrikes}
-	if g.MaxBans < 0 {
-		return g, v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans)
+	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes}
+	if err := g.checkBans(v); err != nil {
+		return g, err
 	}
 	if g.MaxStrikes < 0 {
 		return g, v.errorf(at("guard", "max_strikes"), "max_strikes %d must not be negative", g.MaxStrikes)
@@ -559,6 +574,22 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 		g.Jails = append(g.Jails, j)
 	}
 	return g, nil
+}
+
+// checkBans validates the bounds of the ban registry.
+func (g *Guard) checkBans(v *validator) error {
+	maxBans := cmp.Or(g.MaxBans, 100_000) // guard.DefaultMaxBans
+	switch {
+	case g.MaxBans < 0:
+		return v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans)
+	case g.MaxKeyBans < 0 || g.MaxKeyBans >= maxBans:
+		return v.errorf(at("guard", "max_key_bans"), "max_key_bans %d must be 0 (half of max_bans) to %d, less than max_bans", g.MaxKeyBans, maxBans-1)
+	case g.CoarsenIPv4 != 0 && (g.CoarsenIPv4 < 8 || g.CoarsenIPv4 > 32):
+		return v.errorf(at("guard", "coarsen_ipv4"), "coarsen_ipv4 %d must be 8 to 32 (default 24)", g.CoarsenIPv4)
+	case g.CoarsenIPv6 != 0 && (g.CoarsenIPv6 < 16 || g.CoarsenIPv6 > 128):
+		return v.errorf(at("guard", "coarsen_ipv6"), "coarsen_ipv6 %d must be 16 to 128 (default 48)", g.CoarsenIPv6)
+	}
+	return nil
 }
 
 // forwardAuth validates the forward_auth section against the rules.

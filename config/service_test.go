@@ -47,6 +47,10 @@ admin: {token_env: SLUICE_TEST_TOKEN}
 guard:
   allow: [10.0.0.0/8, "key:ops"]
   deny: [192.0.2.7]
+  max_bans: 1000
+  max_key_bans: 100
+  coarsen_ipv4: 20
+  coarsen_ipv6: 56
   jails:
     - {name: abuse, rules: [api, login], max_failures: 20, find_time: 1m, ban_time: 10m, max_ban_time: 24h, growth: 3}
 forward_auth:
@@ -62,7 +66,7 @@ forward_auth:
 				}},
 				Failure: Failure{Policy: FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]string{"login": FailClosed, "edge": FailLocal}},
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
-				Guard: Guard{Allow: []string{"10.0.0.0/8", "key:ops"}, Deny: []string{"192.0.2.7"}, Jails: []Jail{{
+				Guard: Guard{Allow: []string{"10.0.0.0/8", "key:ops"}, Deny: []string{"192.0.2.7"}, MaxBans: 1000, MaxKeyBans: 100, CoarsenIPv4: 20, CoarsenIPv6: 56, Jails: []Jail{{
 					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
 					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3,
 				}}},
@@ -142,6 +146,13 @@ func TestParseServiceErrors(t *testing.T) {
 		{"admin bad listen", "admin: {token: 0123456789abcdefgh, listen: nope}\n", []string{"admin.listen:", "not host:port"}},
 		{"guard bad allow", "guard:\n  allow: [10.0.0.0/8, 10.0.0.300]\n", []string{"t.yaml:7: guard.allow[1]:", "not an address, a network or key:NAME"}},
 		{"guard bad deny", "guard: {deny: [\"::1/200\"]}\n", []string{"guard.deny[0]:"}},
+		{"guard max_bans", "guard: {max_bans: -1}\n", []string{"t.yaml:6: guard.max_bans:", "must not be negative"}},
+		{"guard max_key_bans", "guard: {max_bans: 10, max_key_bans: 10}\n", []string{"guard.max_key_bans:", "0 (half of max_bans) to 9"}},
+		{"guard max_key_bans default", "guard: {max_key_bans: 100000}\n", []string{"guard.max_key_bans:", "to 99999"}},
+		{"guard max_key_bans negative", "guard: {max_key_bans: -1}\n", []string{"guard.max_key_bans:"}},
+		{"guard coarsen_ipv4", "guard: {coarsen_ipv4: 4}\n", []string{"guard.coarsen_ipv4:", "8 to 32"}},
+		{"guard coarsen_ipv4 long", "guard: {coarsen_ipv4: 33}\n", []string{"guard.coarsen_ipv4:"}},
+		{"guard coarsen_ipv6", "guard: {coarsen_ipv6: 8}\n", []string{"guard.coarsen_ipv6:", "16 to 128"}},
 		{"jail no name", "guard: {jails: [{rules: [api]}]}\n", []string{"guard.jails[0].name:", "jail name"}},
 		{"jail dup", "guard:\n  jails:\n    - {name: j, rules: [api]}\n    - {name: j, rules: [api]}\n", []string{"t.yaml:9: guard.jails[1].name:", "already defined at line 8"}},
 		{"jail no rules", "guard: {jails: [{name: j}]}\n", []string{"guard.jails[0].rules:", "names no rules"}},

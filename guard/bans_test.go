@@ -83,7 +83,7 @@ func TestBanSetMatch(t *testing.T) {
 // bans are merged into networks, never dropped.
 func TestBanSetFlood(t *testing.T) {
 	const max = 1000
-	s := guard.BanSet{Max: max}
+	s := guard.BanSet{BanLimits: guard.BanLimits{Max: max}}
 	var banned []string
 	for i := range 20_000 {
 		var key string
@@ -107,18 +107,18 @@ func TestBanSetFlood(t *testing.T) {
 			t.Fatalf("ban of %s lost or shortened: %+v, %v", key, b, ok)
 		}
 	}
-	if st := s.Stats(); st.Coarsened == 0 || st.Refused != 0 {
-		t.Errorf("Stats() = %+v, want bans coarsened and none refused", st)
+	if st := s.Stats(); st.Coarsened == 0 || st.Refused != 0 || st.Bans > max/2 {
+		t.Errorf("Stats() = %+v, want bans coarsened, none refused, at most %d (the addresses' share)", st, max/2)
 	}
-	// Keys that are no addresses cannot merge: at capacity they are
-	// refused, loudly, and what is held stays.
+	// Keys that are no addresses cannot merge: beyond their share they
+	// are refused, loudly, and what is held stays.
 	held := s.Stats().Bans
 	var err error
 	for i := 0; err == nil && i <= max; i++ {
 		_, err = s.Put(ban("abuse", fmt.Sprint("user-", i), time.Hour), t0)
 	}
-	if !errors.Is(err, guard.ErrBansFull) || !errors.Is(err, sluice.ErrStoreFull) || s.Stats().Bans != max || s.Stats().Refused != 1 {
-		t.Errorf("Put(key at capacity) error = %v with %+v, want ErrBansFull at %d", err, s.Stats(), max)
+	if st := s.Stats(); !errors.Is(err, guard.ErrBansFull) || !errors.Is(err, sluice.ErrStoreFull) || st.Keys != max/2 || st.Bans != held+max/2 || st.RefusedKeys != 1 || st.Refused != 0 {
+		t.Errorf("Put(key beyond its share) error = %v with %+v, want ErrBansFull at %d keys", err, st, max/2)
 	}
 	if _, ok := s.Match("abuse", banned[0], t0); !ok || held == 0 {
 		t.Error("a ban was dropped to make room for a key")
@@ -133,33 +133,33 @@ func TestBanSetFlood(t *testing.T) {
 // replaced, exactly those the set no longer holds, and that Get and
 // BanKey read keys as Put does.
 func TestBanSetPutMerged(t *testing.T) {
-	s := guard.BanSet{Max: 3}
+	s := guard.BanSet{BanLimits: guard.BanLimits{Max: 3}} // one key, two addresses
 	for _, key := range []string{"192.0.2.1", "192.0.2.2", "alice"} {
-		if _, merged, err := s.PutMerged(ban("j", key, time.Hour), t0); err != nil || len(merged) != 0 {
-			t.Fatalf("PutMerged(%s) below capacity = %v merged, %v; want none", key, merged, err)
+		if _, m, err := s.PutMerged(ban("j", key, time.Hour), t0); err != nil || m.Into.Key != "" {
+			t.Fatalf("PutMerged(%s) below capacity = %+v, %v; want no merge", key, m, err)
 		}
 	}
-	rec, merged, err := s.PutMerged(ban("j", "::ffff:192.0.2.3", 2*time.Hour), t0)
-	if err != nil || rec.Key != "192.0.2.0/24" || !rec.Until.Equal(t0.Add(2*time.Hour)) {
-		t.Fatalf("PutMerged at capacity = %+v, %v; want a 2h ban of 192.0.2.0/24", rec, err)
+	rec, m, err := s.PutMerged(ban("j", "::ffff:192.0.2.3", 2*time.Hour), t0)
+	if err != nil || rec.Key != "192.0.2.0/30" || !rec.Until.Equal(t0.Add(2*time.Hour)) || m.Into != rec || rec.Collateral != 1 {
+		t.Fatalf("PutMerged at capacity = %+v, %+v, %v; want a 2h ban of 192.0.2.0/30, 1 address beyond its 3", rec, m, err)
 	}
 	var keys []string
-	for _, b := range merged {
+	for _, b := range m.Merged {
 		keys = append(keys, b.Key)
 		if _, ok := s.Get("j", b.Key); ok {
 			t.Errorf("merged ban of %s is still held", b.Key)
 		}
 	}
 	if slices.Sort(keys); !slices.Equal(keys, []string{"192.0.2.1", "192.0.2.2"}) {
-		t.Errorf("merged = %v, want the two addresses of the /24", keys)
+		t.Errorf("merged = %v, want the two addresses of the /30", keys)
 	}
 	for _, tt := range []struct {
 		jail, key string
 		want      bool
 	}{
-		{"j", "192.0.2.0/24", true},
-		{"j", "192.0.2.0/255.255.255.0", false},
-		{"j", "::ffff:192.0.2.0/120", true}, // the same network, written otherwise
+		{"j", "192.0.2.0/30", true},
+		{"j", "192.0.2.0/255.255.255.252", false},
+		{"j", "::ffff:192.0.2.0/126", true}, // the same network, written otherwise
 		{"j", "192.0.2.3", false},           // covered, but not a ban of its own
 		{"j", "alice", true},
 		{"k", "alice", false},
@@ -170,17 +170,17 @@ func TestBanSetPutMerged(t *testing.T) {
 	}
 	// A network ban at capacity absorbs the bans within it, keeping its
 	// reason, rather than merge into a wider network.
-	s = guard.BanSet{Max: 3}
-	for _, key := range []string{"192.0.2.1", "192.0.2.2", "198.51.100.1"} {
+	s = guard.BanSet{BanLimits: guard.BanLimits{Max: 4, MaxKeys: 1}}
+	for _, key := range []string{"192.0.2.1", "192.0.2.64", "198.51.100.1"} {
 		if _, err := s.Put(ban("j", key, time.Hour), t0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	net := ban("j", "192.0.2.0/24", 30*time.Minute)
 	net.Reason = "by hand"
-	rec, merged, err = s.PutMerged(net, t0)
-	if err != nil || rec.Key != "192.0.2.0/24" || rec.Reason != "by hand" || !rec.Until.Equal(t0.Add(time.Hour)) || len(merged) != 2 {
-		t.Errorf("PutMerged(a /24 at capacity) = %+v, %d merged, %v; want the /24 for 1h absorbing 2 bans, its reason kept", rec, len(merged), err)
+	rec, m, err = s.PutMerged(net, t0)
+	if err != nil || rec.Key != "192.0.2.0/24" || rec.Reason != "by hand" || !rec.Until.Equal(t0.Add(time.Hour)) || len(m.Merged) != 2 || rec.Collateral != 0 {
+		t.Errorf("PutMerged(a /24 at capacity) = %+v, %+v, %v; want the /24 for 1h absorbing 2 bans, its reason kept, no collateral", rec, m, err)
 	}
 	for key, want := range map[string]string{
 		"::ffff:198.51.100.7":     "198.51.100.7",
@@ -244,6 +244,61 @@ func FuzzBanKey(f *testing.F) {
 		s.Match("", probe, t0)
 		if !s.Delete("j", key) || s.Stats().Bans != 0 {
 			t.Fatalf("Delete(%q) left %d bans", key, s.Stats().Bans)
+		}
+	})
+}
+
+// FuzzBanSetCapacity bans what the bytes make (addresses of a few
+// networks in every form, and usernames) into a set of 8 bans, two of
+// them for usernames, with an allow-listed address among them: nothing
+// panics, the set stays within its shares, every ban put is in force or
+// its refusal was counted, and no merge covers the allowed address.
+func FuzzBanSetCapacity(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 200, 201, 202})
+	f.Add([]byte("\x00\x40\x80\xc0\x01\x41\x81\xc1\x02\x42\x82\xc2\xff\xfe\xfd"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		allow := &guard.List{}
+		_ = allow.Add("192.0.2.77")
+		s := guard.BanSet{BanLimits: guard.BanLimits{Max: 8, MaxKeys: 2}}
+		s.Spare(allow)
+		var put []string
+		refused := 0
+		for i, b := range data {
+			var key string
+			switch b >> 6 {
+			case 0:
+				key = fmt.Sprintf("192.0.2.%d", b&63+40) // around the allowed address
+			case 1:
+				key = fmt.Sprintf("::ffff:198.51.%d.%d", b&3, b&15)
+			case 2:
+				key = fmt.Sprintf("2001:0db8:%x:%x::1", b&3, b&15)
+			default:
+				key = fmt.Sprint("user-", b&63)
+			}
+			if key == "192.0.2.77" {
+				continue // allow-listed: never banned
+			}
+			_, err := s.Put(ban("j", key, time.Duration(i+1)*time.Minute), t0)
+			switch {
+			case errors.Is(err, guard.ErrBansFull):
+				refused++
+			case err != nil:
+				t.Fatalf("Put(%s): %v", key, err)
+			default:
+				put = append(put, key)
+			}
+		}
+		st := s.Stats()
+		if st.Bans > 8 || st.Keys > 2 || st.Refused+st.RefusedKeys != int64(refused) || st.CollateralIPv4 < 0 || st.CollateralIPv6 < 0 {
+			t.Fatalf("Stats() = %+v with %d refused", st, refused)
+		}
+		for _, k := range put {
+			if _, ok := s.Match("j", k, t0); !ok {
+				t.Fatalf("ban of %s lost", k)
+			}
+		}
+		if b, ok := s.Match("", "192.0.2.77", t0); ok {
+			t.Fatalf("the allow-listed address is covered by %+v", b)
 		}
 	})
 }

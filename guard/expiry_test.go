@@ -16,7 +16,7 @@ import (
 // a ban another caller dropped (List) is told all the same.
 func TestExpiryWatcherTellsEachLapseOnce(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	reg := guard.NewMemoryRegistry(0)
+	reg := guard.NewMemoryRegistry(guard.BanLimits{})
 	var told []string
 	w := guard.NewExpiryWatcher(guard.ExpiryConfig{Registry: reg, OnExpire: func(b guard.Ban) { told = append(told, b.Key) }})
 	ctx := context.Background()
@@ -59,7 +59,7 @@ func TestExpiryWatcherTellsEachLapseOnce(t *testing.T) {
 // MaxLapsed are counted lost, not kept.
 func TestExpiryWatcherBounded(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	reg := guard.NewMemoryRegistry(0)
+	reg := guard.NewMemoryRegistry(guard.BanLimits{})
 	n := 0
 	w := guard.NewExpiryWatcher(guard.ExpiryConfig{Registry: reg, MaxLapsed: 3, OnExpire: func(guard.Ban) { n++ }})
 	for i := range 10 {
@@ -91,7 +91,7 @@ func (f *failingClaimer) ClaimExpiry(context.Context, guard.Ban) (bool, error) {
 // again at the next sweep, and told then.
 func TestExpiryWatcherRetriesClaims(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	reg := &failingClaimer{MemoryRegistry: guard.NewMemoryRegistry(0)}
+	reg := &failingClaimer{MemoryRegistry: guard.NewMemoryRegistry(guard.BanLimits{})}
 	var told []string
 	w := guard.NewExpiryWatcher(guard.ExpiryConfig{Registry: reg, OnExpire: func(b guard.Ban) { told = append(told, b.Key) }})
 	if _, err := reg.Put(context.Background(), guard.Ban{Jail: "j", Key: "k", Since: t0, Until: t0.Add(time.Minute)}); err != nil {

@@ -30,6 +30,7 @@ type listSnap struct {
 	prefixes map[netip.Prefix]struct{}
 	lens4    []int // distinct prefix lengths of IPv4 entries, longest first
 	lens6    []int
+	sorted   []netip.Prefix // the prefixes by address, for Overlaps
 	keys     map[string]struct{}
 }
 
@@ -66,6 +67,7 @@ func (l *List) edit(fn func(s *listSnap)) {
 	}
 	slices.SortFunc(s.lens4, func(a, b int) int { return b - a })
 	slices.SortFunc(s.lens6, func(a, b int) int { return b - a })
+	s.sorted = sortedPrefixes(s.prefixes)
 	l.snap.Store(s)
 }
 
@@ -153,17 +155,37 @@ func (l *List) Contains(a netip.Addr) bool {
 	return false
 }
 
-// ContainsKey reports whether key is in the list.
-func (l *List) ContainsKey(key string) bool {
-	_, ok := l.load().keys[key]
+// Overlaps reports whether p and a network of the list share an
+// address: p lies in one, or holds one. A ban registry asks it before it
+// merges bans into p, so that no merge covers an allow-listed address.
+func (l *List) Overlaps(p netip.Prefix) bool {
+	s := l.load()
+	if len(s.prefixes) == 0 || !p.IsValid() {
+		return false
+	}
+	p = normalize(p)
+	lens := s.lens6
+	if p.Addr().Is4() {
+		lens = s.lens4
+	}
+	for _, bits := range lens {
+		if q, _ := p.Addr().Prefix(bits); bits <= p.Bits() && s.has(q) {
+			return true
+		}
+	}
+	i, _ := slices.BinarySearchFunc(s.sorted, p.Addr(), func(q netip.Prefix, a netip.Addr) int { return q.Addr().Compare(a) })
+	return i < len(s.sorted) && p.Contains(s.sorted[i].Addr())
+}
+
+func (s *listSnap) has(p netip.Prefix) bool {
+	_, ok := s.prefixes[p]
 	return ok
 }
 
-// Prefixes returns the networks of the list, sorted.
-func (l *List) Prefixes() []netip.Prefix {
-	s := l.load()
-	out := make([]netip.Prefix, 0, len(s.prefixes))
-	for p := range s.prefixes {
+// sortedPrefixes returns the prefixes sorted by address, then length.
+func sortedPrefixes(set map[netip.Prefix]struct{}) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(set))
+	for p := range set {
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b netip.Prefix) int {
@@ -174,6 +196,15 @@ func (l *List) Prefixes() []netip.Prefix {
 	})
 	return out
 }
+
+// ContainsKey reports whether key is in the list.
+func (l *List) ContainsKey(key string) bool {
+	_, ok := l.load().keys[key]
+	return ok
+}
+
+// Prefixes returns the networks of the list, sorted.
+func (l *List) Prefixes() []netip.Prefix { return slices.Clone(l.load().sorted) }
 
 // Keys returns the keys of the list, sorted.
 func (l *List) Keys() []string {

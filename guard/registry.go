@@ -21,6 +21,25 @@ type Ban struct {
 	// Offences is how many times the actor was banned within the jail's
 	// memory, this ban included: the ban's length grows with it.
 	Offences int
+	// Collateral is, for a network ban a BanSet made by merging bans at
+	// capacity, how much it covers beyond the bans merged into it: in
+	// addresses for IPv4, in /64s for IPv6 (an offender's /64 counts as
+	// its own, a /64 being one customer's). Zero for a ban of just what
+	// was banned.
+	Collateral int64
+}
+
+// CollateralUnit names what b.Collateral counts: "addresses" for an
+// IPv4 network, "/64s" for an IPv6 one, "" for a key.
+func (b Ban) CollateralUnit() string {
+	p, ok := parseNet(b.Key)
+	switch {
+	case !ok:
+		return ""
+	case p.Addr().Is4():
+		return "addresses"
+	}
+	return "/64s"
 }
 
 // A Registry keeps the bans of jails, apart from rate states: no
@@ -57,10 +76,9 @@ type MemoryRegistry struct {
 
 var _ Registry = (*MemoryRegistry)(nil)
 
-// NewMemoryRegistry returns a MemoryRegistry that holds at most max bans
-// (0: DefaultMaxBans).
-func NewMemoryRegistry(max int) *MemoryRegistry {
-	return &MemoryRegistry{set: BanSet{Max: max}}
+// NewMemoryRegistry returns a MemoryRegistry whose set has the limits l.
+func NewMemoryRegistry(l BanLimits) *MemoryRegistry {
+	return &MemoryRegistry{set: BanSet{BanLimits: l}}
 }
 
 // Put records b.

@@ -8,8 +8,9 @@
 //
 // A [Keyer] names the actor of a request. [ClientIP] finds the client's
 // address, believing forwarding headers only from configured trusted
-// proxies; [IPPrefix] keys by network (/24, /64); [AdaptivePrefix] widens
-// IPv6 prefixes as addresses within them trip the limit; [Header],
+// proxies; [IPPrefix] keys by network (/24, /64); [AdaptivePrefix] keys
+// an IPv6 client by its /64, or by its /48 once that /48 rotates through
+// more /64s than a few; [Header],
 // [Path], [Pattern] and [FormField] (hashed, so no usernames sit in the
 // store) key by request content; [Compose] combines keys (address and
 // username). A request from which no key can be derived is limited under

@@ -22,8 +22,8 @@ type Keyer interface {
 }
 
 // A Tripper is a Keyer that wants to know when a request under one of its
-// keys was denied, as AdaptivePrefix does to widen its prefixes. The
-// middleware calls Trip once per denial, with the request's context.
+// keys was denied, to widen its keys under attack, say. The middleware
+// calls Trip once per denial, with the request's context.
 type Tripper interface {
 	Keyer
 	Trip(r *http.Request, key string)

@@ -134,52 +134,6 @@ func TestPattern(t *testing.T) {
 	}
 }
 
-// TestAdaptivePrefix: an attacker rotating addresses inside one /64 gets a
-// fresh allowance per address only until Trips of them are denied; then
-// the whole /64 shares one, and likewise up to the /56.
-func TestAdaptivePrefix(t *testing.T) {
-	c := newClock()
-	s := newStore(t)
-	ap, err := httplimit.NewAdaptivePrefix(s, httplimit.AdaptiveConfig{Trips: 2, Window: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: limiter(t, s, c, "adaptive", "2/h"), Key: ap}}})
-	srv := m.Handler(&recordingHandler{})
-	hit := func(addr string) int {
-		return serve(srv, request("["+addr+"]:1")).Code
-	}
-	exhaust := func(addr string) {
-		t.Helper()
-		for i, want := range []int{200, 200, 429} {
-			if got := hit(addr); got != want {
-				t.Fatalf("%s request %d: status = %d, want %d", addr, i, got, want)
-			}
-		}
-	}
-	exhaust("2001:db8:0:1::1")
-	exhaust("2001:db8:0:1::2") // second distinct trip in the /64: widened
-	if got := hit("2001:db8:0:1::3"); got != 200 {
-		t.Fatalf("fresh address in widened /64: status = %d, want 200 (the /64's fresh allowance)", got)
-	}
-	hit("2001:db8:0:1::4")
-	if got := hit("2001:db8:0:1::5"); got != 429 {
-		t.Fatalf("third address in widened /64: status = %d, want 429 (the /64 shares one limit)", got)
-	}
-	if got := hit("2001:db8:0:2::1"); got != 200 {
-		t.Errorf("address in another /64: status = %d, want 200", got)
-	}
-	if k, _ := ap.Key(request("[2001:db8:0:1::99]:1")); k != "2001:db8:0:1::/64" {
-		t.Errorf("Key in widened /64 = %q, want the /64", k)
-	}
-	if k, _ := ap.Key(request("203.0.113.7:1")); k != "203.0.113.7/32" {
-		t.Errorf("IPv4 key = %q, want 203.0.113.7/32", k)
-	}
-	if _, err := httplimit.NewAdaptivePrefix(s, httplimit.AdaptiveConfig{Steps: []int{48, 64}}); err == nil {
-		t.Error("NewAdaptivePrefix accepted steps widest first")
-	}
-}
-
 // FuzzFields checks that the fields written for any policy name the
 // middleware accepts and any limit parse as structured-field lists, and
 // that the problem details of a denial parse as JSON naming the policy.

@@ -98,9 +98,18 @@ func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
 	}
 	out := make([]admin.Ban, len(bans))
 	for i, b := range bans {
-		out[i] = admin.Ban(b)
+		out[i] = adminBan(b)
 	}
 	return out, nil
+}
+
+// adminBan returns b as the admin API tells it.
+func adminBan(b guard.Ban) admin.Ban {
+	out := admin.Ban{Jail: b.Jail, Key: b.Key, Reason: b.Reason, Since: b.Since, Until: b.Until, Offences: b.Offences, Collateral: b.Collateral}
+	if b.Collateral > 0 {
+		out.CollateralUnit = b.CollateralUnit()
+	}
+	return out
 }
 
 // Ban bans key in jail for d, or the jail's own length when d is 0. key
@@ -115,7 +124,7 @@ func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, re
 		reason = "banned by an admin"
 	}
 	b, err := j.Ban(ctx, banKey(key), d, reason)
-	return admin.Ban(b), err
+	return adminBan(b), err
 }
 
 // Lift ends the ban of key, written as Ban reads it, in jail. It returns

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -401,24 +402,206 @@ func TestAttackSilentHTTP(t *testing.T) {
 	}
 }
 
-// TestAttackIPv6Adaptive rotates through 20 addresses of one /64, each
-// until it is denied, with forward-auth's adaptive IPv6 keys: after 4
-// addresses were denied the /64 becomes the key, so the whole attack
-// gets at most 4 addresses' allowances and the /64's.
-func TestAttackIPv6Adaptive(t *testing.T) {
-	s, _ := newService(t, strings.Replace(serviceConfig, "  rule: api\n", "  rule: api\n  ipv6_adaptive: true\n", 1))
+// ipv6Config is serviceConfig with a rule of 10 a minute that
+// forward-auth applies by default, keying IPv6 clients as extra says.
+func ipv6Config(extra string) string {
+	text := strings.Replace(serviceConfig, "rules:\n", "rules:\n  - name: ten\n    limits: [\"10/min\"]\n", 1)
+	return strings.Replace(text, "  rule: api\n", "  rule: ten\n"+extra, 1)
+}
+
+// rotate asks forward-auth n times from each address of addrs and
+// returns how many were allowed.
+func rotate(t *testing.T, h http.Handler, n int, addrs func(i int) string, count int) int {
+	t.Helper()
 	allowed := 0
-	for i := range 20 {
-		for range 4 {
-			if auth(t, s.Handler(), "?rule=api", fmt.Sprintf("2001:db8:9:9::%x", i+1)).Code == http.StatusOK {
+	for i := range count {
+		for range n {
+			if auth(t, h, "", addrs(i)).Code == http.StatusOK {
 				allowed++
 			}
 		}
 	}
-	if allowed > 4*3+3 { // api allows 3 a minute per key
-		t.Errorf("20 addresses of one /64, adaptive keys: %d allowed, want at most %d", allowed, 4*3+3)
+	return allowed
+}
+
+// TestAttackIPv6Adaptive rotates, at 10 a minute, through 1,000
+// addresses of one /64 and through 200 fresh /64s of one /48, with
+// forward-auth's adaptive IPv6 keys and with the fixed /64. Each address
+// asks once, 9 times (under the limit, as against the old adaptive keys,
+// which widened only on denials) or until denied; the attacker's best is
+// asserted: adaptive gives the /64 one allowance and the /48 at most
+// five. Then the innocents, after the attack: a client of another /48
+// keeps its own 10, and so does a /64 of the attacked /48 that held its
+// grant before the attack; a /64 of the attacked /48 that arrives during
+// it shares the /48's allowance (the stated price).
+func TestAttackIPv6Adaptive(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		extra           string
+		inSubnet, inOne int // the most allowed: 1,000 addresses of a /64, 200 /64s of a /48
+	}{
+		{"adaptive", "  ipv6_adaptive: true\n", 10, 50},
+		{"fixed /64", "", 10, 2000},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var s *Service
+			const before = "2001:db8:1:ffff::1"
+			bestSubnet, bestSite := 0, 0
+			for _, n := range []int{1, 9, 11} {
+				s, _ = newService(t, ipv6Config(tt.extra))
+				if got := rotate(t, s.Handler(), 1, func(int) string { return before }, 1); got != 1 {
+					t.Fatal("the neighbour before the attack was refused")
+				}
+				inSubnet := rotate(t, s.Handler(), n, func(i int) string { return fmt.Sprintf("2001:db8:9:9::%x", i+1) }, 1000)
+				inSite := rotate(t, s.Handler(), n, func(i int) string { return fmt.Sprintf("2001:db8:1:%x::1", i+1) }, 200)
+				t.Logf("%s, %d requests per address: 1,000 addresses of one /64: %d allowed; 200 /64s of one /48: %d allowed", tt.name, n, inSubnet, inSite)
+				bestSubnet, bestSite = max(bestSubnet, inSubnet), max(bestSite, inSite)
+			}
+			if bestSubnet > tt.inSubnet || bestSite > tt.inOne {
+				t.Errorf("at best %d allowed (one /64) and %d (one /48), want at most %d and %d", bestSubnet, bestSite, tt.inSubnet, tt.inOne)
+			}
+			h := s.Handler()
+			for _, c := range []struct{ who, addr string }{
+				{"a client of another /48", "2001:db8:2:1::1"},
+				{"a client of the /48 next to the attacked one", "2001:db8:0:ffff::1"},
+				{"the neighbour that held a grant before the attack", before},
+			} {
+				if got := rotate(t, h, 9, func(int) string { return c.addr }, 1); got != 9 {
+					t.Errorf("%s (%s): %d of 9 allowed, want 9", c.who, c.addr, got)
+				}
+			}
+			late := rotate(t, h, 10, func(int) string { return "2001:db8:1:fffe::1" }, 1)
+			t.Logf("%s: a /64 of the attacked /48 arriving during the attack: %d of 10 allowed", tt.name, late)
+			if tt.extra != "" && late != 0 {
+				t.Errorf("the late neighbour got %d of 10: it should share the /48's spent allowance", late)
+			}
+		})
 	}
-	if w := auth(t, s.Handler(), "?rule=api", "2001:db8:9:9:ffff::1"); w.Code == http.StatusOK {
-		t.Error("a fresh address of the widened /64 was allowed")
+	s, _ := newService(t, ipv6Config("  ipv6_adaptive: true\n"))
+	auth(t, s.Handler(), "", "2001:db8:1:1::1")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(w.Body.String(), "sluice_ipv6_subnet_grants_total 1") {
+		t.Errorf("/metrics does not count the grant:\n%s", grepLines(w.Body.String(), "sluice_ipv6"))
+	}
+}
+
+// TestAttackBanSteering is the ban registry's attack at its best: 400
+// usernames banned through the HTTP API (which cannot merge), and 3,999
+// offenders through forward-auth, 250 in each of 12 /24s and 250 /64s
+// in each of 4 /48s (each /64 in a /56 of its own, so that merging them
+// costs the most), into a registry of 100 bans, the usernames first (on
+// e7e53da they filled it, and all 3,999 offenders went unbanned) or
+// shuffled among the offenders; an allow-listed address and an
+// allow-listed /64 sit among them.
+// The attacker gets: every offender refused, the usernames limited to
+// their share, no ban wider than /24 or /48. The innocents get: the
+// allow-listed ones let through, addresses next to the attacked networks
+// never refused, and within them a price the bans state (their
+// collateral, through the admin API and /metrics) and that bounds the
+// refusals measured.
+func TestAttackBanSteering(t *testing.T) {
+	for _, order := range []string{"usernames first", "shuffled"} {
+		t.Run(order, func(t *testing.T) { banSteering(t, order) })
+	}
+}
+
+// banSteering runs TestAttackBanSteering with the bans in order.
+func banSteering(t *testing.T, order string) {
+	text := strings.Replace(serviceConfig, "guard:\n  allow: [192.0.2.10, ", "guard:\n  max_bans: 100\n  allow: [198.18.3.77, \"2001:db8:2:3300::/64\", 192.0.2.10, ", 1)
+	s, _ := newService(t, text)
+	h := s.Handler()
+	var seq []string // addresses, and "user:" and a number for a username
+	for n := range 12 {
+		for host := 1; host <= 250; host++ {
+			if a := fmt.Sprintf("198.18.%d.%d", n, host); a != "198.18.3.77" {
+				seq = append(seq, a)
+			}
+		}
+	}
+	for a := range 4 {
+		for i := range 250 {
+			seq = append(seq, fmt.Sprintf("2001:db8:%x:%x::1", a, i*0x101))
+		}
+	}
+	offenders := len(seq)
+	for i := range 400 {
+		seq = append([]string{fmt.Sprint("user:", i)}, seq...)
+	}
+	if order == "shuffled" {
+		rand.New(rand.NewPCG(3, 1)).Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
+	}
+	for _, a := range seq {
+		for range 4 { // login allows 2 a minute; the jail bans after 2 denials
+			if u, ok := strings.CutPrefix(a, "user:"); ok {
+				guardAPIs[0].ask(t, s, "login", "user-"+u)
+			} else {
+				auth(t, h, "?rule=login", a)
+			}
+		}
+	}
+	st := s.st.registry.Bans().Stats()
+	t.Logf("%d offenders and 400 usernames: %+v", offenders, st)
+	if st.Bans > 100 || st.Refused != 0 || st.Keys != 50 || st.RefusedKeys != 350 {
+		t.Errorf("registry %+v; want at most 100 bans, no address refused, the usernames held to their share of 50", st)
+	}
+	// The attacker: every offender refused, at its address and, for
+	// IPv6, anywhere in its /64.
+	for _, a := range seq {
+		if strings.HasPrefix(a, "user:") {
+			continue
+		}
+		probe := a
+		if strings.Contains(a, ":") {
+			probe = strings.TrimSuffix(a, "::1") + ":ffff::7"
+		}
+		if w := auth(t, h, "?rule=api", probe); w.Code != http.StatusForbidden {
+			t.Fatalf("offender %s (at %s) = %d, want 403 banned", a, probe, w.Code)
+		}
+	}
+	bans, err := s.Bans(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bans {
+		if p, err := guard.ParsePrefix(b.Key); err == nil && (p.Addr().Is4() && p.Bits() < 24 || p.Addr().Is6() && p.Bits() < 48) {
+			t.Errorf("ban %s is wider than the bound", b.Key)
+		}
+		if b.Collateral > 0 && !strings.Contains(b.CollateralUnit, "/64s") && !strings.Contains(b.CollateralUnit, "addresses") {
+			t.Errorf("ban %s: collateral %d without its unit", b.Key, b.Collateral)
+		}
+	}
+	// The innocents.
+	for _, c := range []struct{ who, addr, exempt string }{
+		{"the allow-listed address among the offenders", "198.18.3.77", "allow-list"},
+		{"an address of the allow-listed /64 among the offenders", "2001:db8:2:3300::5", "allow-list"},
+		{"the /24 next to an attacked one", "198.18.12.1", ""},
+		{"the /24 before the attacked ones", "198.17.255.254", ""},
+		{"the /48 next to an attacked one", "2001:db8:4::1", ""},
+	} {
+		if w := auth(t, h, "?rule=api", c.addr); w.Code != http.StatusOK || w.Header().Get("X-Sluice-Exempt") != c.exempt {
+			t.Errorf("%s (%s) = %d %q, want 200 %q", c.who, c.addr, w.Code, w.Header().Get("X-Sluice-Exempt"), c.exempt)
+		}
+	}
+	// Within the attacked /24s, the addresses that never offended pay the
+	// collateral the bans state, no more.
+	refused := 0
+	for n := range 12 {
+		for _, host := range []int{0, 251, 252, 253, 254, 255} {
+			if auth(t, h, "?rule=api", fmt.Sprintf("198.18.%d.%d", n, host)).Code == http.StatusForbidden {
+				refused++
+			}
+		}
+	}
+	t.Logf("72 bystanders in the attacked /24s: %d refused; the bans state %d addresses and %d /64s of collateral", refused, st.CollateralIPv4, st.CollateralIPv6)
+	if int64(refused) > st.CollateralIPv4 {
+		t.Errorf("%d bystanders refused, more than the %d addresses of collateral stated", refused, st.CollateralIPv4)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, m := range []string{`sluice_bans_collateral{family="ipv4"} ` + fmt.Sprint(st.CollateralIPv4), "sluice_bans_key_refused_total 350", "sluice_bans_refused_total 0"} {
+		if !strings.Contains(w.Body.String(), m) {
+			t.Errorf("/metrics lacks %q:\n%s", m, grepLines(w.Body.String(), "sluice_bans"))
+		}
 	}
 }

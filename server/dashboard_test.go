@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/testserver"
 	"github.com/sluicehq/sluice/server/admin"
 )
@@ -183,6 +184,13 @@ func TestDashboardBrowser(t *testing.T) {
 	if _, err := s.Ban(t.Context(), ManualJail, "key:"+evil, time.Hour, "markup"); err != nil {
 		t.Fatal(err)
 	}
+	// A ban merged at capacity, as a registry at capacity makes it (or a
+	// replica learns it): it shows what it covers beyond its offenders.
+	now := time.Now()
+	if _, err := s.st.registry.Put(t.Context(), guard.Ban{Jail: "abuse", Key: "198.18.0.0/24", Reason: "40 bans merged at capacity",
+		Since: now, Until: now.Add(time.Hour), Offences: 1, Collateral: 216}); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
@@ -210,6 +218,11 @@ func TestDashboardBrowser(t *testing.T) {
 	liftByClick(t, b, adm.URL)
 	banAndListByForm(t, b, adm.URL)
 
+	poll(t, b, "the collateral of the merged ban", `(() => {
+		const c = document.querySelector('#bans tr[data-ban="198.18.0.0/24"] [data-f="collateral"]');
+		return c && c.textContent === '+216 addresses' && c.classList.contains('warn');
+	})()`)
+	poll(t, b, "no collateral for a ban of what was banned", `document.querySelector('#bans tr[data-ban="192.0.2.0/24"] [data-f="collateral"]').textContent === '—'`)
 	poll(t, b, "the markup key shown as text", `[...document.querySelectorAll('#bans code')].some(c => c.textContent.includes('<img src=x'))`)
 	if title, pwned := eval[string](t, b, `document.title`), eval[bool](t, b, `!!document.getElementById('pwned')`); title == "pwned" || pwned {
 		t.Error("a ban's key ran as markup in the dashboard")

@@ -90,7 +90,7 @@ func middlewares(t *testing.T) middlewareSet {
 	if err := deny.Add("198.51.100.0/24"); err != nil {
 		t.Fatal(err)
 	}
-	reg := guard.NewMemoryRegistry(0)
+	reg := guard.NewMemoryRegistry(guard.BanLimits{})
 	jail, err := guard.NewJail(st, guard.JailConfig{Name: "manual", Registry: reg})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/httpstatus"
 	"github.com/sluicehq/sluice/internal/topkeys"
 	"github.com/sluicehq/sluice/store/fallback"
@@ -123,8 +124,36 @@ func (m *metrics) watchBans(set *guard.BanSet) {
 			Name: "sluice_bans_coarsened_total", Help: "Bans merged into a network ban because the registry was at capacity.",
 		}, func() float64 { return float64(set.Stats().Coarsened) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_bans_refused_total", Help: "Bans refused because the registry was at capacity and nothing could merge.",
+			Name: "sluice_bans_refused_total", Help: "Bans of addresses and networks refused because their share of the registry was full and nothing could merge within the bounds.",
 		}, func() float64 { return float64(set.Stats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_bans_key_refused_total", Help: "Bans of keys that are no address (usernames) refused because their share of the registry (guard.max_key_bans) was full.",
+		}, func() float64 { return float64(set.Stats().RefusedKeys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_key_active", Help: "Bans of keys that are no address held by the ban registry.",
+		}, func() float64 { return float64(set.Stats().Keys) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_collateral", Help: "What the bans merged at capacity cover beyond their offenders: IPv4 addresses, IPv6 /64s.",
+			ConstLabels: prometheus.Labels{"family": "ipv4"},
+		}, func() float64 { return float64(set.Stats().CollateralIPv4) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_bans_collateral", Help: "What the bans merged at capacity cover beyond their offenders: IPv4 addresses, IPv6 /64s.",
+			ConstLabels: prometheus.Labels{"family": "ipv6"},
+		}, func() float64 { return float64(set.Stats().CollateralIPv6) }),
+	)
+}
+
+// watchIPv6 exports the counts of forward-auth's adaptive IPv6 keys, as
+// stats returns them for the configuration in force (a reload starts
+// them again, as a restart does).
+func (m *metrics) watchIPv6(stats func() httplimit.AdaptiveStats) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_ipv6_subnet_grants_total", Help: "IPv6 /64s keyed by themselves by forward_auth.ipv6_adaptive (grants taken).",
+		}, func() float64 { return float64(stats().Granted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_ipv6_site_shared_total", Help: "Requests keyed by their /48 by forward_auth.ipv6_adaptive, the /48 having rotated through more /64s than it is granted.",
+		}, func() float64 { return float64(stats().Shared) }),
 	)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/notify"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
@@ -139,7 +140,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	if err != nil {
 		return nil, errors.Join(err, s.Close())
 	}
+	st.registry.Bans().Spare(next.allow)
 	s.state.Store(next)
+	s.m.watchIPv6(func() httplimit.AdaptiveStats { return s.state.Load().auth.IPv6Stats() })
 	s.startLive(next)
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
@@ -374,8 +377,8 @@ func (s *Service) swap(c *config.Config) error {
 		return errors.New("the grpc section changed: restart to apply it")
 	case old.Admin.Listen != c.Admin.Listen || old.Admin.Enabled() != c.Admin.Enabled() || !reflect.DeepEqual(old.Admin.TLS, c.Admin.TLS):
 		return errors.New("the admin listener changed: restart to apply it")
-	case old.Guard.MaxBans != c.Guard.MaxBans:
-		return errors.New("guard.max_bans changed: restart to apply it")
+	case banLimits(old.Guard) != banLimits(c.Guard):
+		return errors.New("guard.max_bans, max_key_bans, coarsen_ipv4 or coarsen_ipv6 changed: restart to apply it")
 	case old.Telemetry != c.Telemetry:
 		return errors.New("the telemetry section changed: restart to apply it")
 	}
@@ -383,6 +386,7 @@ func (s *Service) swap(c *config.Config) error {
 	if err != nil {
 		return err
 	}
+	s.st.registry.Bans().Spare(next.allow)
 	s.state.Swap(next).sinks.retire(next.sinks)
 	if s.live != nil {
 		s.live.use(next, s.st.policies == nil)

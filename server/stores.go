@@ -65,19 +65,35 @@ func (st *stores) policy(p string) sluice.Store {
 // registry.
 func openStores(ctx context.Context, c *config.Config, o Options, m *metrics, log *slog.Logger) (*stores, error) {
 	if o.Store != nil {
-		return &stores{primary: o.Store, registry: guard.NewMemoryRegistry(c.Guard.MaxBans), jails: o.Store}, nil
+		return &stores{primary: o.Store, registry: guard.NewMemoryRegistry(banLimits(c.Guard)), jails: o.Store}, nil
 	}
 	switch c.Store.Type {
 	case config.StoreMemory:
 		ms := memory.New(memory.Config{MaxBytes: c.Store.Memory.MaxBytes})
 		js := memory.New(memory.Config{MaxBytes: strikeBytes * int64(cmp.Or(c.Guard.MaxStrikes, guard.DefaultMaxBans))})
-		return &stores{primary: ms, registry: guard.NewMemoryRegistry(c.Guard.MaxBans), jails: js, closers: []io.Closer{ms, js}}, nil
+		return &stores{primary: ms, registry: guard.NewMemoryRegistry(banLimits(c.Guard)), jails: js, closers: []io.Closer{ms, js}}, nil
 	case config.StoreRedis:
 		return openRedis(ctx, c, o.Namespace, m, log)
 	case config.StoreMemcached:
 		return openMemcached(ctx, c, o.Namespace, m, log)
 	}
 	return nil, fmt.Errorf("store: %w: unknown store type %q", sluice.ErrInvalidRequest, c.Store.Type)
+}
+
+// banLimits returns the bounds of the ban registry that g sets.
+func banLimits(g config.Guard) guard.BanLimits {
+	return guard.BanLimits{Max: g.MaxBans, MaxKeys: g.MaxKeyBans, CoarsenIPv4: g.CoarsenIPv4, CoarsenIPv6: g.CoarsenIPv6}
+}
+
+// allowList returns the networks of g's allow list, which a registry
+// that loads bans at its start spares until the service gives it the
+// list in force (guard.BanSet.Spare).
+func allowList(g config.Guard) *guard.List {
+	l := &guard.List{}
+	for _, e := range g.Allow {
+		_ = l.Add(e) // checked by the configuration
+	}
+	return l
 }
 
 // openRedis opens the Redis store, its policies, and the ban registry
@@ -119,7 +135,7 @@ func openRedis(ctx context.Context, c *config.Config, namespace string, m *metri
 	st.primary = rs
 	// The bans live beside the state, on the same client: every process
 	// enforces, lists and may lift the fleet's bans.
-	bans, err := redisbans.New(ctx, redisbans.Config{Client: client, Prefix: namespace + ":bans", MaxBans: c.Guard.MaxBans})
+	bans, err := redisbans.New(ctx, redisbans.Config{Client: client, Prefix: namespace + ":bans", Limits: banLimits(c.Guard), Spare: allowList(c.Guard)})
 	if err != nil {
 		return nil, errors.Join(err, st.close())
 	}
@@ -143,7 +159,7 @@ func openMemcached(ctx context.Context, c *config.Config, namespace string, m *m
 	}
 	st := &stores{primary: ms, closers: []io.Closer{ms}, policies: map[string]sluice.Store{}}
 	// The bans live beside the state, in pages every process replicates.
-	bans, err := memcachedbans.New(ctx, memcachedbans.Config{Addrs: mc.Addrs, Prefix: namespace + ":bans", MaxBans: c.Guard.MaxBans})
+	bans, err := memcachedbans.New(ctx, memcachedbans.Config{Addrs: mc.Addrs, Prefix: namespace + ":bans", Limits: banLimits(c.Guard), Spare: allowList(c.Guard)})
 	if err != nil {
 		return nil, errors.Join(err, st.close())
 	}

@@ -150,11 +150,20 @@ func (ac *adminClient) list(ctx context.Context, w io.Writer, asJSON bool) error
 		return json.NewEncoder(w).Encode(bans)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JAIL\tKEY\tLEFT\tOFFENCES\tREASON")
+	fmt.Fprintln(tw, "JAIL\tKEY\tLEFT\tOFFENCES\tCOLLATERAL\tREASON")
 	for _, b := range bans {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", b.Jail, banEntry(b.Key), time.Until(b.Until).Round(time.Second), b.Offences, b.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", b.Jail, banEntry(b.Key), time.Until(b.Until).Round(time.Second), b.Offences, collateral(b), b.Reason)
 	}
 	return tw.Flush()
+}
+
+// collateral says what a ban covers beyond its offenders: "-" for none,
+// else "+N addresses" or "+N /64s".
+func collateral(b admin.Ban) string {
+	if b.Collateral <= 0 {
+		return "-"
+	}
+	return "+" + strconv.FormatInt(b.Collateral, 10) + " " + b.CollateralUnit
 }
 
 // add makes the ban req, for d (0: the jail's own length).
@@ -195,7 +204,7 @@ func (ac *adminClient) export(ctx context.Context, w io.Writer, format, set stri
 	}
 	gb := make([]guard.Ban, len(bans))
 	for i, b := range bans {
-		gb[i] = guard.Ban(b)
+		gb[i] = guard.Ban{Jail: b.Jail, Key: b.Key, Reason: b.Reason, Since: b.Since, Until: b.Until, Offences: b.Offences, Collateral: b.Collateral}
 	}
 	if err := guard.Export(w, f, gb, guard.ExportOptions{Set: set}); err != nil {
 		return fmt.Errorf("bans export: %w", err)

@@ -14,8 +14,14 @@ const bansToken = "bans-test-token-0123456789"
 // and of its admin API.
 func startServeAdmin(t *testing.T) (api, adminURL string) {
 	t.Helper()
+	return startServeAdminWith(t, "")
+}
+
+// startServeAdminWith is startServeAdmin with more of the configuration.
+func startServeAdminWith(t *testing.T, extra string) (api, adminURL string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
-	conf := "rules:\n  - name: web\n    limits: [\"5/min\"]\nadmin:\n  token_env: SLUICE_TEST_ADMIN_TOKEN\n"
+	conf := "rules:\n  - name: web\n    limits: [\"5/min\"]\nadmin:\n  token_env: SLUICE_TEST_ADMIN_TOKEN\n" + extra
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +96,36 @@ func TestBans(t *testing.T) {
 	}
 	if _, _, err := runCmd(t, "bans", "-admin", adminURL, "-token-file", tokenFile, "list"); err != nil {
 		t.Errorf("list with -token-file = %v", err)
+	}
+}
+
+// TestBansCollateral: a ban the registry merged at capacity says, in
+// the list, what it covers beyond its offenders; the others say "-".
+func TestBansCollateral(t *testing.T) {
+	_, adminURL := startServeAdminWith(t, "guard: {max_bans: 4, max_key_bans: 2}\n") // room for two addresses
+	t.Setenv("SLUICE_ADMIN_TOKEN", bansToken)
+	for _, a := range []string{"203.0.113.1", "203.0.113.2", "203.0.113.9"} {
+		if _, _, err := runCmd(t, "bans", "-admin", adminURL, "add", a); err != nil {
+			t.Fatalf("add %s: %v", a, err)
+		}
+	}
+	out, _, err := runCmd(t, "bans", "-admin", adminURL, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged, single string
+	for _, line := range strings.Split(out, "\n") {
+		switch f := strings.Fields(line); {
+		case len(f) > 1 && f[1] == "203.0.113.0/30":
+			merged = line
+		case len(f) > 1 && f[1] == "203.0.113.9":
+			single = line
+		}
+	}
+	if !strings.Contains(merged, "+2 addresses") || !strings.Contains(single, " - ") || !strings.Contains(out, "COLLATERAL") {
+		t.Errorf("bans list =\n%s\nwant 203.0.113.0/30 with +2 addresses, and 203.0.113.9 with -", out)
+	}
+	if out, _, _ := runCmd(t, "bans", "-admin", adminURL, "list", "-json"); !strings.Contains(out, `"collateral":2,"collateral_unit":"addresses"`) {
+		t.Errorf("bans list -json = %s, want the collateral and its unit", out)
 	}
 }

@@ -18,15 +18,15 @@ import (
 func TestNetworkAbsorbsAtCapacity(t *testing.T) {
 	ctx := context.Background()
 	s := testserver.StartMemcached(t)
-	open := func(max int) *Registry {
-		r, err := New(ctx, Config{Addrs: []string{s.Addr}, Prefix: "absorb", MaxBans: max, PollEvery: 20 * time.Millisecond})
+	open := func(addresses int) *Registry {
+		r, err := New(ctx, Config{Addrs: []string{s.Addr}, Prefix: "absorb", Limits: guard.BanLimits{Max: 2 * addresses, MaxKeys: addresses}, PollEvery: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
 		return r
 	}
-	full, other := open(4), open(0)
+	full, other := open(4), open(100)
 	now := time.Now()
 	ban := func(key string) guard.Ban {
 		return guard.Ban{Jail: "j", Key: key, Reason: "r", Since: now, Until: now.Add(time.Hour), Offences: 1}

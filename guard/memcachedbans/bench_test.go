@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/memcachedbans"
 	"github.com/sluicehq/sluice/internal/testserver"
 )
@@ -41,7 +42,7 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(fmt.Sprintf("bans=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			s := testserver.StartMemcached(b, "-m", "256")
-			conf := memcachedbans.Config{Addrs: []string{s.Addr}, Prefix: "load", MaxBans: n, PollEvery: time.Hour}
+			conf := memcachedbans.Config{Addrs: []string{s.Addr}, Prefix: "load", Limits: guard.BanLimits{Max: 2 * n, MaxKeys: n}, PollEvery: time.Hour} // room for n addresses
 			w := newRegistry(b, conf)
 			now := time.Now()
 			for i := range n {

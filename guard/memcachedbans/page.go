@@ -12,8 +12,15 @@ import (
 	"github.com/sluicehq/sluice/internal/banfield"
 )
 
-// pageFormat is the first byte of an encoded page.
-const pageFormat = 1
+// The first byte of an encoded page: its format. A page of format 2
+// adds to each entry its ban's collateral (guard.Ban.Collateral); pages
+// that hold none are written in format 1, which processes of earlier
+// versions read, so that a fleet upgraded one process at a time stays
+// in agreement until a coarsening.
+const (
+	pageFormat1 = 1
+	pageFormat2 = 2
+)
 
 // pruneGrace is how long after its end an entry stays in its page: a
 // process whose clock is behind would otherwise write back a ban that
@@ -53,14 +60,15 @@ func compareEntries(a, b entry) int {
 	if c := a.ban.Until.Compare(b.ban.Until); c != 0 {
 		return c
 	}
-	return bytes.Compare(appendEntry(nil, "", a), appendEntry(nil, "", b))
+	return bytes.Compare(appendEntry(nil, "", a, pageFormat2), appendEntry(nil, "", b, pageFormat2))
 }
 
 // sameEntry reports whether a and b are the same entry.
 func sameEntry(a, b entry) bool {
 	return a.stamp == b.stamp && a.lifted == b.lifted && a.into == b.into &&
 		a.ban.Jail == b.ban.Jail && a.ban.Key == b.ban.Key && a.ban.Reason == b.ban.Reason &&
-		a.ban.Since.Equal(b.ban.Since) && a.ban.Until.Equal(b.ban.Until) && a.ban.Offences == b.ban.Offences
+		a.ban.Since.Equal(b.ban.Since) && a.ban.Until.Equal(b.ban.Until) && a.ban.Offences == b.ban.Offences &&
+		a.ban.Collateral == b.ban.Collateral
 }
 
 // A page is a set of entries by field (jail and key). Pages hold what a
@@ -101,15 +109,21 @@ func (pg page) encode() []byte {
 		fields = append(fields, f)
 	}
 	slices.Sort(fields)
-	out := binary.AppendUvarint([]byte{pageFormat}, uint64(len(fields)))
+	format := byte(pageFormat1)
+	for _, e := range pg {
+		if e.ban.Collateral != 0 {
+			format = pageFormat2
+		}
+	}
+	out := binary.AppendUvarint([]byte{format}, uint64(len(fields)))
 	for _, f := range fields {
-		out = appendEntry(out, f, pg[f])
+		out = appendEntry(out, f, pg[f], format)
 	}
 	return out
 }
 
-// appendEntry appends e, of field f, to dst.
-func appendEntry(dst []byte, f string, e entry) []byte {
+// appendEntry appends e, of field f, to dst in the page format format.
+func appendEntry(dst []byte, f string, e entry, format byte) []byte {
 	dst = appendString(dst, f)
 	flags := byte(0)
 	if e.lifted {
@@ -121,7 +135,11 @@ func appendEntry(dst []byte, f string, e entry) []byte {
 	dst = binary.AppendVarint(dst, e.ban.Until.UnixNano())
 	dst = binary.AppendUvarint(dst, uint64(max(e.ban.Offences, 0)))
 	dst = appendString(dst, e.ban.Reason)
-	return appendString(dst, e.into)
+	dst = appendString(dst, e.into)
+	if format == pageFormat2 {
+		dst = binary.AppendUvarint(dst, uint64(max(e.ban.Collateral, 0)))
+	}
+	return dst
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -131,10 +149,10 @@ func appendString(dst []byte, s string) []byte {
 // decodePage reads a stored page, or reports false if it is not one
 // (written by something else, or cut short).
 func decodePage(data []byte) (page, bool) {
-	if len(data) == 0 || data[0] != pageFormat {
+	if len(data) == 0 || data[0] != pageFormat1 && data[0] != pageFormat2 {
 		return nil, false
 	}
-	d := decoder{b: data[1:]}
+	d := decoder{b: data[1:], format: data[0]}
 	n := d.uvarint()
 	if n > uint64(len(d.b)) { // each entry takes bytes: a huge count is a lie
 		return nil, false
@@ -156,8 +174,9 @@ func decodePage(data []byte) (page, bool) {
 // A decoder reads the parts of a page, and remembers whether one was
 // malformed.
 type decoder struct {
-	b   []byte
-	bad bool
+	b      []byte
+	format byte
+	bad    bool
 }
 
 func (d *decoder) entry() (string, entry) {
@@ -174,6 +193,9 @@ func (d *decoder) entry() (string, entry) {
 	e.ban.Offences = int(min(d.uvarint(), 1<<31))
 	e.ban.Reason = d.string()
 	e.into = d.string()
+	if d.format == pageFormat2 {
+		e.ban.Collateral = int64(min(d.uvarint(), 1<<62))
+	}
 	return f, e
 }
 

@@ -47,31 +47,41 @@ func TestMerge(t *testing.T) {
 }
 
 // TestPageCodec: a page comes back exactly, whatever bytes its jails,
-// keys and reasons hold, and encodes the same whatever its map's order.
+// keys and reasons hold, and encodes the same whatever its map's order;
+// in the first format, which earlier versions read, unless a ban tells
+// its collateral.
 func TestPageCodec(t *testing.T) {
-	pg := page{}
-	for i, key := range []string{"203.0.113.7", "2001:db8::/64", "\xff\x00\r\n", "k:with:colons", string(make([]byte, 300))} {
-		e := mk(key, int64(i), i%2 == 1, time.Duration(i+1)*time.Hour)
-		e.ban.Reason = "reason \xfe " + key
-		e.into = "198.51.100.0/24"
-		pg[banfield.Name("j", key)] = e
-	}
-	data := pg.encode()
-	got, ok := decodePage(data)
-	if !ok || len(got) != len(pg) {
-		t.Fatalf("decodePage = %d entries, %v; want %d", len(got), ok, len(pg))
-	}
-	for f, e := range pg {
-		if !sameEntry(got[f], e) {
-			t.Errorf("entry %q = %+v, want %+v", f, got[f], e)
+	for _, collateral := range []int64{0, 65_531} {
+		pg := page{}
+		for i, key := range []string{"203.0.113.7", "2001:db8::/48", "\xff\x00\r\n", "k:with:colons", string(make([]byte, 300))} {
+			e := mk(key, int64(i), i%2 == 1, time.Duration(i+1)*time.Hour)
+			e.ban.Reason = "reason \xfe " + key
+			e.into = "198.51.100.0/24"
+			if i == 1 {
+				e.ban.Collateral = collateral
+			}
+			pg[banfield.Name("j", key)] = e
 		}
-	}
-	if string(got.encode()) != string(data) {
-		t.Error("a decoded page encodes differently")
-	}
-	for _, bad := range [][]byte{nil, {}, {2}, data[:len(data)-1], append(data, 0), {pageFormat, 0xff, 0xff, 0xff, 0xff, 0x0f}} {
-		if _, ok := decodePage(bad); ok {
-			t.Errorf("decodePage(%q) accepted", bad)
+		data := pg.encode()
+		if want := map[bool]byte{false: pageFormat1, true: pageFormat2}[collateral != 0]; data[0] != want {
+			t.Errorf("collateral %d: format %d, want %d", collateral, data[0], want)
+		}
+		got, ok := decodePage(data)
+		if !ok || len(got) != len(pg) {
+			t.Fatalf("decodePage = %d entries, %v; want %d", len(got), ok, len(pg))
+		}
+		for f, e := range pg {
+			if !sameEntry(got[f], e) {
+				t.Errorf("entry %q = %+v, want %+v", f, got[f], e)
+			}
+		}
+		if string(got.encode()) != string(data) {
+			t.Error("a decoded page encodes differently")
+		}
+		for _, bad := range [][]byte{nil, {}, {2}, {3, 0}, data[:len(data)-1], append(data, 0), {pageFormat1, 0xff, 0xff, 0xff, 0xff, 0x0f}} {
+			if _, ok := decodePage(bad); ok {
+				t.Errorf("decodePage(%q) accepted", bad)
+			}
 		}
 	}
 }
@@ -80,7 +90,8 @@ func TestPageCodec(t *testing.T) {
 // encodes to what decodes the same.
 func FuzzDecodePage(f *testing.F) {
 	f.Add(page{banfield.Name("j", "k"): mk("k", 1, false, time.Hour)}.encode())
-	f.Add([]byte{pageFormat, 0})
+	f.Add([]byte{pageFormat1, 0})
+	f.Add([]byte{pageFormat2, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pg, ok := decodePage(data)
 		if !ok {

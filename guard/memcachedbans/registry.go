@@ -53,9 +53,14 @@ type Config struct {
 	// item (1 MB by default). Give every process the same. Default
 	// DefaultPages.
 	Pages int
-	// MaxBans bounds the bans this process holds (guard.BanSet.Max).
-	// Default 0: guard.DefaultMaxBans.
-	MaxBans int
+	// Limits bound the bans this process holds (guard.BanSet): give
+	// every process of a fleet the same. Default: the zero
+	// guard.BanLimits, its defaults.
+	Limits guard.BanLimits
+	// Spare is the list whose addresses no coarsening covers (the allow
+	// list; see guard.BanSet.Spare), from the first load on. Default
+	// none.
+	Spare *guard.List
 	// PollEvery is how often the replica reads the pages' versions (one
 	// multi-get per server) and the pages that changed: how long a ban
 	// made elsewhere takes, at most, to be enforced here. Default
@@ -89,7 +94,8 @@ type Config struct {
 // ban would have ended) is never undone by a process that still held the
 // ban. A coarsening at capacity writes the network ban, then lifts the
 // bans merged into it with the network's key, which a replica covers
-// before it lifts them.
+// before it lifts them. A merge elsewhere that made room for a ban is
+// written before the ban.
 //
 // # Eviction
 //
@@ -140,12 +146,13 @@ func New(ctx context.Context, c Config) (*Registry, error) {
 		return nil, fmt.Errorf("%w: memcachedbans: prefix %q: %w", sluice.ErrInvalidRequest, c.Prefix, err)
 	}
 	r := &Registry{pollEvery: cmp.Or(max(c.PollEvery, 0), DefaultPollEvery), clock: c.Clock,
-		set: guard.BanSet{Max: c.MaxBans}, pageMu: make([]sync.Mutex, c.Pages),
+		set: guard.BanSet{BanLimits: c.Limits}, pageMu: make([]sync.Mutex, c.Pages),
 		pages: make([]page, c.Pages), tokens: make([]uint64, c.Pages), dirty: make([]uint64, c.Pages),
 		done: make(chan struct{})}
 	if r.clock == nil {
 		r.clock = time.Now
 	}
+	r.set.Spare(c.Spare)
 	for _, a := range slices.Compact(slices.Sorted(slices.Values(c.Addrs))) {
 		r.clients = append(r.clients, meta.New(meta.Config{Addr: a, Timeout: c.Timeout}))
 	}
@@ -188,12 +195,21 @@ func (r *Registry) Bans() *guard.BanSet { return &r.set }
 // the same and written at the next poll; the error wraps sluice.ErrStore.
 func (r *Registry) Put(ctx context.Context, b guard.Ban) (guard.Ban, error) {
 	r.mu.Lock()
-	rec, merged, err := r.set.PutMerged(b, time.Time{})
+	rec, m, err := r.set.PutMerged(b, time.Time{})
 	if err != nil {
 		r.mu.Unlock()
 		return rec, fmt.Errorf("memcachedbans: %w", err)
 	}
-	pages := r.noteBan(rec, merged)
+	var pages []int
+	if m.Into.Key != "" && (m.Into.Key != rec.Key || m.Into.Jail != rec.Jail) { // a merge elsewhere made room
+		pages = r.noteBan(m.Into, m.Merged)
+		m = guard.Merge{}
+	}
+	for _, p := range r.noteBan(rec, m.Merged) {
+		if !slices.Contains(pages, p) {
+			pages = append(pages, p)
+		}
+	}
 	r.mu.Unlock()
 	for _, p := range pages {
 		if err := r.syncPage(ctx, p, nil); err != nil {

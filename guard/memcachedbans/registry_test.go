@@ -291,7 +291,8 @@ func TestFlood(t *testing.T) {
 	const n, max = 20_000, 512
 	ctx := context.Background()
 	s := testserver.StartMemcached(t)
-	conf := memcachedbans.Config{Addrs: []string{s.Addr}, Prefix: "flood", MaxBans: max}
+	// 10/8 holds the flood: coarsening may go up to it.
+	conf := memcachedbans.Config{Addrs: []string{s.Addr}, Prefix: "flood", Limits: guard.BanLimits{Max: max, CoarsenIPv4: 8}}
 	p := fleet(t, 2, conf)
 	now := time.Now()
 	addrs := make([]string, n)

@@ -137,11 +137,17 @@ func (r *Registry) mergeIn(p int, rd *read) ([]byte, uint64, bool) {
 
 // apply makes the set hold e, an entry new to this process. A ban the set
 // coarsens at capacity becomes this process's change, to write, so that
-// memcached holds what it enforces. It requires r.mu.
+// memcached holds what it enforces. A ban lifted as merged into a
+// network ban that the set does not hold yet is covered by that network
+// ban first, if the set holds it: it is never unbanned in between. It
+// requires r.mu.
 func (r *Registry) apply(e entry) {
 	now := r.clock()
 	switch {
 	case e.lifted && e.into != "":
+		if _, held := r.set.Get(e.ban.Jail, e.ban.Key); !held {
+			break // nothing to keep banned: the network ban comes in its own page
+		}
 		if _, ok := r.set.Get(e.ban.Jail, e.into); !ok {
 			cover := guard.Ban{Jail: e.ban.Jail, Key: e.into, Reason: "bans merged at capacity", Since: e.ban.Since, Until: e.ban.Until}
 			r.put(cover)
@@ -156,17 +162,17 @@ func (r *Registry) apply(e entry) {
 	}
 }
 
-// put puts b, from memcached, in the set, and notes the network ban it
-// was merged into, if the set coarsened it. It requires r.mu.
+// put puts b, from memcached, in the set, and notes the network ban the
+// set made to make room, if it did. It requires r.mu.
 func (r *Registry) put(b guard.Ban) {
-	rec, merged, err := r.set.PutMerged(b, time.Time{})
-	if err != nil || len(merged) == 0 {
+	rec, m, err := r.set.PutMerged(b, time.Time{})
+	if err != nil || m.Into.Key == "" {
 		return // refused at capacity: counted by the set's Stats
 	}
-	if guard.BanKey(b.Key) != rec.Key { // b merged into a wider ban; not a network that absorbed others
-		merged = append(merged, b)
+	if m.Into.Key == rec.Key && guard.BanKey(b.Key) != rec.Key { // b merged into a wider ban; not a network that absorbed others
+		m.Merged = append(m.Merged, b)
 	}
-	r.noteBan(rec, merged)
+	r.noteBan(m.Into, m.Merged)
 }
 
 // settle records that memcached holds page p at token cas, with this

@@ -51,6 +51,10 @@ type Event struct {
 	// Offences is how many times the actor was banned within the jail's
 	// memory, this ban included.
 	Offences int `json:"offences,omitempty"`
+	// Collateral is, for a ban of a network the registry merged bans
+	// into at capacity, how much it covers beyond its offenders:
+	// addresses for IPv4, /64s for IPv6 (see guard.Ban).
+	Collateral int64 `json:"collateral,omitempty"`
 	// Source names the process that made the event: the one that
 	// decided the ban, served the lift, or claimed the expiry.
 	Source string `json:"source"`
@@ -62,7 +66,7 @@ type Event struct {
 // a new random ID.
 func NewEvent(kind Kind, b guard.Ban, source string, t time.Time) Event {
 	e := Event{ID: rand.Text(), Kind: kind, Jail: clip(b.Jail), Key: clip(b.Key), Reason: clip(b.Reason),
-		Since: b.Since, Until: b.Until, Offences: b.Offences, Source: clip(source), Time: t}
+		Since: b.Since, Until: b.Until, Offences: b.Offences, Collateral: b.Collateral, Source: clip(source), Time: t}
 	if !strings.ContainsAny(b.Key, " \t\r\n") {
 		if p, err := guard.ParsePrefix(b.Key); err == nil {
 			e.Network = p.String()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/redisbans"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(fmt.Sprintf("bans=%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			_, c := startRedis(b)
-			conf := redisbans.Config{Client: c, Prefix: "load", MaxBans: n}
+			conf := redisbans.Config{Client: c, Prefix: "load", Limits: guard.BanLimits{Max: 2 * n, MaxKeys: n}} // room for n addresses
 			w, err := redisbans.New(ctx, conf)
 			if err != nil {
 				b.Fatal(err)

@@ -14,15 +14,16 @@ import (
 // record is what the hash of bans holds per ban; the jail and key are in
 // the field, byte for byte.
 type record struct {
-	Reason   string `json:"reason"`
-	Since    int64  `json:"since"` // Unix ns
-	Until    int64  `json:"until"` // Unix ns
-	Offences int    `json:"offences"`
+	Reason     string `json:"reason"`
+	Since      int64  `json:"since"` // Unix ns
+	Until      int64  `json:"until"` // Unix ns
+	Offences   int    `json:"offences"`
+	Collateral int64  `json:"collateral,omitempty"` // unknown to earlier versions, which skip it
 }
 
 // encode returns b's record.
 func encode(b guard.Ban) string {
-	rec, _ := json.Marshal(record{Reason: b.Reason, Since: b.Since.UnixNano(), Until: b.Until.UnixNano(), Offences: b.Offences})
+	rec, _ := json.Marshal(record{Reason: b.Reason, Since: b.Since.UnixNano(), Until: b.Until.UnixNano(), Offences: b.Offences, Collateral: b.Collateral})
 	return string(rec) // a struct of strings and numbers always marshals
 }
 
@@ -37,7 +38,8 @@ func decode(f, v string) (guard.Ban, bool) {
 	if err := json.Unmarshal([]byte(v), &rec); err != nil || rec.Until <= rec.Since {
 		return guard.Ban{}, false
 	}
-	return guard.Ban{Jail: jail, Key: key, Reason: rec.Reason, Since: time.Unix(0, rec.Since), Until: time.Unix(0, rec.Until), Offences: rec.Offences}, true
+	return guard.Ban{Jail: jail, Key: key, Reason: rec.Reason, Since: time.Unix(0, rec.Since), Until: time.Unix(0, rec.Until),
+		Offences: rec.Offences, Collateral: max(rec.Collateral, 0)}, true
 }
 
 // decodeLift returns the lift of field f whose mark v is the lifted

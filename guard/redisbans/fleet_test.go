@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/redisbans"
 	"github.com/sluicehq/sluice/internal/testserver"
 )
@@ -228,7 +229,8 @@ func TestFlood(t *testing.T) {
 	const n, max = 20_000, 512
 	ctx := context.Background()
 	s, c := startRedis(t)
-	conf := redisbans.Config{Prefix: "flood", MaxBans: max}
+	// 10/8 holds the flood: coarsening may go up to it.
+	conf := redisbans.Config{Prefix: "flood", Limits: guard.BanLimits{Max: max, CoarsenIPv4: 8}}
 	p := fleet(t, s.Addr, 2, conf)
 	now := time.Now()
 	addrs := make([]string, n)
@@ -418,7 +420,7 @@ func TestNetworkAbsorbsAtCapacity(t *testing.T) {
 	ctx := context.Background()
 	s, c := startRedis(t)
 	const members = 1001 // more than mergeChunk
-	full := newRegistry(t, newClient(t, s.Addr), redisbans.Config{Prefix: "absorb", MaxBans: members + 1})
+	full := newRegistry(t, newClient(t, s.Addr), redisbans.Config{Prefix: "absorb", Limits: guard.BanLimits{Max: 2 * (members + 1), MaxKeys: members + 1}})
 	other := newRegistry(t, newClient(t, s.Addr), redisbans.Config{Prefix: "absorb"})
 	now := time.Now()
 	for i := range members {

@@ -105,8 +105,10 @@ func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
 		for _, c := range changes {
 			if !c.put {
 				r.set.Delete(c.ban.Jail, c.ban.Key)
-			} else if o := putIn(&r.set, c.ban, time.Time{}); o != nil {
-				ops = append(ops, r.queue(o))
+			} else {
+				for _, o := range putIn(&r.set, c.ban, time.Time{}) {
+					ops = append(ops, r.queue(o))
+				}
 			}
 		}
 		r.last = e.ID
@@ -117,20 +119,35 @@ func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
 }
 
 // putIn puts b, a ban Redis holds, in set, judging lapsed bans at now.
-// If the set coarsened it, it returns the op that writes the network ban
-// in its place, deleting the bans merged with it (b among them, unless b
-// is that network ban, which absorbed bans within it); else nil. A ban
-// the set refuses (a key at capacity) is counted by the set's Stats.
-func putIn(set *guard.BanSet, b guard.Ban, now time.Time) *op {
-	rec, merged, err := set.PutMerged(b, now)
-	if err != nil || len(merged) == 0 {
+// If the set merged bans to make room, it returns the op that writes the
+// network ban it made, deleting the bans merged into it (b among them,
+// if b merged into a wider ban); else nil. A ban the set refuses (its
+// share full) is counted by the set's Stats.
+func putIn(set *guard.BanSet, b guard.Ban, now time.Time) []*op {
+	rec, m, err := set.PutMerged(b, now)
+	if err != nil || m.Into.Key == "" {
 		return nil
 	}
-	fs := fields(merged)
-	if k := guard.BanKey(b.Key); k != rec.Key { // b merged into a wider ban; not a network that absorbed others
-		fs = append(fs, banfield.Name(b.Jail, k))
+	o := &op{field: banfield.Name(m.Into.Jail, m.Into.Key), ban: m.Into, merged: fields(m.Merged)}
+	if k := guard.BanKey(b.Key); m.Into.Key == rec.Key && k != rec.Key { // b merged into a wider ban; not a network that absorbed others
+		o.merged = append(o.merged, banfield.Name(b.Jail, k))
 	}
-	return &op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fs}
+	return []*op{o}
+}
+
+// putOps returns the ops that write rec, a ban a set recorded, and m,
+// the merge it made room with: the merge first, so that Redis never
+// holds more than the set; rec's op last.
+func putOps(rec guard.Ban, m guard.Merge) []*op {
+	o := &op{field: banfield.Name(rec.Jail, rec.Key), ban: rec}
+	switch {
+	case m.Into.Key == "":
+	case m.Into.Key == rec.Key && m.Into.Jail == rec.Jail:
+		o.merged = fields(m.Merged)
+	default:
+		return []*op{{field: banfield.Name(m.Into.Jail, m.Into.Key), ban: m.Into, merged: fields(m.Merged)}, o}
+	}
+	return []*op{o}
 }
 
 // check returns errGap if Redis lost changes this replica applied: its

@@ -126,10 +126,14 @@ type Config struct {
 	// PageSize is how many bans List and a load ask for per round trip
 	// (HSCAN's COUNT). Default DefaultPageSize.
 	PageSize int
-	// MaxBans bounds the bans this process holds (guard.BanSet.Max):
-	// give every process of a fleet the same. Default 0:
-	// guard.DefaultMaxBans.
-	MaxBans int
+	// Limits bound the bans this process holds (guard.BanSet): give
+	// every process of a fleet the same. Default: the zero
+	// guard.BanLimits, its defaults.
+	Limits guard.BanLimits
+	// Spare is the list whose addresses no coarsening covers (the allow
+	// list; see guard.BanSet.Spare), from the first load on. Default
+	// none.
+	Spare *guard.List
 	// LogLength is how many changes the change log keeps, about (XADD
 	// MAXLEN ~). A replica that falls further behind reloads every ban.
 	// Default DefaultLogLength.
@@ -192,11 +196,14 @@ type Config struct {
 // A Put that the set coarsens at capacity (guard.BanSet) is written as
 // the network ban, and the bans merged into it are deleted in Redis by
 // the same change, so replicas converge and Redis holds no more than a
-// set does. A replica whose set coarsens a ban it applies (it held bans
-// the writer's set did not yet, or it has a smaller MaxBans) writes that
-// network ban the same way: whatever a process enforces, Redis holds,
-// and a ban a jail skipped because a network ban covered it is never
-// lost with that network ban.
+// set does; a merge elsewhere that made room for the ban is written
+// first, the same way, then the ban. A replica whose set coarsens a ban
+// it applies (it held bans the writer's set did not yet, or it has
+// smaller Limits) writes that network ban the same way: whatever a
+// process enforces, Redis holds, and a ban a jail skipped because a
+// network ban covered it is never lost with that network ban. A merged
+// ban's collateral (guard.Ban.Collateral) travels with it; processes of
+// earlier versions ignore it.
 //
 // Errors wrap sluice.ErrStore. The zero value is not usable; create
 // Registries with New and stop them with Close. A Registry is safe for
@@ -261,13 +268,14 @@ func New(ctx context.Context, c Config) (*Registry, error) {
 		maxPending: positive(c.MaxPending, DefaultMaxPending),
 		checkEvery: positive(c.CheckEvery, DefaultCheckEvery),
 		clock:      c.Clock,
-		set:        guard.BanSet{Max: c.MaxBans},
+		set:        guard.BanSet{BanLimits: c.Limits},
 		pending:    map[string]*op{},
 		done:       make(chan struct{}),
 	}
 	if r.clock == nil {
 		r.clock = time.Now
 	}
+	r.set.Spare(c.Spare)
 	if err := r.resync(ctx); err != nil {
 		return nil, err
 	}
@@ -309,18 +317,23 @@ func (r *Registry) Bans() *guard.BanSet { return &r.set }
 // the error wraps sluice.ErrStore.
 func (r *Registry) Put(ctx context.Context, b guard.Ban) (guard.Ban, error) {
 	r.mu.Lock()
-	rec, merged, err := r.set.PutMerged(b, time.Time{})
+	rec, m, err := r.set.PutMerged(b, time.Time{})
 	if err != nil {
 		r.mu.Unlock()
 		return rec, fmt.Errorf("redisbans: %w", err)
 	}
-	o := r.queue(&op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fields(merged)})
-	r.mu.Unlock()
-	if _, err := r.write(ctx, o); err != nil {
-		r.retry.Store(true)
-		return rec, fmt.Errorf("%w: redisbans: put (enforced here, to be written again): %w", sluice.ErrStore, err)
+	var ops []*op
+	for _, o := range putOps(rec, m) {
+		ops = append(ops, r.queue(o))
 	}
-	r.confirm(o)
+	r.mu.Unlock()
+	for _, o := range ops {
+		if _, err := r.write(ctx, o); err != nil {
+			r.retry.Store(true)
+			return rec, fmt.Errorf("%w: redisbans: put (enforced here, to be written again): %w", sluice.ErrStore, err)
+		}
+		r.confirm(o)
+	}
 	return rec, nil
 }
 

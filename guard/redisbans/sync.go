@@ -244,7 +244,7 @@ func (r *Registry) resync(ctx context.Context) error {
 // process's pending changes, which are later than anything in s. It
 // requires r.mu.
 func (r *Registry) merge(s snapshot, now time.Time) {
-	next := &guard.BanSet{Max: r.set.Max}
+	next := r.set.Fresh()
 	direct := r.set.Stats().Bans == 0 && len(r.pending) == 0
 	if direct { // at start: nothing to keep, so load straight into the set
 		next = &r.set
@@ -253,11 +253,11 @@ func (r *Registry) merge(s snapshot, now time.Time) {
 		if !b.Until.After(now) {
 			continue
 		}
-		if o := putIn(next, b, now); o != nil {
+		for _, o := range putIn(next, b, now) {
 			r.queue(o) // coarsened at capacity: written, so that Redis holds what this process enforces
 		}
 	}
-	lifted := &guard.BanSet{Max: len(s.lifts) + 1}
+	lifted := &guard.BanSet{BanLimits: guard.BanLimits{Max: 2*len(s.lifts) + 2, MaxKeys: len(s.lifts) + 1}}
 	for _, b := range s.lifts {
 		_, _ = lifted.Put(b, now) // lapsed ones are refused: they protect nothing
 	}
@@ -266,8 +266,12 @@ func (r *Registry) merge(s snapshot, now time.Time) {
 		if r.pending[banfield.Name(b.Jail, b.Key)] != nil || !lost(b, next, lifted, now) {
 			continue
 		}
-		if rec, merged, err := next.PutMerged(b, now); err == nil {
-			r.queue(&op{field: banfield.Name(rec.Jail, rec.Key), ban: rec, merged: fields(merged), restore: true})
+		if rec, m, err := next.PutMerged(b, now); err == nil {
+			ops := putOps(rec, m)
+			ops[len(ops)-1].restore = true // rec's
+			for _, o := range ops {
+				r.queue(o)
+			}
 			r.writtenBack.Add(1)
 		}
 	}

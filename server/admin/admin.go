@@ -131,6 +131,12 @@ type Ban struct {
 	Since    time.Time `json:"since"`
 	Until    time.Time `json:"until"`
 	Offences int       `json:"offences"`
+	// Collateral is, for a network ban the registry merged at capacity,
+	// how much it covers beyond its offenders, in CollateralUnit
+	// ("addresses" for IPv4, "/64s" for IPv6); 0 for a ban of just what
+	// was banned (see guard.Ban).
+	Collateral     int64  `json:"collateral"`
+	CollateralUnit string `json:"collateral_unit,omitempty"`
 }
 
 // A Denial is a request a rule denied.

@@ -10,9 +10,11 @@
 // no fresh allowance. IPv6 clients are keyed by their network (a /64 by
 // default, forward_auth.ipv6_prefix), so that one client cannot rotate
 // through the addresses of its network for a fresh allowance each; or,
-// with forward_auth.ipv6_adaptive, by a network that widens from the
-// address to its /64, /56 and /48 as their addresses are denied
-// (httplimit.AdaptivePrefix).
+// with forward_auth.ipv6_adaptive, by its /64 while its /48 is quiet, and
+// by the /48 once that /48 rotates through more /64s within an hour than
+// a few (httplimit.AdaptivePrefix): never narrower than the /64, and a
+// /48 gets at most five /64s' allowances where the fixed /64 gives it
+// 65,536.
 //
 // The request is decided by the rules engine, as every API of the
 // service: the guard judges the client's address and the key (allow
@@ -81,8 +83,8 @@ type Handler struct {
 }
 
 // New returns the forward-auth endpoint of c over engine and logins,
-// logging store failures to log. With c.IPv6Adaptive, the widening of
-// IPv6 prefixes is kept in store, so that every process sharing it
+// logging store failures to log. With c.IPv6Adaptive, the grants of
+// IPv6 subnets are kept in store, so that every process sharing it
 // agrees.
 func New(c config.ForwardAuth, engine *rules.Engine, logins map[string]Login, store sluice.Store, log *slog.Logger) (*Handler, error) {
 	h := &Handler{
@@ -130,10 +132,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Check decides r under the named rule as ServeHTTP does, without
-// answering: it derives the client and the key from r, asks the engine,
-// and on a denial widens an adaptive IPv6 prefix. It returns the engine
-// request it made (one descriptor, whose value is the key, and the
-// client) and the engine's result. ServeHTTP answers with the result;
+// answering: it derives the client and the key from r (an adaptive IPv6
+// key takes its subnet's grant here) and asks the engine. It returns
+// the engine request it made (one descriptor, whose value is the key,
+// and the client) and the engine's result. ServeHTTP answers with the result;
 // sluice simulate replays access log lines through Check, so that a
 // replay decides as the service would.
 func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rules.Request, rules.Result, error) {
@@ -141,13 +143,16 @@ func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rule
 	req := rules.Named(rule, h.key(r, ipKey))
 	req.Client = ip
 	res, err := h.engine.Check(ctx, req)
-	if err != nil {
-		return req, res, err
+	return req, res, err
+}
+
+// IPv6Stats returns the counts of the adaptive IPv6 keys (zero without
+// forward_auth.ipv6_adaptive), since the Handler was made.
+func (h *Handler) IPv6Stats() httplimit.AdaptiveStats {
+	if h.adaptive == nil {
+		return httplimit.AdaptiveStats{}
 	}
-	if h.adaptive != nil && !res.Allowed && res.Statuses[0].Guard == guard.Pass && ip.IsValid() {
-		h.adaptive.Trip(r, ipKey)
-	}
-	return req, res, nil
+	return h.adaptive.Stats()
 }
 
 // client returns r's client address (invalid when unknown) and its key.
@@ -157,8 +162,7 @@ func (h *Handler) client(r *http.Request) (netip.Addr, string) {
 		return ip, UnknownClient
 	}
 	if h.adaptive != nil {
-		key, _ := h.adaptive.Key(r)
-		return ip, key
+		return ip, h.adaptive.KeyOf(r.Context(), ip)
 	}
 	var buf [64]byte
 	return ip, string(h.ip.AppendKeyOf(buf[:0], ip))

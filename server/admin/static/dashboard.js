@@ -156,6 +156,7 @@
       (b) => el("tr", { "data-ban": b.key, "data-jail": b.jail },
         el("td", {}, b.jail), el("td", {}, el("code", {}, b.key)), el("td", { "data-f": "reason" }),
         el("td", { "data-f": "since" }), el("td", { "data-f": "left" }), el("td", { class: "num", "data-f": "offences" }),
+        el("td", { class: "num", "data-f": "collateral" }),
         el("td", {}, el("button", { type: "button", class: "danger", "data-action": "lift", "data-key": b.key, "data-jail": b.jail,
           onclick: () => lift(b.jail, b.key) }, "Lift"))),
       (r, b) => {
@@ -163,6 +164,7 @@
         cell(r, "since", new Date(b.since).toLocaleTimeString());
         cell(r, "left", duration(Date.parse(b.until) / 1000 - now));
         cell(r, "offences", b.offences);
+        cell(r, "collateral", b.collateral > 0 ? `+${b.collateral} ${b.collateral_unit}` : "—", b.collateral > 0 ? "num warn" : "num");
       }, "No bans.");
   }
 
