@@ -46,7 +46,7 @@ func (s *Service) Rules() []admin.RuleView {
 	for _, ru := range st.engine.Rules() {
 		ar := admin.RuleView{Name: ru.ID, Mode: "enforce", Failure: "none (memory store)", Jails: jails[ru.ID]}
 		if s.st.policies != nil {
-			ar.Failure = st.policies[scopeOf(ru)]
+			ar.Failure = st.policies[scopeOf(ru)].String()
 		}
 		switch {
 		case ru.Unlimited:
