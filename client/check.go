@@ -17,8 +17,8 @@ import (
 // without a round trip.
 //
 // The error wraps ErrUnavailable when the service did not decide; the
-// Decision is then the failure policy's (allowed under FailOpen, denied
-// under FailClosed), so that a caller may act on it and log the error.
+// Decision is then the failure policy's (allowed under sluice.FailOpen,
+// denied under FailClosed), so that a caller may act on it and log the error.
 // A request the service refuses (an unknown rule, a cost above the
 // rule's burst) is an error wrapping sluice.ErrInvalidRequest, with a
 // zero (denying) Decision.

@@ -102,7 +102,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, tr := range tt.transports {
-			c := newClient(t, s, tr, client.Config{Failure: client.FailOpen})
+			c := newClient(t, s, tr, client.Config{Failure: sluice.FailOpen})
 			d, err := c.CheckN(t.Context(), tt.rule, tt.key, tt.cost)
 			if !errors.Is(err, sluice.ErrInvalidRequest) || errors.Is(err, client.ErrUnavailable) || d.Allowed {
 				t.Errorf("%s, %s: CheckN(%q, %q, %d) = %+v, %v; want a denial and sluice.ErrInvalidRequest", tt.name, tr, tt.rule, tt.key, tt.cost, d, err)

@@ -60,8 +60,8 @@
 // the deadline — the context's, or Config.Timeout — or its store failed)
 // the error wraps [ErrUnavailable], which wraps sluice.ErrStore, and the
 // Decision that comes with it is the failure policy's: allowed under
-// [FailOpen] (the default), denied with RetryAfter Config.FailRetryAfter
-// under [FailClosed]. A caller may act on the Decision and log the
+// [sluice.FailOpen] (the default), denied with RetryAfter
+// Config.FailRetryAfter under [sluice.FailClosed]. A caller may act on the Decision and log the
 // error. A request the service refuses (an unknown rule, a cost above
 // the rule's burst) wraps sluice.ErrInvalidRequest, with a denying
 // Decision.
@@ -73,5 +73,5 @@
 // shared service instead of an in-process sluice.Limiter: the
 // application switches by configuration, setting Rule.Decider instead of
 // Rule.Limiter. The middleware's own failure policy (its
-// Config.OnStoreError) then applies to ErrUnavailable.
+// Config.Failure) then applies to ErrUnavailable.
 package client

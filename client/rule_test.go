@@ -81,13 +81,13 @@ func TestMiddleware(t *testing.T) {
 func TestMiddlewareFailure(t *testing.T) {
 	c := failingClient(t, "http", closedAddr(t), client.Config{})
 	for _, tt := range []struct {
-		policy httplimit.FailurePolicy
+		policy sluice.FailurePolicy
 		want   int
-	}{{httplimit.FailOpen, 401}, {httplimit.FailClosed, 503}} {
+	}{{sluice.FailOpen, 401}, {sluice.FailClosed, 503}} {
 		m, err := httplimit.New(httplimit.Config{
-			Rules:        []httplimit.Rule{{Name: "login", Decider: c.Rule("login", login)}},
-			OnStoreError: tt.policy,
-			Logger:       slog.New(slog.DiscardHandler),
+			Rules:   []httplimit.Rule{{Name: "login", Decider: c.Rule("login", login)}},
+			Failure: tt.policy,
+			Logger:  slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)
