@@ -16,10 +16,19 @@
 //		// refuse; retry after d.RetryAfter
 //	}
 //
+// # Dependencies
+//
+// The client imports the core (package sluice), the wire types (package
+// wire) and the gRPC runtime with Envoy's rate limit protobuf: none of
+// the server, its configuration, Prometheus, YAML or OpenTelemetry, so
+// that a program that only asks the service carries none of it
+// (TestDependencies keeps it so).
+//
 // # Transports
 //
-// Checks go over the HTTP JSON API (package server/httpapi, whose types
-// the client sends and reads) at Config.URL, or, with Config.GRPC, over
+// Checks go over the HTTP JSON API (served by package server/httpapi;
+// the client sends and reads the service's own types, package wire) at
+// Config.URL, or, with Config.GRPC, over
 // Envoy's rate limit gRPC API (package server/envoyrls), asking for the
 // named rule as a domain with one descriptor whose value is the key, as
 // the service's rules engine reads it. Envoy's API carries the wait of a

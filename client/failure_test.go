@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // TestFailurePolicy asks a service that is down and one that never
@@ -80,7 +80,7 @@ func TestFailureContextDeadline(t *testing.T) {
 func TestFailureMany(t *testing.T) {
 	for _, tr := range transports {
 		c := failingClient(t, tr, closedAddr(t), client.Config{Failure: sluice.FailClosed})
-		rs, err := c.CheckMany(t.Context(), []httpapi.CheckRequest{{Rule: "api", Key: "a"}, {Rule: "api", Key: "b"}})
+		rs, err := c.CheckMany(t.Context(), []wire.CheckRequest{{Rule: "api", Key: "a"}, {Rule: "api", Key: "b"}})
 		if !errors.Is(err, client.ErrUnavailable) {
 			t.Errorf("%s: CheckMany error = %v, want ErrUnavailable", tr, err)
 		}

@@ -13,6 +13,9 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
+// A Rule decides for httplimit's middleware.
+var _ httplimit.Decider = (*client.Rule)(nil)
+
 // login is the service's rule "login" as the tests' middleware declares
 // it.
 var login = sluice.Limit{Rate: 2, Period: time.Minute}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // The Service is what its admin API manages.
@@ -91,14 +92,14 @@ func (s *Service) now() time.Time {
 }
 
 // Bans lists the bans in force that the service enforces.
-func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
+func (s *Service) Bans(ctx context.Context) ([]wire.Ban, error) {
 	bans, err := s.st.registry.List(ctx, s.now())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]admin.Ban, len(bans))
+	out := make([]wire.Ban, len(bans))
 	for i, b := range bans {
-		out[i] = admin.Ban(b)
+		out[i] = wire.Ban(b)
 	}
 	return out, nil
 }
@@ -106,16 +107,16 @@ func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
 // Ban bans key in jail for d, or the jail's own length when d is 0. key
 // is written as in the allow and deny lists: an address, a network, or
 // "key:" and a key (a bare key is a key too).
-func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (admin.Ban, error) {
+func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (wire.Ban, error) {
 	j := s.state.Load().jails[jail]
 	if j == nil {
-		return admin.Ban{}, fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
+		return wire.Ban{}, fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
 	}
 	if reason == "" {
 		reason = "banned by an admin"
 	}
 	b, err := j.Ban(ctx, banKey(key), d, reason)
-	return admin.Ban(b), err
+	return wire.Ban(b), err
 }
 
 // Lift ends the ban of key, written as Ban reads it, in jail. It returns

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const (
@@ -243,7 +244,7 @@ func (s *Service) tickLive(ctx context.Context, now time.Time) {
 
 // keyStates fills in the state of each top key: banned, else what a
 // peek of its named rule says (a domain's keys stay unknown).
-func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []admin.Ban) {
+func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.Ban) {
 	cfg := s.Config()
 	for i := range snap.Rules {
 		r := &snap.Rules[i]
@@ -278,7 +279,7 @@ func (s *Service) peekRule(ctx context.Context, rule, key string) (sluice.Decisi
 }
 
 // banOf returns the ban of bans that holds key, an address or a key.
-func banOf(bans []admin.Ban, key string) *admin.Ban {
+func banOf(bans []wire.Ban, key string) *wire.Ban {
 	addr, aerr := netip.ParseAddr(key)
 	for i, b := range bans {
 		if b.Key == key {

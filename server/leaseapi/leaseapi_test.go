@@ -25,9 +25,10 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/leasetest"
-	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
 	"github.com/sluicehq/sluice/server/leaseapi"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/wire"
+	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
 // rules are the concurrency rules of the tests: reports of 2 per key,
@@ -59,24 +60,24 @@ func newHandler(l *leaseapi.Leases, log *slog.Logger) http.Handler {
 }
 
 // A transport makes the three calls over one of the APIs, answering a
-// LeaseResponse, or the HTTP status (or the gRPC code's HTTP twin) of an
+// wire.LeaseResponse, or the HTTP status (or the gRPC code's HTTP twin) of an
 // error.
 type transport interface {
-	acquire(t *testing.T, rule, key, class string) (leaseapi.LeaseResponse, int)
-	call(t *testing.T, op, rule, key, id string) (leaseapi.LeaseResponse, int)
+	acquire(t *testing.T, rule, key, class string) (wire.LeaseResponse, int)
+	call(t *testing.T, op, rule, key, id string) (wire.LeaseResponse, int)
 }
 
 // httpTransport calls the HTTP handler.
 type httpTransport struct{ h http.Handler }
 
-func (c httpTransport) post(t *testing.T, path string, body any) (leaseapi.LeaseResponse, int) {
+func (c httpTransport) post(t *testing.T, path string, body any) (wire.LeaseResponse, int) {
 	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := serve(c.h, http.MethodPost, path, "application/json", string(b))
-	var res leaseapi.LeaseResponse
+	var res wire.LeaseResponse
 	if w.Code == http.StatusOK {
 		if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
 			t.Fatalf("%s %s: %v: %s", path, b, err, w.Body)
@@ -85,12 +86,12 @@ func (c httpTransport) post(t *testing.T, path string, body any) (leaseapi.Lease
 	return res, w.Code
 }
 
-func (c httpTransport) acquire(t *testing.T, rule, key, class string) (leaseapi.LeaseResponse, int) {
-	return c.post(t, "/v1/acquire", leaseapi.AcquireBody{Rule: rule, Key: key, Class: class})
+func (c httpTransport) acquire(t *testing.T, rule, key, class string) (wire.LeaseResponse, int) {
+	return c.post(t, "/v1/acquire", wire.AcquireRequest{Rule: rule, Key: key, Class: class})
 }
 
-func (c httpTransport) call(t *testing.T, op, rule, key, id string) (leaseapi.LeaseResponse, int) {
-	return c.post(t, "/v1/"+op, leaseapi.LeaseBody{Rule: rule, Key: key, ID: id})
+func (c httpTransport) call(t *testing.T, op, rule, key, id string) (wire.LeaseResponse, int) {
+	return c.post(t, "/v1/"+op, wire.LeaseRef{Rule: rule, Key: key, ID: id})
 }
 
 func serve(h http.Handler, method, path, contentType, body string) *httptest.ResponseRecorder {
@@ -123,15 +124,15 @@ func newGRPC(t *testing.T, l *leaseapi.Leases) grpcTransport {
 	return grpcTransport{sluicepb.NewLeasesClient(conn)}
 }
 
-func (c grpcTransport) answer(res *sluicepb.LeaseResponse, err error) (leaseapi.LeaseResponse, int) {
+func (c grpcTransport) answer(res *sluicepb.LeaseResponse, err error) (wire.LeaseResponse, int) {
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.InvalidArgument:
-		return leaseapi.LeaseResponse{}, http.StatusBadRequest
+		return wire.LeaseResponse{}, http.StatusBadRequest
 	default:
-		return leaseapi.LeaseResponse{}, http.StatusServiceUnavailable
+		return wire.LeaseResponse{}, http.StatusServiceUnavailable
 	}
-	out := leaseapi.LeaseResponse{OK: res.GetOk(), Rule: res.GetRule(), ID: res.GetId(), InUse: int(res.GetInUse()), Limit: int(res.GetLimit()),
+	out := wire.LeaseResponse{OK: res.GetOk(), Rule: res.GetRule(), ID: res.GetId(), InUse: int(res.GetInUse()), Limit: int(res.GetLimit()),
 		RetryAfter: res.GetRetryAfter().AsDuration().Seconds()}
 	if res.GetExpires() != nil {
 		e := res.GetExpires().AsTime()
@@ -140,11 +141,11 @@ func (c grpcTransport) answer(res *sluicepb.LeaseResponse, err error) (leaseapi.
 	return out, http.StatusOK
 }
 
-func (c grpcTransport) acquire(t *testing.T, rule, key, class string) (leaseapi.LeaseResponse, int) {
+func (c grpcTransport) acquire(t *testing.T, rule, key, class string) (wire.LeaseResponse, int) {
 	return c.answer(c.c.Acquire(t.Context(), &sluicepb.AcquireRequest{Rule: rule, Key: key, Class: class}))
 }
 
-func (c grpcTransport) call(t *testing.T, op, rule, key, id string) (leaseapi.LeaseResponse, int) {
+func (c grpcTransport) call(t *testing.T, op, rule, key, id string) (wire.LeaseResponse, int) {
 	ref := &sluicepb.LeaseRef{Rule: rule, Key: key, Id: id}
 	if op == "release" {
 		return c.answer(c.c.Release(t.Context(), ref))
