@@ -2,9 +2,11 @@ package sluice_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/internal/leasetest"
 	"github.com/sluicehq/sluice/internal/loadsim"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -330,8 +333,8 @@ func testDetach(t *testing.T) {
 	c := newConcurrency(t, sluice.ConcurrencyConfig{Limit: 1, TTL: 10 * time.Second, Adaptive: unbound{}}, clk.Now)
 	l := acquire(t, c, "k", sluice.ClassDefault, true)
 	id := l.Detach()
-	if !regexp.MustCompile(`^[A-Za-z0-9_-]{17,29}$`).MatchString(id) {
-		t.Errorf("lease ID %q: want printable (it travels in JSON), 17 to 29 bytes", id)
+	if !regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`).MatchString(id) {
+		t.Errorf("lease ID %q: want 22 characters of base64url (it travels in JSON)", id)
 	}
 	if id == "" || c.InFlight() != 0 || l.Detach() != "" {
 		t.Fatalf("Detach = %q, InFlight %d; want the ID once, 0 in flight", id, c.InFlight())
@@ -351,6 +354,88 @@ func testDetach(t *testing.T) {
 		t.Errorf("second ReleaseID = %+v, %v; want not live", d, err)
 	}
 	acquire(t, c, "k", sluice.ClassDefault, true)
+}
+
+// TestLeaseIDs: the IDs of one process's leases are 128 random bits
+// each, and a holder who knows its own lease's ID and tries forgeries of
+// it (its neighbours, random IDs of every length and alphabet) releases
+// and extends nothing: not the leases granted just before and after its
+// own, not a lease of another key or of another action on the same
+// store, not its own once released.
+func TestLeaseIDs(t *testing.T) { bothPaths(t, testLeaseIDs) }
+
+func testLeaseIDs(t *testing.T) {
+	s := memory.New(memory.Config{SweepInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	var store sluice.LeaseStore = s
+	if strings.HasSuffix(t.Name(), "/byID") {
+		store = struct{ sluice.LeaseStore }{s}
+	}
+	newCon := func(action string) *sluice.Concurrency {
+		c, err := sluice.NewConcurrency(store, sluice.ConcurrencyConfig{Limit: 64, TTL: time.Minute, Action: action})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c, other := newCon("reports"), newCon("exports")
+	var ids []string
+	for range 32 {
+		id := acquire(t, c, "k", sluice.ClassCritical, true).Detach()
+		raw, err := base64.RawURLEncoding.DecodeString(id)
+		if err != nil || len(raw) != 16 || slices.Contains(ids, id) {
+			t.Fatalf("lease ID %q: want 16 new bytes in base64url (%v)", id, err)
+		}
+		for _, prev := range ids {
+			if n := commonPrefix(prev, id); n >= 8 {
+				t.Fatalf("lease IDs %q and %q share %d leading characters: not drawn independently", prev, id, n)
+			}
+		}
+		ids = append(ids, id)
+	}
+	mine := ids[0]
+	theirs := []string{acquire(t, c, "k2", sluice.ClassCritical, true).Detach(), acquire(t, other, "k", sluice.ClassCritical, true).Detach()}
+	refused := func(what string, d sluice.LeaseDecision, err error) {
+		t.Helper()
+		if d.Allowed || err != nil && !errors.Is(err, sluice.ErrInvalidRequest) || err == nil && d.InUse != 32 {
+			t.Fatalf("%s = %+v, %v; want nothing released or extended, 32 in use", what, d, err)
+		}
+	}
+	for _, f := range append(leasetest.Forgeries(mine), theirs...) {
+		d, err := c.ReleaseID(t.Context(), "k", f)
+		refused(fmt.Sprintf("ReleaseID(k, %q)", f), d, err)
+		d, err = c.ExtendID(t.Context(), "k", f)
+		refused(fmt.Sprintf("ExtendID(k, %q)", f), d, err)
+	}
+	for _, k := range []string{"k2", "K", "k\x00", ""} {
+		if d, err := c.ReleaseID(t.Context(), k, mine); err != nil || d.Allowed {
+			t.Fatalf("ReleaseID(%q, the ID of a lease of k) = %+v, %v; want nothing released", k, d, err)
+		}
+	}
+	if d, err := other.ReleaseID(t.Context(), "k", mine); err != nil || d.Allowed || d.InUse != 1 {
+		t.Fatalf("ReleaseID of another action = %+v, %v; want nothing released", d, err)
+	}
+	for i, id := range ids {
+		if d, err := c.ReleaseID(t.Context(), "k", id); err != nil || !d.Allowed || d.InUse != 31-i {
+			t.Fatalf("ReleaseID by holder %d after the forgeries = %+v, %v; want released, %d in use", i, d, err, 31-i)
+		}
+	}
+	d, err := c.ReleaseID(t.Context(), "k", mine)
+	if err != nil || d.Allowed {
+		t.Fatalf("a replayed ReleaseID = %+v, %v; want nothing released", d, err)
+	}
+	if d, err = c.ExtendID(t.Context(), "k", mine); err != nil || d.Allowed {
+		t.Fatalf("ExtendID of a released lease = %+v, %v; want not revived", d, err)
+	}
+}
+
+// commonPrefix returns how many leading bytes a and b share.
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // TestWaitFlood: a flood of waiters on one key is bounded: past

@@ -59,7 +59,11 @@ type LeaseRequest struct {
 	// keys as Limiter does).
 	Prefix, Key string
 	// ID names the lease: 1 to MaxLeaseIDLen bytes, unique among the
-	// holders of the key (Concurrency draws 16 random bytes).
+	// holders of the key, and the holder's proof that the lease is
+	// its own: Release and Extend end or renew only the lease of this
+	// ID in Prefix+Key's table, and no other. Concurrency draws 128
+	// bits from crypto/rand, in 22 characters of base64url, so that no
+	// ID can be guessed from another.
 	ID string
 	// Limit is the capacity of the key: at most Limit leases live, 1 to
 	// MaxLeases. Release and Extend use it only to report.

@@ -85,7 +85,7 @@ var rdImpls = []rdImpl{
 		// store/fallback's deny cache, as sluice serve runs the store:
 		// an actor known to be over its limit is answered locally until
 		// its RetryAfter.
-		if t.dec, err = fallback.New(fallback.Config{Primary: t.store}); err == nil {
+		if t.dec, err = fallback.New(fallback.Config{Primary: t.store, Policy: sluice.FailLocal}); err == nil {
 			err = t.limit(t.dec, []sluice.Limit{{Rate: rate, Period: time.Minute}})
 		}
 		if err != nil {

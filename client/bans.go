@@ -7,12 +7,12 @@ import (
 	"net/url"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // Bans lists the bans in force, through the admin API.
-func (c *Client) Bans(ctx context.Context) ([]admin.Ban, error) {
-	var out []admin.Ban
+func (c *Client) Bans(ctx context.Context) ([]wire.Ban, error) {
+	var out []wire.Ban
 	err := c.adminCall(ctx, http.MethodGet, "/admin/api/bans", nil, &out, http.StatusOK)
 	return out, err
 }
@@ -23,16 +23,16 @@ func (c *Client) Bans(ctx context.Context) ([]admin.Ban, error) {
 // an address, a network, or "key:NAME". The service denies the key at
 // once; this client's cached denials are unaffected (a ban only denies
 // more).
-func (c *Client) Ban(ctx context.Context, req admin.BanRequest) (admin.Ban, error) {
+func (c *Client) Ban(ctx context.Context, req wire.BanRequest) (wire.Ban, error) {
 	if req.Jail == "" || req.Key == "" {
-		return admin.Ban{}, fmt.Errorf("client: %w: jail and key are required", sluice.ErrInvalidRequest)
+		return wire.Ban{}, fmt.Errorf("client: %w: jail and key are required", sluice.ErrInvalidRequest)
 	}
-	var out admin.Ban
+	var out wire.Ban
 	err := c.adminCall(ctx, http.MethodPost, "/admin/api/bans", req, &out, http.StatusCreated)
 	return out, err
 }
 
-// Lift ends the ban of key in jail; the error wraps admin.ErrNotFound if
+// Lift ends the ban of key in jail; the error wraps ErrNotFound if
 // the jail has no ban of key in force. It empties the client's denial
 // cache, which may hold denials of the ban (keyed by rule, where bans
 // are keyed by address or network); denials cached by other clients

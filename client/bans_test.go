@@ -8,7 +8,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // TestBans bans a key through the admin API, over each transport: the
@@ -20,7 +20,7 @@ func TestBans(t *testing.T) {
 	for _, tr := range transports {
 		c := newClient(t, s, tr, client.Config{})
 		key := "banned-" + tr
-		b, err := c.Ban(ctx, admin.BanRequest{Jail: server.ManualJail, Key: key, Duration: "1h", Reason: "test"})
+		b, err := c.Ban(ctx, wire.BanRequest{Jail: server.ManualJail, Key: key, Duration: "1h", Reason: "test"})
 		if err != nil || b.Key != key || !b.Until.Equal(t0.Add(time.Hour)) {
 			t.Fatalf("%s: Ban = %+v, %v; want %s banned until %v", tr, b, err, key, t0.Add(time.Hour))
 		}
@@ -42,13 +42,13 @@ func TestBans(t *testing.T) {
 		if d, err := c.Check(ctx, "api", key); err != nil || !d.Allowed {
 			t.Errorf("%s: Check(api, %s) after Lift = %+v, %v; want allowed", tr, key, d, err)
 		}
-		if err := c.Lift(ctx, server.ManualJail, key); !errors.Is(err, admin.ErrNotFound) {
-			t.Errorf("%s: Lift of no ban = %v, want admin.ErrNotFound", tr, err)
+		if err := c.Lift(ctx, server.ManualJail, key); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("%s: Lift of no ban = %v, want client.ErrNotFound", tr, err)
 		}
 	}
 }
 
-func hasBan(bans []admin.Ban, key string) bool {
+func hasBan(bans []wire.Ban, key string) bool {
 	for _, b := range bans {
 		if b.Key == key {
 			return true
@@ -76,14 +76,14 @@ func TestBanErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		c    *client.Client
-		req  admin.BanRequest
+		req  wire.BanRequest
 		want error
 	}{
-		{"wrong token", wrong, admin.BanRequest{Jail: "manual", Key: "k"}, client.ErrUnauthorized},
-		{"no admin API", none, admin.BanRequest{Jail: "manual", Key: "k"}, client.ErrUnsupported},
-		{"no such jail", c, admin.BanRequest{Jail: "nope", Key: "k"}, admin.ErrNotFound},
-		{"no key", c, admin.BanRequest{Jail: "manual"}, sluice.ErrInvalidRequest},
-		{"bad duration", c, admin.BanRequest{Jail: "manual", Key: "k", Duration: "soon"}, sluice.ErrInvalidRequest},
+		{"wrong token", wrong, wire.BanRequest{Jail: "manual", Key: "k"}, client.ErrUnauthorized},
+		{"no admin API", none, wire.BanRequest{Jail: "manual", Key: "k"}, client.ErrUnsupported},
+		{"no such jail", c, wire.BanRequest{Jail: "nope", Key: "k"}, client.ErrNotFound},
+		{"no key", c, wire.BanRequest{Jail: "manual"}, sluice.ErrInvalidRequest},
+		{"bad duration", c, wire.BanRequest{Jail: "manual", Key: "k", Duration: "soon"}, sluice.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		if _, err := tt.c.Ban(ctx, tt.req); !errors.Is(err, tt.want) {

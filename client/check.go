@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // Check takes one unit from key under the named rule of the service, and
@@ -17,13 +17,13 @@ import (
 // without a round trip.
 //
 // The error wraps ErrUnavailable when the service did not decide; the
-// Decision is then the failure policy's (allowed under FailOpen, denied
-// under FailClosed), so that a caller may act on it and log the error.
+// Decision is then the failure policy's (allowed under sluice.FailOpen,
+// denied under FailClosed), so that a caller may act on it and log the error.
 // A request the service refuses (an unknown rule, a cost above the
 // rule's burst) is an error wrapping sluice.ErrInvalidRequest, with a
 // zero (denying) Decision.
 func (c *Client) Check(ctx context.Context, rule, key string) (sluice.Decision, error) {
-	return c.check(ctx, httpapi.CheckRequest{Rule: rule, Key: key})
+	return c.check(ctx, wire.CheckRequest{Rule: rule, Key: key})
 }
 
 // CheckN is Check for a cost of n units.
@@ -31,7 +31,7 @@ func (c *Client) CheckN(ctx context.Context, rule, key string, n int) (sluice.De
 	if n < 1 {
 		return sluice.Decision{}, fmt.Errorf("client: %w: cost %d must be at least 1", sluice.ErrInvalidRequest, n)
 	}
-	return c.check(ctx, httpapi.CheckRequest{Rule: rule, Key: key, Cost: n})
+	return c.check(ctx, wire.CheckRequest{Rule: rule, Key: key, Cost: n})
 }
 
 // Peek reports whether key may act once now under the named rule,
@@ -39,7 +39,7 @@ func (c *Client) CheckN(ctx context.Context, rule, key string, n int) (sluice.De
 // peek has no RetryAfter unless the cache answered it: Envoy's API
 // tells what is left, not when more will be.
 func (c *Client) Peek(ctx context.Context, rule, key string) (sluice.Decision, error) {
-	return c.check(ctx, httpapi.CheckRequest{Rule: rule, Key: key, Peek: true})
+	return c.check(ctx, wire.CheckRequest{Rule: rule, Key: key, Peek: true})
 }
 
 // Reset forgets key's state under every limit of the named rule, in the
@@ -55,7 +55,7 @@ func (c *Client) Reset(ctx context.Context, rule, key string) error {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	err := c.call(ctx, http.MethodPost, c.base+"/v1/reset", "", httpapi.ResetRequest{Rule: rule, Key: key}, nil, http.StatusNoContent)
+	err := c.call(ctx, http.MethodPost, c.base+"/v1/reset", "", wire.ResetRequest{Rule: rule, Key: key}, nil, http.StatusNoContent)
 	if err == nil && c.cache != nil {
 		c.cache.remove(cacheKey(rule, key))
 	}
@@ -63,7 +63,7 @@ func (c *Client) Reset(ctx context.Context, rule, key string) error {
 }
 
 // check decides one check: from the cache, or by a round trip.
-func (c *Client) check(ctx context.Context, req httpapi.CheckRequest) (sluice.Decision, error) {
+func (c *Client) check(ctx context.Context, req wire.CheckRequest) (sluice.Decision, error) {
 	if err := validate(req); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -84,11 +84,11 @@ func (c *Client) check(ctx context.Context, req httpapi.CheckRequest) (sluice.De
 }
 
 // send asks the service about one check, over gRPC when configured.
-func (c *Client) send(ctx context.Context, req httpapi.CheckRequest) (sluice.Decision, error) {
+func (c *Client) send(ctx context.Context, req wire.CheckRequest) (sluice.Decision, error) {
 	if c.rls != nil {
 		return c.checkGRPC(ctx, req)
 	}
-	var resp httpapi.CheckResponse
+	var resp wire.CheckResponse
 	if err := c.call(ctx, http.MethodPost, c.base+"/v1/check", "", req, &resp, http.StatusOK); err != nil {
 		return sluice.Decision{}, err
 	}
@@ -97,7 +97,7 @@ func (c *Client) send(ctx context.Context, req httpapi.CheckRequest) (sluice.Dec
 
 // validate checks what the client needs of a check: a named rule and a
 // key (the cache is keyed by them), and a cost of at least 0.
-func validate(req httpapi.CheckRequest) error {
+func validate(req wire.CheckRequest) error {
 	switch {
 	case req.Domain != "" || req.Descriptors != nil:
 		return fmt.Errorf("client: %w: descriptor checks are not supported: give a rule and a key", sluice.ErrInvalidRequest)
@@ -112,7 +112,7 @@ func validate(req httpapi.CheckRequest) error {
 // decision reads the service's answer as a sluice.Decision. The limit
 // is the binding limit's policy as sluice.ParseLimit reads it (or just
 // its rate, if it does not parse).
-func decision(r httpapi.CheckResponse) sluice.Decision {
+func decision(r wire.CheckResponse) sluice.Decision {
 	d := sluice.Decision{
 		Allowed:    r.Allowed,
 		Remaining:  r.Remaining,
@@ -155,7 +155,7 @@ func (c *Client) cached(ck string, cost int) (sluice.Decision, bool) {
 // gRPC), so the true wait is more than one unit less: the denial is
 // cached for that, and the cache never denies a check that the service
 // would allow.
-func (c *Client) remember(ck string, req httpapi.CheckRequest, d sluice.Decision) {
+func (c *Client) remember(ck string, req wire.CheckRequest, d sluice.Decision) {
 	unit := time.Millisecond
 	if c.rls != nil {
 		unit = time.Second
@@ -178,12 +178,12 @@ type Result struct {
 // CheckMany decides checks (each a Rule and a Key, with their Cost and
 // Peek) as Check does, each on its own and in order, and returns one
 // Result per check. Cached denials are answered from the cache; the
-// others go to the service in batches of httpapi.DefaultMaxBatch over
+// others go to the service in batches of wire.MaxBatch over
 // HTTP (one round trip each), or one call each over gRPC, which has no
 // batches. The error wraps ErrUnavailable when a round trip failed (its
 // checks' Results carry it, with the failure policy's Decision); a
 // check the service refused is only in its Result.
-func (c *Client) CheckMany(ctx context.Context, checks []httpapi.CheckRequest) ([]Result, error) {
+func (c *Client) CheckMany(ctx context.Context, checks []wire.CheckRequest) ([]Result, error) {
 	out := make([]Result, len(checks))
 	var pending []int // indices of the checks to send
 	for i, req := range checks {
@@ -197,7 +197,7 @@ func (c *Client) CheckMany(ctx context.Context, checks []httpapi.CheckRequest) (
 	}
 	var errs []error
 	for len(pending) > 0 {
-		n := min(len(pending), httpapi.DefaultMaxBatch)
+		n := min(len(pending), wire.MaxBatch)
 		if c.rls != nil {
 			n = 1
 		}
@@ -211,7 +211,7 @@ func (c *Client) CheckMany(ctx context.Context, checks []httpapi.CheckRequest) (
 
 // sendMany sends the checks at indices idx in one round trip, and fills
 // their Results.
-func (c *Client) sendMany(ctx context.Context, checks []httpapi.CheckRequest, idx []int, out []Result) error {
+func (c *Client) sendMany(ctx context.Context, checks []wire.CheckRequest, idx []int, out []Result) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	sent := c.cfg.Clock()
@@ -237,7 +237,7 @@ func (c *Client) sendMany(ctx context.Context, checks []httpapi.CheckRequest, id
 // batch asks the service about the checks at indices idx: with one
 // batch request over HTTP, or with one call over gRPC (idx then holds
 // one index). err is the round trip's; errs[j] that of check idx[j].
-func (c *Client) batch(ctx context.Context, checks []httpapi.CheckRequest, idx []int) (ds []sluice.Decision, errs []error, err error) {
+func (c *Client) batch(ctx context.Context, checks []wire.CheckRequest, idx []int) (ds []sluice.Decision, errs []error, err error) {
 	ds, errs = make([]sluice.Decision, len(idx)), make([]error, len(idx))
 	if c.rls != nil {
 		ds[0], err = c.checkGRPC(ctx, checks[idx[0]])
@@ -246,13 +246,11 @@ func (c *Client) batch(ctx context.Context, checks []httpapi.CheckRequest, idx [
 		}
 		return ds, errs, err
 	}
-	body := struct {
-		Checks []httpapi.CheckRequest `json:"checks"`
-	}{Checks: make([]httpapi.CheckRequest, len(idx))}
+	body := wire.BatchRequest{Checks: make([]wire.CheckRequest, len(idx))}
 	for j, i := range idx {
 		body.Checks[j] = checks[i]
 	}
-	var resp httpapi.BatchResponse
+	var resp wire.BatchResponse
 	if err := c.call(ctx, http.MethodPost, c.base+"/v1/check", "", body, &resp, http.StatusOK); err != nil {
 		return ds, errs, err
 	}

@@ -24,23 +24,9 @@ const (
 	DefaultTimeout = time.Second
 	// DefaultCacheSize is how many denials the cache holds at most.
 	DefaultCacheSize = 10_000
-	// DefaultFailRetryAfter is the RetryAfter of a FailClosed denial.
+	// DefaultFailRetryAfter is the RetryAfter of a denial under
+	// sluice.FailClosed.
 	DefaultFailRetryAfter = time.Second
-)
-
-// FailurePolicy says what Decision a check returns, beside its error,
-// when the service does not decide (see ErrUnavailable).
-type FailurePolicy uint8
-
-const (
-	// FailOpen allows the request: an outage of the limiter must not
-	// become an outage of the application. The default.
-	FailOpen FailurePolicy = iota
-	// FailClosed denies the request, with RetryAfter
-	// Config.FailRetryAfter: for actions where letting an abuser through
-	// costs more than refusing everyone for a while (password guesses,
-	// sending mail).
-	FailClosed
 )
 
 // Config configures a Client. The zero value of each field means its
@@ -63,10 +49,17 @@ type Config struct {
 	// Timeout bounds each call whose context has no earlier deadline.
 	// Default DefaultTimeout.
 	Timeout time.Duration
-	// Failure is the failure policy. Default FailOpen.
-	Failure FailurePolicy
-	// FailRetryAfter is the RetryAfter of a FailClosed denial. Default
-	// DefaultFailRetryAfter.
+	// Failure is the Decision a check returns, beside its error, when
+	// the service does not decide (see ErrUnavailable):
+	// sluice.FailOpen allows the request (an outage of the limiter must
+	// not become an outage of the application); FailClosed denies it,
+	// with RetryAfter FailRetryAfter, for actions where letting an
+	// abuser through costs more than refusing everyone for a while
+	// (password guesses, sending mail). Default FailOpen. FailLocal is
+	// refused: the client has no store to decide on.
+	Failure sluice.FailurePolicy
+	// FailRetryAfter is the RetryAfter of a denial under FailClosed.
+	// Default DefaultFailRetryAfter.
 	FailRetryAfter time.Duration
 	// CacheSize bounds the denial cache, in entries. Default
 	// DefaultCacheSize; negative disables the cache.
@@ -107,6 +100,9 @@ type Client struct {
 func New(c Config) (*Client, error) {
 	if c.URL == "" && c.GRPC == "" {
 		return nil, fmt.Errorf("client: %w: give URL or GRPC", sluice.ErrInvalidRequest)
+	}
+	if err := c.Failure.CheckOpenClosed(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	c.Timeout = cmpOr(c.Timeout, DefaultTimeout)
 	c.FailRetryAfter = cmpOr(c.FailRetryAfter, DefaultFailRetryAfter)
@@ -199,13 +195,13 @@ func (c *Client) unavailable(err error) error {
 }
 
 // failed returns the Decision of the failure policy for an error: for
-// ErrUnavailable, FailOpen allows and FailClosed denies; any other
+// ErrUnavailable, sluice.FailOpen allows and FailClosed denies; any other
 // error (a request the service refused) comes with a zero Decision.
 func (c *Client) failed(err error) sluice.Decision {
 	if !errors.Is(err, ErrUnavailable) {
 		return sluice.Decision{}
 	}
-	if c.cfg.Failure == FailClosed {
+	if c.cfg.Failure == sluice.FailClosed {
 		return sluice.Decision{RetryAfter: c.cfg.FailRetryAfter, Time: c.cfg.Clock()}
 	}
 	return sluice.Decision{Allowed: true, Time: c.cfg.Clock()}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // TestCheck takes a key to its limit over each transport: the denial
@@ -102,7 +102,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, tr := range tt.transports {
-			c := newClient(t, s, tr, client.Config{Failure: client.FailOpen})
+			c := newClient(t, s, tr, client.Config{Failure: sluice.FailOpen})
 			d, err := c.CheckN(t.Context(), tt.rule, tt.key, tt.cost)
 			if !errors.Is(err, sluice.ErrInvalidRequest) || errors.Is(err, client.ErrUnavailable) || d.Allowed {
 				t.Errorf("%s, %s: CheckN(%q, %q, %d) = %+v, %v; want a denial and sluice.ErrInvalidRequest", tt.name, tr, tt.rule, tt.key, tt.cost, d, err)
@@ -110,7 +110,7 @@ func TestCheckErrors(t *testing.T) {
 		}
 	}
 	c := newClient(t, s, "http", client.Config{})
-	if _, err := c.CheckMany(t.Context(), []httpapi.CheckRequest{{Domain: "edge", Descriptors: []httpapi.Descriptor{}}}); err != nil {
+	if _, err := c.CheckMany(t.Context(), []wire.CheckRequest{{Domain: "edge", Descriptors: []wire.Descriptor{}}}); err != nil {
 		t.Errorf("CheckMany(a descriptor check) error = %v, want it in the Result only", err)
 	}
 }
@@ -153,10 +153,10 @@ func TestCacheFlood(t *testing.T) {
 	const size = 16
 	s := startService(t, &clock{now: t0})
 	c := newClient(t, s, "http", client.Config{CacheSize: size})
-	checks := make([]httpapi.CheckRequest, 0, 400)
+	checks := make([]wire.CheckRequest, 0, 400)
 	for i := range 200 {
 		key := "flood-" + strconv.Itoa(i)
-		checks = append(checks, httpapi.CheckRequest{Rule: "once", Key: key}, httpapi.CheckRequest{Rule: "once", Key: key})
+		checks = append(checks, wire.CheckRequest{Rule: "once", Key: key}, wire.CheckRequest{Rule: "once", Key: key})
 	}
 	rs, err := c.CheckMany(t.Context(), checks)
 	if err != nil {
@@ -168,7 +168,7 @@ func TestCacheFlood(t *testing.T) {
 		}
 	}
 	if st := c.Stats(); st.Cached != size || st.RoundTrips != 4 {
-		t.Errorf("Stats() = %+v after 200 denied keys; want %d cached (the cap), 4 round trips (batches of %d)", st, size, httpapi.DefaultMaxBatch)
+		t.Errorf("Stats() = %+v after 200 denied keys; want %d cached (the cap), 4 round trips (batches of %d)", st, size, wire.MaxBatch)
 	}
 }
 
@@ -180,7 +180,7 @@ func TestCheckMany(t *testing.T) {
 	for _, tr := range transports {
 		c := newClient(t, s, tr, client.Config{})
 		k := "many-" + tr
-		checks := []httpapi.CheckRequest{
+		checks := []wire.CheckRequest{
 			{Rule: "login", Key: k},
 			{Rule: "login", Key: k, Peek: true},
 			{Rule: "nope", Key: k},

@@ -16,10 +16,19 @@
 //		// refuse; retry after d.RetryAfter
 //	}
 //
+// # Dependencies
+//
+// The client imports the core (package sluice), the wire types (package
+// wire) and the gRPC runtime with Envoy's rate limit protobuf: none of
+// the server, its configuration, Prometheus, YAML or OpenTelemetry, so
+// that a program that only asks the service carries none of it
+// (TestDependencies keeps it so).
+//
 // # Transports
 //
-// Checks go over the HTTP JSON API (package server/httpapi, whose types
-// the client sends and reads) at Config.URL, or, with Config.GRPC, over
+// Checks go over the HTTP JSON API (served by package server/httpapi;
+// the client sends and reads the service's own types, package wire) at
+// Config.URL, or, with Config.GRPC, over
 // Envoy's rate limit gRPC API (package server/envoyrls), asking for the
 // named rule as a domain with one descriptor whose value is the key, as
 // the service's rules engine reads it. Envoy's API carries the wait of a
@@ -60,8 +69,8 @@
 // the deadline — the context's, or Config.Timeout — or its store failed)
 // the error wraps [ErrUnavailable], which wraps sluice.ErrStore, and the
 // Decision that comes with it is the failure policy's: allowed under
-// [FailOpen] (the default), denied with RetryAfter Config.FailRetryAfter
-// under [FailClosed]. A caller may act on the Decision and log the
+// [sluice.FailOpen] (the default), denied with RetryAfter
+// Config.FailRetryAfter under [sluice.FailClosed]. A caller may act on the Decision and log the
 // error. A request the service refuses (an unknown rule, a cost above
 // the rule's burst) wraps sluice.ErrInvalidRequest, with a denying
 // Decision.
@@ -73,5 +82,5 @@
 // shared service instead of an in-process sluice.Limiter: the
 // application switches by configuration, setting Rule.Decider instead of
 // Rule.Limiter. The middleware's own failure policy (its
-// Config.OnStoreError) then applies to ErrUnavailable.
+// Config.Failure) then applies to ErrUnavailable.
 package client

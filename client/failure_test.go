@@ -8,7 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // TestFailurePolicy asks a service that is down and one that never
@@ -28,16 +28,16 @@ func TestFailurePolicy(t *testing.T) {
 	for _, tt := range tests {
 		for _, tr := range transports {
 			addr := tt.addr(t)
-			for _, policy := range []client.FailurePolicy{client.FailOpen, client.FailClosed} {
+			for _, policy := range []sluice.FailurePolicy{sluice.FailOpen, sluice.FailClosed} {
 				c := failingClient(t, tr, addr, client.Config{Timeout: timeout, Failure: policy})
 				start := time.Now()
 				d, err := c.Check(t.Context(), "api", "k")
 				took := time.Since(start)
 				if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, sluice.ErrStore) || tt.deadline && !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("%s, %s, policy %d: Check error = %v; want ErrUnavailable, sluice.ErrStore (and the deadline: %v)", tt.name, tr, policy, err, tt.deadline)
+					t.Errorf("%s, %s, policy %v: Check error = %v; want ErrUnavailable, sluice.ErrStore (and the deadline: %v)", tt.name, tr, policy, err, tt.deadline)
 				}
-				if want := policy == client.FailOpen; d.Allowed != want || !want && d.RetryAfter != client.DefaultFailRetryAfter {
-					t.Errorf("%s, %s, policy %d: Check = %+v; want allowed %v (retry after %v when not)", tt.name, tr, policy, d, want, client.DefaultFailRetryAfter)
+				if want := policy == sluice.FailOpen; d.Allowed != want || !want && d.RetryAfter != client.DefaultFailRetryAfter {
+					t.Errorf("%s, %s, policy %v: Check = %+v; want allowed %v (retry after %v when not)", tt.name, tr, policy, d, want, client.DefaultFailRetryAfter)
 				}
 				if took > 10*timeout {
 					t.Errorf("%s, %s: Check took %v with a timeout of %v", tt.name, tr, took, timeout)
@@ -46,6 +46,16 @@ func TestFailurePolicy(t *testing.T) {
 					t.Errorf("%s, %s: Stats() = %+v; want 1 failure, nothing cached", tt.name, tr, st)
 				}
 			}
+		}
+	}
+}
+
+// TestFailureLocal: the client has no store to decide on: New refuses
+// FailLocal, and any value past the policies.
+func TestFailureLocal(t *testing.T) {
+	for _, p := range []sluice.FailurePolicy{sluice.FailLocal, 9} {
+		if _, err := client.New(client.Config{URL: "http://127.0.0.1:1", Failure: p}); !errors.Is(err, sluice.ErrInvalidRequest) {
+			t.Errorf("New with policy %v: %v, want ErrInvalidRequest", p, err)
 		}
 	}
 }
@@ -69,8 +79,8 @@ func TestFailureContextDeadline(t *testing.T) {
 // the error.
 func TestFailureMany(t *testing.T) {
 	for _, tr := range transports {
-		c := failingClient(t, tr, closedAddr(t), client.Config{Failure: client.FailClosed})
-		rs, err := c.CheckMany(t.Context(), []httpapi.CheckRequest{{Rule: "api", Key: "a"}, {Rule: "api", Key: "b"}})
+		c := failingClient(t, tr, closedAddr(t), client.Config{Failure: sluice.FailClosed})
+		rs, err := c.CheckMany(t.Context(), []wire.CheckRequest{{Rule: "api", Key: "a"}, {Rule: "api", Key: "b"}})
 		if !errors.Is(err, client.ErrUnavailable) {
 			t.Errorf("%s: CheckMany error = %v, want ErrUnavailable", tr, err)
 		}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // checkGRPC asks Envoy's API of the service about a check of a named
@@ -23,7 +23,7 @@ import (
 // one entry, as the service's rules engine reads a named rule; the cost
 // is hits_addend, and a peek a descriptor hits_addend of 0, which Envoy's
 // API defines only for a cost of 1.
-func (c *Client) checkGRPC(ctx context.Context, req httpapi.CheckRequest) (sluice.Decision, error) {
+func (c *Client) checkGRPC(ctx context.Context, req wire.CheckRequest) (sluice.Decision, error) {
 	if req.Cost > math.MaxUint32 || (req.Peek && req.Cost > 1) {
 		return sluice.Decision{}, fmt.Errorf("client: %w: Envoy's API cannot peek at or take a cost of %d", sluice.ErrInvalidRequest, req.Cost)
 	}

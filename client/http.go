@@ -10,12 +10,11 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/server/admin"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // maxAnswer bounds the body of an answer the client reads: a batch of
-// httpapi.DefaultMaxBatch answers fits many times over.
+// wire.MaxBatch answers fits many times over.
 const maxAnswer = 1 << 20
 
 // call sends method url with in as its JSON body (none when in is nil)
@@ -67,11 +66,11 @@ func (c *Client) call(ctx context.Context, method, url, token string, in, out an
 
 // answerError turns an error answer into an error: the service's fault
 // (5xx, or a status no endpoint answers) is ErrUnavailable, a refused
-// token ErrUnauthorized, a missing ban or jail admin.ErrNotFound, and
+// token ErrUnauthorized, a missing ban or jail ErrNotFound, and
 // any other 4xx a request the service refused, sluice.ErrInvalidRequest;
 // each with the service's message.
 func (c *Client) answerError(url string, resp *http.Response, data []byte) error {
-	var e httpapi.ErrorResponse
+	var e wire.ErrorResponse
 	if json.Unmarshal(data, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(data))
 	}
@@ -80,7 +79,7 @@ func (c *Client) answerError(url string, resp *http.Response, data []byte) error
 	case code == http.StatusUnauthorized:
 		return fmt.Errorf("client: %w: %s", ErrUnauthorized, msg)
 	case code == http.StatusNotFound:
-		return fmt.Errorf("client: %w: %s", admin.ErrNotFound, msg)
+		return fmt.Errorf("client: %w: %s", ErrNotFound, msg)
 	case code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusRequestTimeout:
 		return fmt.Errorf("client: %w: %s", sluice.ErrInvalidRequest, msg)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
 )
 
 // A Rule is one named rule of the service as an httplimit.Decider, for
@@ -18,8 +17,6 @@ type Rule struct {
 	name   string
 	limits []sluice.Limit
 }
-
-var _ httplimit.Decider = (*Rule)(nil)
 
 // Rule returns the service's rule called name. limits are its limits as
 // the service's configuration sets them: the middleware writes them in

@@ -13,6 +13,9 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
+// A Rule decides for httplimit's middleware.
+var _ httplimit.Decider = (*client.Rule)(nil)
+
 // login is the service's rule "login" as the tests' middleware declares
 // it.
 var login = sluice.Limit{Rate: 2, Period: time.Minute}
@@ -81,13 +84,13 @@ func TestMiddleware(t *testing.T) {
 func TestMiddlewareFailure(t *testing.T) {
 	c := failingClient(t, "http", closedAddr(t), client.Config{})
 	for _, tt := range []struct {
-		policy httplimit.FailurePolicy
+		policy sluice.FailurePolicy
 		want   int
-	}{{httplimit.FailOpen, 401}, {httplimit.FailClosed, 503}} {
+	}{{sluice.FailOpen, 401}, {sluice.FailClosed, 503}} {
 		m, err := httplimit.New(httplimit.Config{
-			Rules:        []httplimit.Rule{{Name: "login", Decider: c.Rule("login", login)}},
-			OnStoreError: tt.policy,
-			Logger:       slog.New(slog.DiscardHandler),
+			Rules:   []httplimit.Rule{{Name: "login", Decider: c.Rule("login", login)}},
+			Failure: tt.policy,
+			Logger:  slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)

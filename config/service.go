@@ -25,18 +25,6 @@ const (
 	StoreMemcached = "memcached"
 )
 
-// Failure policies: what a rule answers while a shared store fails.
-const (
-	// FailLocal decides on a store in the process, each limit divided
-	// among Failure.Instances, and replays the local takes into the
-	// shared store when it answers again. The default.
-	FailLocal = "local"
-	// FailOpen allows every request.
-	FailOpen = "open"
-	// FailClosed refuses to decide: the service answers 503.
-	FailClosed = "closed"
-)
-
 // Defaults of the service sections.
 const (
 	// DefaultAdminListen is where the admin API listens when it is on
@@ -131,9 +119,12 @@ type MemcachedStore struct {
 // no answer within Timeout). It does not apply to the memory store, which
 // cannot fail.
 type Failure struct {
-	// Policy is the default policy: FailLocal (the default), FailOpen or
-	// FailClosed.
-	Policy string
+	// Policy is the default policy: sluice.FailLocal (the default:
+	// decide on a store in the process, each limit divided among
+	// Instances, and replay the local takes into the shared store when it
+	// answers again), FailOpen (allow every request) or FailClosed (refuse
+	// to decide: the service answers 503).
+	Policy sluice.FailurePolicy
 	// Timeout bounds each call of the store. Default
 	// DefaultFailureTimeout.
 	Timeout time.Duration
@@ -142,11 +133,11 @@ type Failure struct {
 	Instances int
 	// Rules sets the policy of single named rules and domains, by name,
 	// overriding Policy. Default none.
-	Rules map[string]string
+	Rules map[string]sluice.FailurePolicy
 }
 
 // PolicyOf returns the failure policy of the named rule.
-func (f Failure) PolicyOf(rule string) string {
+func (f Failure) PolicyOf(rule string) sluice.FailurePolicy {
 	if p, ok := f.Rules[rule]; ok {
 		return p
 	}
@@ -441,11 +432,13 @@ func (m *fileMemcached) memcached(v *validator) (MemcachedStore, error) {
 // failure validates the failure section against the rules and domains of
 // c.
 func (f *fileFailure) failure(v *validator, c *Config) (Failure, error) {
-	fl := Failure{Policy: f.Policy, Timeout: f.Timeout, Instances: f.Instances}
-	if fl.Policy == "" {
-		fl.Policy = FailLocal
-	} else if !validPolicy(fl.Policy) {
-		return fl, v.errorf(at("failure", "policy"), "unknown policy %q (want %s, %s or %s)", fl.Policy, FailLocal, FailOpen, FailClosed)
+	fl := Failure{Policy: sluice.FailLocal, Timeout: f.Timeout, Instances: f.Instances}
+	if f.Policy != "" {
+		p, err := sluice.ParseFailurePolicy(f.Policy)
+		if err != nil {
+			return fl, v.errorf(at("failure", "policy"), "unknown policy %q (want local, open or closed)", f.Policy)
+		}
+		fl.Policy = p
 	}
 	switch {
 	case fl.Timeout == 0:
@@ -460,21 +453,20 @@ func (f *fileFailure) failure(v *validator, c *Config) (Failure, error) {
 		return fl, v.errorf(at("failure", "instances"), "instances %d must be at least 1", fl.Instances)
 	}
 	if len(f.Rules) > 0 {
-		fl.Rules = make(map[string]string, len(f.Rules))
+		fl.Rules = make(map[string]sluice.FailurePolicy, len(f.Rules))
 	}
-	for name, p := range f.Rules {
+	for name, s := range f.Rules {
 		if !hasRule(c.Rules, name) && !slices.ContainsFunc(c.Domains, func(d Domain) bool { return d.Name == name }) {
 			return fl, v.errorf(at("failure", "rules", name), "no rule or domain named %q", name)
 		}
-		if !validPolicy(p) {
-			return fl, v.errorf(at("failure", "rules", name), "unknown policy %q (want %s, %s or %s)", p, FailLocal, FailOpen, FailClosed)
+		p, err := sluice.ParseFailurePolicy(s)
+		if err != nil {
+			return fl, v.errorf(at("failure", "rules", name), "unknown policy %q (want local, open or closed)", s)
 		}
 		fl.Rules[name] = p
 	}
 	return fl, nil
 }
-
-func validPolicy(p string) bool { return p == FailLocal || p == FailOpen || p == FailClosed }
 
 func hasRule(rules []NamedRule, name string) bool {
 	return slices.ContainsFunc(rules, func(r NamedRule) bool { return r.Name == name })

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 const twoRules = `rules:
@@ -27,7 +29,7 @@ func TestParseService(t *testing.T) {
 			in:   twoRules,
 			want: Config{
 				Store:       Store{Type: StoreMemory},
-				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
+				Failure:     Failure{Policy: sluice.FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
 				ForwardAuth: ForwardAuth{Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64}, // two rules: none by default
 			},
 		},
@@ -64,7 +66,7 @@ forward_auth:
 				Store: Store{Type: StoreRedis, Redis: RedisStore{
 					Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, Username: "app", Password: "s3cret", DB: 2, InFlight: 2,
 				}},
-				Failure: Failure{Policy: FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]string{"login": FailClosed, "edge": FailLocal}},
+				Failure: Failure{Policy: sluice.FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]sluice.FailurePolicy{"login": sluice.FailClosed, "edge": sluice.FailLocal}},
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
 				Guard: Guard{Allow: []string{"10.0.0.0/8", "key:ops"}, Deny: []string{"192.0.2.7"}, MaxBans: 1000, MaxKeyBans: 100, CoarsenIPv4: 20, CoarsenIPv6: 56, Jails: []Jail{{
 					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
@@ -86,7 +88,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 				Store: Store{Type: StoreRedis, Redis: RedisStore{Sentinel: Sentinel{
 					Master: "mymaster", Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, Password: "x",
 				}}},
-				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
+				Failure:     Failure{Policy: sluice.FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
 				Admin:       Admin{Listen: "[::1]:9091", Token: "a-token-of-sixteen+"},
 				ForwardAuth: ForwardAuth{Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64}, // two rules: none by default
 			},
@@ -96,7 +98,7 @@ admin: {listen: "[::1]:9091", token: "a-token-of-sixteen+"}
 			in:   twoRules + "store: {type: memcached, memcached: {addrs: [\"m1:11211\", \"m2:11211\"], weights: [1, 2]}}\n",
 			want: Config{
 				Store:       Store{Type: StoreMemcached, Memcached: MemcachedStore{Addrs: []string{"m1:11211", "m2:11211"}, Weights: []int{1, 2}}},
-				Failure:     Failure{Policy: FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
+				Failure:     Failure{Policy: sluice.FailLocal, Timeout: DefaultFailureTimeout, Instances: 1},
 				ForwardAuth: ForwardAuth{Key: []string{"ip"}, TrustedProxies: loopback, DenyStatus: 429, IPv6Prefix: 64}, // two rules: none by default
 			},
 		},
@@ -181,10 +183,10 @@ func TestParseServiceErrors(t *testing.T) {
 }
 
 func TestFailurePolicyOf(t *testing.T) {
-	f := Failure{Policy: FailLocal, Rules: map[string]string{"login": FailClosed}}
-	for rule, want := range map[string]string{"login": FailClosed, "api": FailLocal} {
+	f := Failure{Policy: sluice.FailLocal, Rules: map[string]sluice.FailurePolicy{"login": sluice.FailClosed}}
+	for rule, want := range map[string]sluice.FailurePolicy{"login": sluice.FailClosed, "api": sluice.FailLocal} {
 		if got := f.PolicyOf(rule); got != want {
-			t.Errorf("PolicyOf(%q) = %q, want %q", rule, got, want)
+			t.Errorf("PolicyOf(%q) = %v, want %v", rule, got, want)
 		}
 	}
 }

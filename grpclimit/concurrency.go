@@ -42,9 +42,9 @@ type ConcurrencyConfig struct {
 	// call failed from overload. Default: UNAVAILABLE, DEADLINE_EXCEEDED
 	// and RESOURCE_EXHAUSTED.
 	Dropped func(error) bool
-	// FailClosed refuses calls with UNAVAILABLE while the store fails.
-	// Default false: they go through.
-	FailClosed bool
+	// Failure is what happens to calls while the store fails, as in
+	// Config: sluice.FailOpen (the default) or FailClosed.
+	Failure sluice.FailurePolicy
 	// Logger receives store failures (throttled). Default slog.Default().
 	Logger *slog.Logger
 }
@@ -65,6 +65,9 @@ type Concurrency struct {
 func NewConcurrency(c ConcurrencyConfig) (*Concurrency, error) {
 	if c.Limiter == nil {
 		return nil, fmt.Errorf("grpclimit: %w: no concurrency limiter", sluice.ErrInvalidRequest)
+	}
+	if err := c.Failure.CheckOpenClosed(); err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
 	if c.Key == nil {
 		c.Key = func(context.Context, string) (string, bool) { return "all", true }
@@ -159,7 +162,7 @@ func (c *Concurrency) admit(ctx context.Context, method string) (*sluice.Lease, 
 	switch {
 	case err != nil && !errors.Is(err, context.DeadlineExceeded):
 		c.log.WarnContext(ctx, "grpclimit: concurrency store failed", "method", method, "err", err)
-		if c.c.FailClosed {
+		if c.c.Failure == sluice.FailClosed {
 			return nil, status.Error(codes.Unavailable, "the concurrency limiter is unavailable; try again shortly")
 		}
 		return nil, nil

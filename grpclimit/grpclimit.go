@@ -15,9 +15,10 @@
 //	...
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(lim.Unary()), grpc.ChainStreamInterceptor(lim.Stream()))
 //
-// When a limiter's store fails, the call goes through (the default) or,
-// with Config.FailClosed, is refused with UNAVAILABLE; either way the
-// failures are logged, a few lines a second at most.
+// When a limiter's store fails, the call goes through (the default,
+// sluice.FailOpen) or, with Config.Failure sluice.FailClosed, is refused
+// with UNAVAILABLE; either way the failures are logged, a few lines a
+// second at most.
 package grpclimit
 
 import (
@@ -61,9 +62,11 @@ type Config struct {
 	// Rules are applied in order; a call is refused if any rule denies
 	// it. At least one.
 	Rules []Rule
-	// FailClosed refuses calls with UNAVAILABLE while a store fails.
-	// Default false: they go through.
-	FailClosed bool
+	// Failure is what happens to calls while a store fails:
+	// sluice.FailOpen lets them through; FailClosed refuses them with
+	// UNAVAILABLE. Default FailOpen. FailLocal is refused: give the
+	// limiters a store/fallback Store to decide locally.
+	Failure sluice.FailurePolicy
 	// Logger receives store failures (throttled). Default slog.Default().
 	Logger *slog.Logger
 }
@@ -71,9 +74,9 @@ type Config struct {
 // A Limiter holds the interceptors of a Config. It is safe for
 // concurrent use.
 type Limiter struct {
-	rules      []rule
-	failClosed bool
-	log        *slog.Logger
+	rules   []rule
+	failure sluice.FailurePolicy
+	log     *slog.Logger
 }
 
 // rule is a Rule with its limits (read once: a Decider returns a copy),
@@ -93,7 +96,10 @@ func New(c Config) (*Limiter, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	l := &Limiter{failClosed: c.FailClosed, log: slog.New(logthrottle.New(c.Logger.Handler(), logthrottle.Config{}))}
+	if err := c.Failure.CheckOpenClosed(); err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
+	}
+	l := &Limiter{failure: c.Failure, log: slog.New(logthrottle.New(c.Logger.Handler(), logthrottle.Config{}))}
 	for i, r := range c.Rules {
 		if r.Limiter == nil {
 			return nil, fmt.Errorf("grpclimit: %w: rule %d has no Limiter", sluice.ErrInvalidRequest, i)
@@ -196,7 +202,7 @@ func (l *Limiter) decide(ctx context.Context, method string) (metadata.MD, error
 // when the Limiter fails closed.
 func (l *Limiter) failed(ctx context.Context, r *rule, method string, err error) error {
 	l.log.WarnContext(ctx, "grpclimit: store failed", "rule", r.Name, "method", method, "err", err)
-	if l.failClosed {
+	if l.failure == sluice.FailClosed {
 		return status.Error(codes.Unavailable, "the rate limiter is unavailable; try again shortly")
 	}
 	return nil

@@ -168,11 +168,21 @@ func TestStoreFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, closed := range []bool{false, true} {
-		c := serve(t, newLimiter(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lim}}, FailClosed: closed}))
-		_, err := c.Check(t.Context(), &healthpb.HealthCheckRequest{})
-		if want := map[bool]codes.Code{false: codes.OK, true: codes.Unavailable}[closed]; status.Code(err) != want {
-			t.Errorf("store down, FailClosed %v: %v, want %v", closed, err, want)
+	for _, tt := range []struct {
+		policy sluice.FailurePolicy
+		want   codes.Code
+	}{{sluice.FailOpen, codes.OK}, {sluice.FailClosed, codes.Unavailable}} {
+		c := serve(t, newLimiter(t, grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lim}}, Failure: tt.policy}))
+		if _, err := c.Check(t.Context(), &healthpb.HealthCheckRequest{}); status.Code(err) != tt.want {
+			t.Errorf("store down, policy %v: %v, want %v", tt.policy, err, tt.want)
+		}
+	}
+	for _, p := range []sluice.FailurePolicy{sluice.FailLocal, 9} {
+		if _, err := grpclimit.New(grpclimit.Config{Rules: []grpclimit.Rule{{Limiter: lim}}, Failure: p}); !errors.Is(err, sluice.ErrInvalidRequest) {
+			t.Errorf("New with policy %v: %v, want ErrInvalidRequest", p, err)
+		}
+		if _, err := grpclimit.NewConcurrency(grpclimit.ConcurrencyConfig{Limiter: newConcurrency(t, 1), Failure: p}); !errors.Is(err, sluice.ErrInvalidRequest) {
+			t.Errorf("NewConcurrency with policy %v: %v, want ErrInvalidRequest", p, err)
 		}
 	}
 }

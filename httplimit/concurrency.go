@@ -42,9 +42,9 @@ type ConcurrencyConfig struct {
 	// 429 Too Many Requests; a refusal by the adaptive limit (load
 	// shedding) is always 503 Service Unavailable.
 	Status int
-	// OnStoreError is what happens when the store fails. Default
-	// FailOpen.
-	OnStoreError FailurePolicy
+	// Failure is what happens when the store fails, as in Config:
+	// sluice.FailOpen (the default) or FailClosed.
+	Failure sluice.FailurePolicy
 	// Logger receives store failures (Warn), at most ten lines at once
 	// and one a second after. Default slog.Default().
 	Logger *slog.Logger
@@ -66,6 +66,9 @@ type ConcurrencyLimit struct {
 func NewConcurrencyLimit(c ConcurrencyConfig) (*ConcurrencyLimit, error) {
 	if c.Limiter == nil {
 		return nil, fmt.Errorf("%w: httplimit: no concurrency limiter", sluice.ErrInvalidRequest)
+	}
+	if err := c.Failure.CheckOpenClosed(); err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
 	}
 	if c.Key == nil {
 		c.Key = KeyFunc(func(*http.Request) (string, bool) { return "all", true })
@@ -111,7 +114,7 @@ func (m *ConcurrencyLimit) Handler(next http.Handler) http.Handler {
 		switch {
 		case err != nil:
 			m.storeFailed(r, err)
-			if m.c.OnStoreError == FailClosed {
+			if m.c.Failure == sluice.FailClosed {
 				WriteProblem(w, Problem{Status: http.StatusServiceUnavailable, Detail: "the limiter's store failed"}, time.Second)
 				return
 			}

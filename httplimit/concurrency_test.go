@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -202,10 +203,10 @@ func TestConcurrencyLimitStoreDown(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{&mu, &logs}, nil))
 	for _, tt := range []struct {
-		policy httplimit.FailurePolicy
+		policy sluice.FailurePolicy
 		want   int
-	}{{httplimit.FailOpen, 200}, {httplimit.FailClosed, 503}} {
-		m, err := httplimit.NewConcurrencyLimit(httplimit.ConcurrencyConfig{Limiter: con, OnStoreError: tt.policy, Logger: logger})
+	}{{sluice.FailOpen, 200}, {sluice.FailClosed, 503}} {
+		m, err := httplimit.NewConcurrencyLimit(httplimit.ConcurrencyConfig{Limiter: con, Failure: tt.policy, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,6 +218,9 @@ func TestConcurrencyLimitStoreDown(t *testing.T) {
 				t.Fatalf("policy %v: %d, want %d", tt.policy, w.Code, tt.want)
 			}
 		}
+	}
+	if _, err := httplimit.NewConcurrencyLimit(httplimit.ConcurrencyConfig{Limiter: con, Failure: sluice.FailLocal}); !errors.Is(err, sluice.ErrInvalidRequest) {
+		t.Errorf("NewConcurrencyLimit under FailLocal: %v, want ErrInvalidRequest (it needs store/fallback)", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

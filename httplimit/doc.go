@@ -57,6 +57,7 @@
 //
 // # Failures
 //
-// When the store fails, the Config's [FailurePolicy] applies ([FailOpen]
-// by default) and the middleware logs it, at most one line a second.
+// When the store fails, the Config's Failure, a [sluice.FailurePolicy],
+// applies ([sluice.FailOpen] by default) and the middleware logs it, at
+// most one line a second.
 package httplimit

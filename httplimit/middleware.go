@@ -39,19 +39,6 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", m)
 }
 
-// FailurePolicy says what the middleware does when the store fails.
-type FailurePolicy uint8
-
-const (
-	// FailOpen lets the request through unlimited and logs the failure.
-	// The default: an outage of the limiter's store must not become an
-	// outage of the site. Wrap the store (see store/fallback) to keep
-	// limiting on a local store meanwhile.
-	FailOpen FailurePolicy = iota
-	// FailClosed answers 503 Service Unavailable with Retry-After.
-	FailClosed
-)
-
 // Fields chooses the rate-limit header fields written on responses.
 type Fields uint8
 
@@ -167,9 +154,13 @@ type Config struct {
 	// fields are set; it can read the Outcome from the request. Default
 	// ProblemHandler: 429 with an application/problem+json body.
 	Deny http.Handler
-	// OnStoreError is what happens when the store fails. Default
-	// FailOpen.
-	OnStoreError FailurePolicy
+	// Failure is what happens when the store fails: sluice.FailOpen
+	// lets the request through unlimited and logs the failure;
+	// FailClosed answers 503 Service Unavailable with Retry-After.
+	// Default FailOpen: an outage of the limiter's store must not become
+	// an outage of the site. FailLocal is refused: to keep limiting on a
+	// local store meanwhile, give the Limiter a store/fallback Store.
+	Failure sluice.FailurePolicy
 	// Fields chooses the rate-limit header fields. Default FieldsDraft.
 	Fields Fields
 	// Logger receives denials (Info), dry-run and shadow denials (Info)
@@ -191,7 +182,7 @@ type Config struct {
 type Middleware struct {
 	rules    []rule
 	deny     http.Handler
-	failure  FailurePolicy
+	failure  sluice.FailurePolicy
 	fields   Fields
 	log      *slog.Logger
 	reserves bool // some rule needs reservations: several rules, or Count
@@ -220,12 +211,16 @@ type rule struct {
 // New returns a Middleware for c, or an error wrapping
 // sluice.ErrInvalidRequest if a rule lacks its Limiter (or Decider), has
 // both, counts by status with a Decider that cannot give a take back,
-// or if two rules share a name.
+// if two rules share a name, or if Failure is not FailOpen or
+// FailClosed.
 func New(c Config) (*Middleware, error) {
 	if len(c.Rules) == 0 {
 		return nil, fmt.Errorf("%w: httplimit: no rules", sluice.ErrInvalidRequest)
 	}
-	m := &Middleware{deny: c.Deny, failure: c.OnStoreError, fields: c.Fields, log: c.Logger, attach: c.AttachOutcome, custom: c.Deny != nil}
+	if err := c.Failure.CheckOpenClosed(); err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
+	}
+	m := &Middleware{deny: c.Deny, failure: c.Failure, fields: c.Fields, log: c.Logger, attach: c.AttachOutcome, custom: c.Deny != nil}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -344,7 +339,7 @@ func (m *Middleware) decide(w http.ResponseWriter, r *http.Request, st *reqState
 		a, err := m.take(ctx, ru, st.key(ru, r)) // "" is the shared key of requests without one
 		if err != nil {
 			m.storeFailed(ctx, ru, err)
-			if m.failure == FailClosed {
+			if m.failure == sluice.FailClosed {
 				m.refund(ctx, as)
 				*out = Outcome{Policy: ru.Name, StoreFailed: true}
 				st.set(w.Header(), hdrRetryAfter, "1")
@@ -576,7 +571,7 @@ func (m *Middleware) storeFailed(ctx context.Context, ru *rule, err error) {
 		return
 	}
 	policy := "failing open: request let through"
-	if m.failure == FailClosed {
+	if m.failure == sluice.FailClosed {
 		policy = "failing closed: request refused with 503"
 	}
 	m.log.LogAttrs(ctx, slog.LevelWarn, "httplimit: store failed; "+policy,

@@ -448,17 +448,17 @@ func TestStoreFailure(t *testing.T) {
 
 func testStoreFailure(t *testing.T) {
 	for _, tt := range []struct {
-		policy httplimit.FailurePolicy
+		policy sluice.FailurePolicy
 		want   int
-	}{{httplimit.FailOpen, 200}, {httplimit.FailClosed, 503}} {
+	}{{sluice.FailOpen, 200}, {sluice.FailClosed, 503}} {
 		c := newClock()
 		s := newStore(t)
 		s.SetFail(true)
 		var logs bytes.Buffer
 		m := middleware(t, httplimit.Config{
-			OnStoreError: tt.policy,
-			Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
-			Rules:        []httplimit.Rule{{Limiter: limiter(t, s, c, "f", "1/h")}},
+			Failure: tt.policy,
+			Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+			Rules:   []httplimit.Rule{{Limiter: limiter(t, s, c, "f", "1/h")}},
 		})
 		srv := m.Handler(&recordingHandler{})
 		for i := range 50 {
@@ -520,6 +520,8 @@ func TestNewRejects(t *testing.T) {
 		{Rules: []httplimit.Rule{{Name: "a", Limiter: lim}, {Name: "a", Limiter: lim}}},
 		{Rules: []httplimit.Rule{{Name: `bad"name`, Limiter: lim}}},
 		{Rules: []httplimit.Rule{{Name: "tab\t", Limiter: lim}}},
+		{Rules: []httplimit.Rule{{Limiter: lim}}, Failure: sluice.FailLocal}, // needs store/fallback
+		{Rules: []httplimit.Rule{{Limiter: lim}}, Failure: sluice.FailurePolicy(9)},
 	} {
 		if _, err := httplimit.New(c); err == nil {
 			t.Errorf("New(%+v) = nil error, want one", c)

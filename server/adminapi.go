@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // The Service is what its admin API manages.
@@ -46,7 +47,7 @@ func (s *Service) Rules() []admin.RuleView {
 	for _, ru := range st.engine.Rules() {
 		ar := admin.RuleView{Name: ru.ID, Mode: "enforce", Failure: "none (memory store)", Jails: jails[ru.ID]}
 		if s.st.policies != nil {
-			ar.Failure = st.policies[scopeOf(ru)]
+			ar.Failure = st.policies[scopeOf(ru)].String()
 		}
 		switch {
 		case ru.Unlimited:
@@ -91,12 +92,12 @@ func (s *Service) now() time.Time {
 }
 
 // Bans lists the bans in force that the service enforces.
-func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
+func (s *Service) Bans(ctx context.Context) ([]wire.Ban, error) {
 	bans, err := s.st.registry.List(ctx, s.now())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]admin.Ban, len(bans))
+	out := make([]wire.Ban, len(bans))
 	for i, b := range bans {
 		out[i] = adminBan(b)
 	}
@@ -104,8 +105,8 @@ func (s *Service) Bans(ctx context.Context) ([]admin.Ban, error) {
 }
 
 // adminBan returns b as the admin API tells it.
-func adminBan(b guard.Ban) admin.Ban {
-	out := admin.Ban{Jail: b.Jail, Key: b.Key, Reason: b.Reason, Since: b.Since, Until: b.Until, Offences: b.Offences, Collateral: b.Collateral}
+func adminBan(b guard.Ban) wire.Ban {
+	out := wire.Ban{Jail: b.Jail, Key: b.Key, Reason: b.Reason, Since: b.Since, Until: b.Until, Offences: b.Offences, Collateral: b.Collateral}
 	if b.Collateral > 0 {
 		out.CollateralUnit = b.CollateralUnit()
 	}
@@ -115,10 +116,10 @@ func adminBan(b guard.Ban) admin.Ban {
 // Ban bans key in jail for d, or the jail's own length when d is 0. key
 // is written as in the allow and deny lists: an address, a network, or
 // "key:" and a key (a bare key is a key too).
-func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (admin.Ban, error) {
+func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (wire.Ban, error) {
 	j := s.state.Load().jails[jail]
 	if j == nil {
-		return admin.Ban{}, fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
+		return wire.Ban{}, fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
 	}
 	if reason == "" {
 		reason = "banned by an admin"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const adminToken = "test-token-0123456789"
@@ -98,7 +99,7 @@ func TestAdminAPI(t *testing.T) {
 	if w := auth(t, fa, "", "203.0.113.9"); w.Code != http.StatusForbidden {
 		t.Errorf("banned address = %d, want 403", w.Code)
 	}
-	var bans []admin.Ban
+	var bans []wire.Ban
 	if err := json.Unmarshal(call("GET", "/admin/api/bans", "", 200).Body.Bytes(), &bans); err != nil || len(bans) != 1 ||
 		bans[0].Key != "203.0.113.9" || bans[0].Reason != "scraping" || bans[0].Until.Sub(bans[0].Since).Round(1e9).String() != "1h0m0s" {
 		t.Fatalf("bans = %+v, %v; want the manual ban of 1h", bans, err)

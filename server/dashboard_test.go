@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const browserRules = `rules:
@@ -133,7 +133,7 @@ func traffic(t *testing.T, url string) (stop func()) {
 }
 
 // adminBans lists the bans through the admin API, as the CLI does.
-func adminBans(t *testing.T, url string) []admin.Ban {
+func adminBans(t *testing.T, url string) []wire.Ban {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", url+"/admin/api/bans", nil)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -142,14 +142,14 @@ func adminBans(t *testing.T, url string) []admin.Ban {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var bans []admin.Ban
+	var bans []wire.Ban
 	if err := json.NewDecoder(res.Body).Decode(&bans); err != nil {
 		t.Fatal(err)
 	}
 	return bans
 }
 
-func banned(bans []admin.Ban, key string) bool {
+func banned(bans []wire.Ban, key string) bool {
 	for _, b := range bans {
 		if b.Key == key {
 			return true

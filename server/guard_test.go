@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // outcome is an API's answer to one check, in common terms.
@@ -39,9 +39,9 @@ var guardAPIs = []struct {
 }{
 	{"http", func(t *testing.T, s *Service, rule, key string) outcome {
 		t.Helper()
-		body, _ := json.Marshal(httpapi.CheckRequest{Rule: rule, Key: key})
+		body, _ := json.Marshal(wire.CheckRequest{Rule: rule, Key: key})
 		w := do(t, s.Handler(), http.MethodPost, "/v1/check", string(body))
-		var cr httpapi.CheckResponse
+		var cr wire.CheckResponse
 		if err := json.Unmarshal(w.Body.Bytes(), &cr); w.Code != http.StatusOK || err != nil {
 			t.Fatalf("POST /v1/check %s = %d %s, want 200", body, w.Code, w.Body)
 		}

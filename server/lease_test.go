@@ -25,9 +25,9 @@ import (
 	"github.com/sluicehq/sluice/internal/leasetest"
 	"github.com/sluicehq/sluice/internal/rlstest"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
-	"github.com/sluicehq/sluice/server/leaseapi"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/wire"
+	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
 const leaseRules = `
@@ -40,10 +40,10 @@ rules:
     concurrency: {limit: 8, ttl: 10s, max_wait: 30s}
 `
 
-func leaseCall(t *testing.T, h http.Handler, path, body string) (int, leaseapi.LeaseResponse, string) {
+func leaseCall(t *testing.T, h http.Handler, path, body string) (int, wire.LeaseResponse, string) {
 	t.Helper()
 	w := do(t, h, http.MethodPost, path, body)
-	var res leaseapi.LeaseResponse
+	var res wire.LeaseResponse
 	if w.Code == http.StatusOK {
 		if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
 			t.Fatalf("%s %s: %v: %s", path, body, err, w.Body)
@@ -130,7 +130,7 @@ func TestLeasesWait(t *testing.T) {
 		t.Errorf("refused after %v, want the rule's max_wait, 2s", waited)
 	}
 	var wg sync.WaitGroup
-	var got leaseapi.LeaseResponse
+	var got wire.LeaseResponse
 	wg.Go(func() {
 		_, got, _ = leaseCall(t, h, "/v1/acquire", `{"rule":"reports","key":"k","class":"critical","wait":2}`)
 	})
@@ -214,7 +214,7 @@ func holdOverHTTP(client *http.Client, base string, p leasetest.Params) error {
 	}
 	defer a.Close()
 	for range p.Rounds {
-		var res leaseapi.LeaseResponse
+		var res wire.LeaseResponse
 		for attempt := 0; !res.OK; attempt++ { // each acquire waits up to 30s (max_wait)
 			if attempt == 4 {
 				return fmt.Errorf("no place after 4 waits: %+v", res)
@@ -238,21 +238,21 @@ func holdOverHTTP(client *http.Client, base string, p leasetest.Params) error {
 	return nil
 }
 
-func post(client *http.Client, url, body string) (leaseapi.LeaseResponse, error) {
+func post(client *http.Client, url, body string) (wire.LeaseResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(body))
 	if err != nil {
-		return leaseapi.LeaseResponse{}, err
+		return wire.LeaseResponse{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return leaseapi.LeaseResponse{}, err
+		return wire.LeaseResponse{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var res leaseapi.LeaseResponse
+	var res wire.LeaseResponse
 	if resp.StatusCode != 200 {
 		return res, fmt.Errorf("%s: %d %s", url, resp.StatusCode, b)
 	}

@@ -11,12 +11,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/topkeys"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const (
@@ -52,7 +52,7 @@ type live struct {
 type liveRule struct {
 	name    string
 	mode    string
-	policy  string // failure policy; "" on the memory store
+	policy  sluice.FailurePolicy
 	taken   [len(resultLabels)]prometheus.Counter
 	prev    [len(resultLabels)]float64 // their values at the latest sample
 	errs    float64                    // errors in the latest sample
@@ -79,7 +79,7 @@ func (l *live) window(scope string) *topkeys.Window {
 
 // use makes the scopes of st the ones sampled, keeping the series of
 // those it had and dropping the windows of the others.
-func (l *live) use(st *state, memory bool) {
+func (l *live) use(st *state) {
 	modes := scopeModes(st.engine.Rules())
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -95,9 +95,6 @@ func (l *live) use(st *state, memory bool) {
 			r = l.newRule(name)
 		}
 		r.mode, r.policy = modes[name], st.policies[name]
-		if memory {
-			r.policy = ""
-		}
 		kept[name] = r.top
 		l.rules = append(l.rules, r)
 	}
@@ -196,10 +193,11 @@ func (l *live) snapshot(now time.Time) *admin.Snapshot {
 }
 
 // health tells the state of r's store: failing while a breaker of its
-// policy is open, errors when decisions failed in the latest sample.
+// policy is open (only a shared store's open and local policies have
+// breakers), errors when decisions failed in the latest sample.
 func (l *live) health(r *liveRule) string {
 	switch {
-	case r.policy != "" && r.policy != config.FailClosed && l.m.breakersOpen(r.policy) > 0:
+	case l.m.breakersOpen(r.policy) > 0:
 		return "failing"
 	case r.errs > 0:
 		return "errors"
@@ -246,7 +244,7 @@ func (s *Service) tickLive(ctx context.Context, now time.Time) {
 
 // keyStates fills in the state of each top key: banned, else what a
 // peek of its named rule says (a domain's keys stay unknown).
-func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []admin.Ban) {
+func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.Ban) {
 	cfg := s.Config()
 	for i := range snap.Rules {
 		r := &snap.Rules[i]
@@ -281,7 +279,7 @@ func (s *Service) peekRule(ctx context.Context, rule, key string) (sluice.Decisi
 }
 
 // banOf returns the ban of bans that holds key, an address or a key.
-func banOf(bans []admin.Ban, key string) *admin.Ban {
+func banOf(bans []wire.Ban, key string) *wire.Ban {
 	addr, aerr := netip.ParseAddr(key)
 	for i, b := range bans {
 		if b.Key == key {

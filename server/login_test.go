@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const loginConfig = `rules:
@@ -38,14 +38,14 @@ func loginCall(t *testing.T, h http.Handler, path string, body any, out any) {
 
 // attemptLogin begins an attempt and settles it; it returns begin's
 // answer.
-func attemptLogin(t *testing.T, h http.Handler, user, addr string, ok bool) httpapi.LoginResponse {
+func attemptLogin(t *testing.T, h http.Handler, user, addr string, ok bool) wire.LoginResponse {
 	t.Helper()
-	req := httpapi.LoginRequest{Login: "web", User: user, Address: addr}
-	var begin httpapi.LoginResponse
+	req := wire.LoginRequest{Login: "web", User: user, Address: addr}
+	var begin wire.LoginResponse
 	loginCall(t, h, "/v1/login/begin", req, &begin)
 	if begin.Allowed {
 		req.Ticket = begin.Ticket
-		var s httpapi.SettleResponse
+		var s wire.SettleResponse
 		loginCall(t, h, map[bool]string{true: "/v1/login/succeed", false: "/v1/login/fail"}[ok], req, &s)
 	}
 	return begin
@@ -78,12 +78,12 @@ func TestLoginAPI(t *testing.T) {
 		t.Errorf("alice from her known-good address during the attack = %+v, want allowed", a)
 	}
 
-	var begin httpapi.LoginResponse
-	req := httpapi.LoginRequest{Login: "web", User: "carol", Address: "192.0.2.50"}
+	var begin wire.LoginResponse
+	req := wire.LoginRequest{Login: "web", User: "carol", Address: "192.0.2.50"}
 	loginCall(t, h, "/v1/login/begin", req, &begin)
 	req.Ticket = begin.Ticket
 	for i := range 3 {
-		var st httpapi.SettleResponse
+		var st wire.SettleResponse
 		loginCall(t, h, "/v1/login/fail", req, &st)
 		if st.Duplicate != (i > 0) {
 			t.Errorf("fail %d of one ticket: duplicate %v, want %v", i, st.Duplicate, i > 0)

@@ -50,7 +50,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 
 	openMu sync.Mutex
-	open   map[[2]string]bool // breakers by store and policy: open or not
+	open   map[breakerOf]bool // breakers by store and policy: open or not
 }
 
 // latencyBuckets run from 25µs to about 0.8s: a decision on the memory
@@ -58,7 +58,7 @@ type metrics struct {
 var latencyBuckets = prometheus.ExponentialBuckets(25e-6, 2, 16)
 
 func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), open: map[[2]string]bool{}}
+	m := &metrics{reg: prometheus.NewRegistry(), open: map[breakerOf]bool{}}
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_decisions_total",
 		Help: "Decisions of the store by rule, operation and result (allowed, denied, error; estimated: denied by a memory store at its cap that forgot the actor, no jail strike).",
@@ -162,25 +162,32 @@ func (m *metrics) strikeLost(jail string, why guard.StrikeLoss) {
 	m.strikesLost.WithLabelValues(jail, why.String()).Inc()
 }
 
+// breakerOf names the breaker of a store (or memcached server) and a
+// failure policy.
+type breakerOf struct {
+	store  string
+	policy sluice.FailurePolicy
+}
+
 // breaker records the state of a breaker.
-func (m *metrics) breaker(store, policy string, open bool) {
+func (m *metrics) breaker(store string, policy sluice.FailurePolicy, open bool) {
 	v := 0.0
 	if open {
 		v = 1
 	}
-	m.breakerOpen.WithLabelValues(store, policy).Set(v)
+	m.breakerOpen.WithLabelValues(store, policy.String()).Set(v)
 	m.openMu.Lock()
-	m.open[[2]string{store, policy}] = open
+	m.open[breakerOf{store, policy}] = open
 	m.openMu.Unlock()
 }
 
 // breakersOpen returns how many breakers of failure policy are open.
-func (m *metrics) breakersOpen(policy string) int {
+func (m *metrics) breakersOpen(policy sluice.FailurePolicy) int {
 	m.openMu.Lock()
 	defer m.openMu.Unlock()
 	n := 0
 	for k, open := range m.open {
-		if open && k[1] == policy {
+		if open && k.policy == policy {
 			n++
 		}
 	}
@@ -188,9 +195,9 @@ func (m *metrics) breakersOpen(policy string) int {
 }
 
 // watchFallback exports the counters of a fallback Store.
-func (m *metrics) watchFallback(store, policy string, f *fallback.Store) {
+func (m *metrics) watchFallback(store string, policy sluice.FailurePolicy, f *fallback.Store) {
 	m.breaker(store, policy, false)
-	labels := prometheus.Labels{"store": store, "policy": policy}
+	labels := prometheus.Labels{"store": store, "policy": policy.String()}
 	// A second fallback of the same store and policy (a memcached server
 	// listed twice) would collide; its counters are then left out.
 	_ = m.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{

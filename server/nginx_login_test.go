@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // nginxLoginConf puts nginx in front of a login form: each POST /login
@@ -92,7 +92,7 @@ logins:
 // passed on, as an application in any language would.
 func loginApp(t *testing.T, sluice string) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := httpapi.LoginRequest{Login: "web", User: r.Header.Get("X-Sluice-User"), Address: r.Header.Get("X-Real-IP"), Ticket: r.Header.Get("X-Sluice-Ticket")}
+		req := wire.LoginRequest{Login: "web", User: r.Header.Get("X-Sluice-User"), Address: r.Header.Get("X-Real-IP"), Ticket: r.Header.Get("X-Sluice-Ticket")}
 		ok := r.Header.Get("X-Password") == "correct"
 		path := map[bool]string{true: "/v1/login/succeed", false: "/v1/login/fail"}[ok]
 		b, _ := json.Marshal(req)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testserver"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // newRedisService returns a Service on the Redis at addr, with the real
@@ -41,15 +41,15 @@ func newRedisService(t *testing.T, addr, rules string) *Service {
 }
 
 // postCheck asks a server's /v1/check over HTTP.
-func postCheck(t *testing.T, c *http.Client, base, rule, key string) (int, httpapi.CheckResponse) {
+func postCheck(t *testing.T, c *http.Client, base, rule, key string) (int, wire.CheckResponse) {
 	t.Helper()
 	resp, err := c.Post(base+"/v1/check", "application/json", strings.NewReader(`{"rule":"`+rule+`","key":"`+key+`"}`))
 	if err != nil {
 		t.Errorf("POST /v1/check: %v", err)
-		return 0, httpapi.CheckResponse{}
+		return 0, wire.CheckResponse{}
 	}
 	defer resp.Body.Close()
-	var cr httpapi.CheckResponse
+	var cr wire.CheckResponse
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&cr); err != nil {
 			t.Errorf("decoding the check answer: %v", err)

@@ -100,7 +100,7 @@ type state struct {
 	jails    map[string]*guard.Jail // by name, ManualJail included
 	allow    *guard.List
 	deny     *guard.List
-	policies map[string]string // failure policy by named rule and domain
+	policies map[string]sluice.FailurePolicy // by named rule and domain
 	logins   map[string]*guard.Login
 	admin    http.Handler     // nil when the admin API is off
 	sinks    *sinkSet         // where bans are told
@@ -201,7 +201,7 @@ func (s *Service) Engine() *rules.Engine { return s.state.Load().engine }
 // the guard, the jails, each rule wired to its store (its failure
 // policy's, counted and timed by its metrics), the engine and the APIs.
 func (s *Service) build(c *config.Config) (*state, error) {
-	n := &state{cfg: c, allow: &guard.List{}, deny: &guard.List{}, policies: map[string]string{}}
+	n := &state{cfg: c, allow: &guard.List{}, deny: &guard.List{}, policies: map[string]sluice.FailurePolicy{}}
 	if err := n.fillLists(c.Guard); err != nil {
 		return nil, err
 	}
@@ -254,7 +254,7 @@ func (s *Service) buildAPIs(n *state, c *config.Config) error {
 	if n.api, err = httpapi.New(httpapi.Config{Engine: n.engine, Logger: s.log, Logins: n.logins}); err != nil {
 		return err
 	}
-	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, authLogins(c, n.logins), s.st.policy(config.FailClosed), s.log); err != nil {
+	if n.auth, err = forwardauth.New(c.ForwardAuth, n.engine, authLogins(c, n.logins), s.st.policy(sluice.FailClosed), s.log); err != nil {
 		return err
 	}
 	if c.Admin.Enabled() {
@@ -389,7 +389,7 @@ func (s *Service) swap(c *config.Config) error {
 	s.st.registry.Bans().Spare(next.allow)
 	s.state.Swap(next).sinks.retire(next.sinks)
 	if s.live != nil {
-		s.live.use(next, s.st.policies == nil)
+		s.live.use(next)
 	}
 	return nil
 }
@@ -400,7 +400,7 @@ func (s *Service) startLive(st *state) {
 	if s.live == nil {
 		return
 	}
-	s.live.use(st, s.st.policies == nil)
+	s.live.use(st)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop, s.stopped = stop, make(chan struct{})
 	go func() {

@@ -32,9 +32,9 @@ type stores struct {
 	// probes ask it directly.
 	primary sluice.Store
 	// policies holds, for a shared store, the store of each failure
-	// policy (config.FailOpen, FailLocal, FailClosed) over the primary;
+	// policy (sluice.FailOpen, FailLocal, FailClosed) over the primary;
 	// nil for the memory store, which cannot fail.
-	policies map[string]sluice.Store
+	policies map[sluice.FailurePolicy]sluice.Store
 	// registry keeps the bans, apart from the rate states.
 	registry guard.Registry
 	// jails keeps the jails' counts of failures and offences: for the
@@ -54,7 +54,7 @@ const strikeBytes = 128
 
 // policy returns the store of failure policy p: the primary itself for
 // the memory store.
-func (st *stores) policy(p string) sluice.Store {
+func (st *stores) policy(p sluice.FailurePolicy) sluice.Store {
 	if st.policies == nil {
 		return st.primary
 	}
@@ -144,7 +144,7 @@ func openRedis(ctx context.Context, c *config.Config, namespace string, m *metri
 	if st.policies, err = policyStores(rs, "redis", c.Failure, m, log, st); err != nil {
 		return nil, errors.Join(err, st.close())
 	}
-	st.jails = st.policies[config.FailClosed]
+	st.jails = st.policies[sluice.FailClosed]
 	return st, nil
 }
 
@@ -157,7 +157,7 @@ func openMemcached(ctx context.Context, c *config.Config, namespace string, m *m
 	if err != nil {
 		return nil, fmt.Errorf("store: memcached: %w", err)
 	}
-	st := &stores{primary: ms, closers: []io.Closer{ms}, policies: map[string]sluice.Store{}}
+	st := &stores{primary: ms, closers: []io.Closer{ms}, policies: map[sluice.FailurePolicy]sluice.Store{}}
 	// The bans live beside the state, in pages every process replicates.
 	bans, err := memcachedbans.New(ctx, memcachedbans.Config{Addrs: mc.Addrs, Prefix: namespace + ":bans", Limits: banLimits(c.Guard), Spare: allowList(c.Guard)})
 	if err != nil {
@@ -165,7 +165,7 @@ func openMemcached(ctx context.Context, c *config.Config, namespace string, m *m
 	}
 	st.registry = bans
 	st.closers = append(st.closers, bans)
-	for _, p := range []string{config.FailOpen, config.FailLocal, config.FailClosed} {
+	for _, p := range []sluice.FailurePolicy{sluice.FailOpen, sluice.FailLocal, sluice.FailClosed} {
 		var werr error
 		rt, err := ms.Route(func(addr string, server sluice.Store) sluice.Store {
 			s, err := policyStore(p, server, addr, c.Failure, m, log, st)
@@ -178,14 +178,14 @@ func openMemcached(ctx context.Context, c *config.Config, namespace string, m *m
 		st.policies[p] = rt
 		st.closers = append(st.closers, rt)
 	}
-	st.jails = st.policies[config.FailClosed]
+	st.jails = st.policies[sluice.FailClosed]
 	return st, nil
 }
 
 // policyStores returns the store of each failure policy over s.
-func policyStores(s sluice.Store, addr string, f config.Failure, m *metrics, log *slog.Logger, st *stores) (map[string]sluice.Store, error) {
-	out := map[string]sluice.Store{}
-	for _, p := range []string{config.FailOpen, config.FailLocal, config.FailClosed} {
+func policyStores(s sluice.Store, addr string, f config.Failure, m *metrics, log *slog.Logger, st *stores) (map[sluice.FailurePolicy]sluice.Store, error) {
+	out := map[sluice.FailurePolicy]sluice.Store{}
+	for _, p := range []sluice.FailurePolicy{sluice.FailOpen, sluice.FailLocal, sluice.FailClosed} {
 		ps, err := policyStore(p, s, addr, f, m, log, st)
 		if err != nil {
 			return nil, err
@@ -199,26 +199,22 @@ func policyStores(s sluice.Store, addr string, f config.Failure, m *metrics, log
 // addr: open and local through a store/fallback Store each (closed when
 // st closes), closed as s itself under a timeout, whose errors the APIs
 // answer with 503.
-func policyStore(p string, s sluice.Store, addr string, f config.Failure, m *metrics, log *slog.Logger, st *stores) (sluice.Store, error) {
-	if p == config.FailClosed {
+func policyStore(p sluice.FailurePolicy, s sluice.Store, addr string, f config.Failure, m *metrics, log *slog.Logger, st *stores) (sluice.Store, error) {
+	if p == sluice.FailClosed {
 		return &timeoutStore{s, f.Timeout, m}, nil
-	}
-	policy := fallback.Local
-	if p == config.FailOpen {
-		policy = fallback.Open
 	}
 	fs, err := fallback.New(fallback.Config{
 		Primary:   s,
-		Policy:    policy,
+		Policy:    p,
 		Timeout:   f.Timeout,
 		Instances: f.Instances,
 		OnError:   func(error) { m.storeErrors.Inc() },
 		OnBreaker: func(open bool) {
 			m.breaker(addr, p, open)
 			if open {
-				log.Warn("store failing: answering by failure policy", "store", addr, "policy", p)
+				log.Warn("store failing: answering by failure policy", "store", addr, "policy", p.String())
 			} else {
-				log.Info("store answers again", "store", addr, "policy", p)
+				log.Info("store answers again", "store", addr, "policy", p.String())
 			}
 		},
 	})

@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const bansHelp = `usage: sluice bans list [-json]
@@ -112,7 +112,7 @@ func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	case "list":
 		return ac.list(ctx, stdout, f.asJSON)
 	case "add":
-		return ac.add(ctx, stdout, admin.BanRequest{Jail: f.jail, Key: rest[0], Reason: f.reason}, f.dur)
+		return ac.add(ctx, stdout, wire.BanRequest{Jail: f.jail, Key: rest[0], Reason: f.reason}, f.dur)
 	case "lift":
 		return ac.lift(ctx, stdout, f.jail, rest[0])
 	default:
@@ -159,7 +159,7 @@ func (ac *adminClient) list(ctx context.Context, w io.Writer, asJSON bool) error
 
 // collateral says what a ban covers beyond its offenders: "-" for none,
 // else "+N addresses" or "+N /64s".
-func collateral(b admin.Ban) string {
+func collateral(b wire.Ban) string {
 	if b.Collateral <= 0 {
 		return "-"
 	}
@@ -167,11 +167,11 @@ func collateral(b admin.Ban) string {
 }
 
 // add makes the ban req, for d (0: the jail's own length).
-func (ac *adminClient) add(ctx context.Context, w io.Writer, req admin.BanRequest, d time.Duration) error {
+func (ac *adminClient) add(ctx context.Context, w io.Writer, req wire.BanRequest, d time.Duration) error {
 	if d > 0 {
 		req.Duration = d.String()
 	}
-	var b admin.Ban
+	var b wire.Ban
 	if err := ac.do(ctx, http.MethodPost, "/admin/api/bans", req, &b); err != nil {
 		return err
 	}
@@ -212,8 +212,8 @@ func (ac *adminClient) export(ctx context.Context, w io.Writer, format, set stri
 	return nil
 }
 
-func (ac *adminClient) bans(ctx context.Context) ([]admin.Ban, error) {
-	var bans []admin.Ban
+func (ac *adminClient) bans(ctx context.Context) ([]wire.Ban, error) {
+	var bans []wire.Ban
 	err := ac.do(ctx, http.MethodGet, "/admin/api/bans", nil, &bans)
 	return bans, err
 }

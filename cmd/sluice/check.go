@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const checkHelp = `usage: sluice check [-server URL] [-cost N] [-peek] [-json] RULE KEY
@@ -55,7 +55,7 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if *cost < 1 {
 		return usageError(fmt.Sprintf("check: -cost %d must be at least 1", *cost))
 	}
-	req := httpapi.CheckRequest{Rule: pos[0], Key: pos[1], Cost: *cost, Peek: *peek}
+	req := wire.CheckRequest{Rule: pos[0], Key: pos[1], Cost: *cost, Peek: *peek}
 	hc, err := tf.client(*timeout)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
@@ -80,8 +80,8 @@ func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
 }
 
 // postCheck asks the server at base about req, through hc.
-func postCheck(ctx context.Context, hc *http.Client, base string, req httpapi.CheckRequest) (httpapi.CheckResponse, error) {
-	var out httpapi.CheckResponse
+func postCheck(ctx context.Context, hc *http.Client, base string, req wire.CheckRequest) (wire.CheckResponse, error) {
+	var out wire.CheckResponse
 	body, err := json.Marshal(req)
 	if err != nil {
 		return out, err
@@ -102,7 +102,7 @@ func postCheck(ctx context.Context, hc *http.Client, base string, req httpapi.Ch
 		return out, fmt.Errorf("check: reading the answer of %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e httpapi.ErrorResponse
+		var e wire.ErrorResponse
 		if json.Unmarshal(data, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(data))
 		}
@@ -115,7 +115,7 @@ func postCheck(ctx context.Context, hc *http.Client, base string, req httpapi.Ch
 }
 
 // describe writes a decision for a human.
-func describe(req httpapi.CheckRequest, r httpapi.CheckResponse) string {
+func describe(req wire.CheckRequest, r wire.CheckResponse) string {
 	verdict := "allowed"
 	if !r.Allowed {
 		verdict = "denied"

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // lineWriter is an io.Writer, safe for concurrent use, that sends every
@@ -141,11 +141,11 @@ func TestServeAndCheck(t *testing.T) {
 	}
 
 	out, _, err := runCmd(t, "check", "-json", "-server", url, "api", "k", "-cost", "200")
-	var resp httpapi.CheckResponse
+	var resp wire.CheckResponse
 	if err != nil || json.Unmarshal([]byte(out), &resp) != nil {
 		t.Fatalf("check -json = %q, %v; want a JSON answer", out, err)
 	}
-	if want := (httpapi.CheckResponse{Allowed: true, Rule: "api", Limit: 100, Policy: "100/s burst 200", Remaining: 0, ResetAfter: 2}); !reflect.DeepEqual(resp, want) {
+	if want := (wire.CheckResponse{Allowed: true, Rule: "api", Limit: 100, Policy: "100/s burst 200", Remaining: 0, ResetAfter: 2}); !reflect.DeepEqual(resp, want) {
 		t.Errorf("check -json = %+v, want %+v", resp, want)
 	}
 

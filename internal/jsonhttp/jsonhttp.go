@@ -9,19 +9,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
-)
 
-// ErrorBody is the body of every error answer: RFC 9457 problem details
-// (type, title, status, detail), with an "error" member that repeats the
-// detail for clients written before (it was the whole body then).
-type ErrorBody struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	// Error says what was wrong, for a human: the detail.
-	Error string `json:"error"`
-}
+	"github.com/sluicehq/sluice/wire"
+)
 
 // Write answers status with v in JSON, not to be cached.
 func Write(w http.ResponseWriter, status int, v any) {
@@ -37,11 +27,11 @@ func write(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// Error answers status with the problem details of msg, as
-// application/problem+json.
+// Error answers status with the problem details of msg, a
+// wire.ErrorResponse, as application/problem+json.
 func Error(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/problem+json")
-	write(w, status, ErrorBody{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: msg, Error: msg})
+	write(w, status, wire.ErrorResponse{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: msg, Error: msg})
 }
 
 // IsJSON reports whether r's body is declared JSON: an application/json

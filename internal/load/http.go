@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/sluicehq/sluice/server/httpapi"
+	"github.com/sluicehq/sluice/wire"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -60,15 +60,15 @@ func (c *httpClient) body(key string) ([]byte, error) {
 	if c.envoy {
 		return protojson.Marshal(rlsRequest(c.cfg, key))
 	}
-	chk := httpapi.CheckRequest{Rule: c.cfg.Rule, Domain: c.cfg.Domain, Cost: c.cfg.Hits}
+	chk := wire.CheckRequest{Rule: c.cfg.Rule, Domain: c.cfg.Domain, Cost: c.cfg.Hits}
 	if c.cfg.Rule != "" {
 		chk.Key = key
 	}
 	for _, d := range c.cfg.Descriptors {
 		es, _ := parseDescriptor(d, key) // checked by withDefaults
-		var hd httpapi.Descriptor
+		var hd wire.Descriptor
 		for _, e := range es {
-			hd.Entries = append(hd.Entries, httpapi.Entry{Key: e.key, Value: e.value})
+			hd.Entries = append(hd.Entries, wire.Entry{Key: e.key, Value: e.value})
 		}
 		chk.Descriptors = append(chk.Descriptors, hd)
 	}
@@ -103,7 +103,7 @@ func (c *httpClient) do(ctx context.Context, key string) (bool, error) {
 	if c.envoy {
 		return true, nil
 	}
-	var out httpapi.CheckResponse
+	var out wire.CheckResponse
 	if err := json.Unmarshal(data, &out); err != nil {
 		return false, fmt.Errorf("load: answer %q: %w", data, err)
 	}

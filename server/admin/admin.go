@@ -63,6 +63,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // ErrNotFound is what a Backend returns for a jail or list that does not
@@ -77,9 +78,9 @@ type Backend interface {
 	// taking nothing.
 	Peek(ctx context.Context, rule, key string) (Decision, error)
 	// Bans lists the bans in force.
-	Bans(ctx context.Context) ([]Ban, error)
+	Bans(ctx context.Context) ([]wire.Ban, error)
 	// Ban bans key in jail for d (zero: the jail's own length).
-	Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (Ban, error)
+	Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (wire.Ban, error)
 	// Lift ends the ban of key in jail.
 	Lift(ctx context.Context, jail, key string) error
 	// List returns the entries of the list named "allow" or "deny".
@@ -123,36 +124,12 @@ type Decision struct {
 	RetryAfter float64 `json:"retry_after"`
 }
 
-// A Ban is a ban as the admin API lists it.
-type Ban struct {
-	Jail     string    `json:"jail"`
-	Key      string    `json:"key"`
-	Reason   string    `json:"reason"`
-	Since    time.Time `json:"since"`
-	Until    time.Time `json:"until"`
-	Offences int       `json:"offences"`
-	// Collateral is, for a network ban the registry merged at capacity,
-	// how much it covers beyond its offenders, in CollateralUnit
-	// ("addresses" for IPv4, "/64s" for IPv6); 0 for a ban of just what
-	// was banned (see guard.Ban).
-	Collateral     int64  `json:"collateral"`
-	CollateralUnit string `json:"collateral_unit,omitempty"`
-}
-
 // A Denial is a request a rule denied.
 type Denial struct {
 	Time       time.Time `json:"time"`
 	Rule       string    `json:"rule"`
 	Key        string    `json:"key"`
 	RetryAfter float64   `json:"retry_after"`
-}
-
-// BanRequest is the body of POST /admin/api/bans.
-type BanRequest struct {
-	Jail     string `json:"jail"`
-	Key      string `json:"key"`
-	Duration string `json:"duration,omitempty"` // a Go duration: "90m"; empty for the jail's own
-	Reason   string `json:"reason,omitempty"`
 }
 
 // maxBody bounds the admin requests' bodies.
@@ -284,13 +261,13 @@ func (h *handler) bans(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if bans == nil {
-		bans = []Ban{}
+		bans = []wire.Ban{}
 	}
 	writeJSON(w, http.StatusOK, bans)
 }
 
 func (h *handler) ban(w http.ResponseWriter, r *http.Request) {
-	var req BanRequest
+	var req wire.BanRequest
 	if !decode(w, r, &req) {
 		return
 	}

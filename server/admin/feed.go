@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/wire"
 )
 
 // A Snapshot is what the dashboard shows of the moment: the rates of
@@ -19,9 +21,9 @@ type Snapshot struct {
 	Rules []RuleLive `json:"rules"`
 	// Bans are the bans in force, at most MaxSnapshotBans of them, of
 	// BansTotal; BansError says why they are missing.
-	Bans      []Ban  `json:"bans"`
-	BansTotal int    `json:"bans_total"`
-	BansError string `json:"bans_error,omitempty"`
+	Bans      []wire.Ban `json:"bans"`
+	BansTotal int        `json:"bans_total"`
+	BansError string     `json:"bans_error,omitempty"`
 }
 
 // MaxSnapshotBans bounds the bans a Snapshot lists; the admin API lists
@@ -57,9 +59,9 @@ type TopKey struct {
 	Error   uint64 `json:"error"`
 	// State is "banned", "denied" (over the limit now), "allowed" or
 	// "unknown" (the store did not answer, or the rule is a domain's).
-	State      string  `json:"state"`
-	RetryAfter float64 `json:"retry_after,omitempty"`
-	Ban        *Ban    `json:"ban,omitempty"`
+	State      string    `json:"state"`
+	RetryAfter float64   `json:"retry_after,omitempty"`
+	Ban        *wire.Ban `json:"ban,omitempty"`
 }
 
 // maxStreams bounds the dashboards streaming at once.

@@ -29,8 +29,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
 // Service serves sluice.v1.Limits over the engine Engine returns (the

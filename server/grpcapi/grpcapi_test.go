@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/internal/servicetest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
-	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
+	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
 // newClient serves a service of the rules in yml on a loopback gRPC

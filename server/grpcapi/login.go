@@ -11,7 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
+	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
 // attempt returns the login rule and the try req names.

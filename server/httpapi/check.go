@@ -9,12 +9,13 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // checkBody is the body of POST /v1/check: one check, or a batch.
 type checkBody struct {
-	CheckRequest
-	Checks []CheckRequest `json:"checks"`
+	wire.CheckRequest
+	Checks []wire.CheckRequest `json:"checks"`
 }
 
 func (h *Handler) check(w http.ResponseWriter, r *http.Request) *apiError {
@@ -46,14 +47,14 @@ func (h *Handler) checkBatch(w http.ResponseWriter, r *http.Request, body checkB
 	case len(body.Checks) > h.batch:
 		return badRequest("%d checks: at most %d in one batch", len(body.Checks), h.batch)
 	}
-	out := BatchResponse{Results: make([]CheckResponse, len(body.Checks))}
+	out := wire.BatchResponse{Results: make([]wire.CheckResponse, len(body.Checks))}
 	for i, c := range body.Checks {
 		resp, _, err := h.checkOne(r, c)
 		switch {
 		case err == nil:
 			out.Results[i] = resp
 		case err.status == http.StatusBadRequest:
-			out.Results[i] = CheckResponse{Error: err.msg}
+			out.Results[i] = wire.CheckResponse{Error: err.msg}
 		default:
 			return err
 		}
@@ -64,10 +65,10 @@ func (h *Handler) checkBatch(w http.ResponseWriter, r *http.Request, body checkB
 
 // checkOne decides one check, and returns the status whose rule binds
 // (for the response's header fields).
-func (h *Handler) checkOne(r *http.Request, c CheckRequest) (CheckResponse, rules.Status, *apiError) {
+func (h *Handler) checkOne(r *http.Request, c wire.CheckRequest) (wire.CheckResponse, rules.Status, *apiError) {
 	req, aerr := h.request(c.Rule, c.Key, c.Domain, c.Descriptors)
 	if aerr != nil {
-		return CheckResponse{}, rules.Status{}, aerr
+		return wire.CheckResponse{}, rules.Status{}, aerr
 	}
 	req.Cost = c.Cost
 	if c.Peek {
@@ -75,11 +76,11 @@ func (h *Handler) checkOne(r *http.Request, c CheckRequest) (CheckResponse, rule
 	}
 	res, err := h.engine.Check(r.Context(), req)
 	if err != nil {
-		return CheckResponse{}, rules.Status{}, h.engineError(r, req.Domain, err)
+		return wire.CheckResponse{}, rules.Status{}, h.engineError(r, req.Domain, err)
 	}
 	for _, st := range res.Statuses {
 		if errors.Is(st.Err, sluice.ErrCostExceedsBurst) {
-			return CheckResponse{}, rules.Status{}, badRequest("cost %d exceeds the burst of rule %q: at most %d at once", max(c.Cost, 1), st.Rule.ID, st.Rule.MaxCost())
+			return wire.CheckResponse{}, rules.Status{}, badRequest("cost %d exceeds the burst of rule %q: at most %d at once", max(c.Cost, 1), st.Rule.ID, st.Rule.MaxCost())
 		}
 	}
 	if c.Domain != "" {
@@ -90,9 +91,9 @@ func (h *Handler) checkOne(r *http.Request, c CheckRequest) (CheckResponse, rule
 }
 
 // ruleResponse renders the status of a check of a named rule.
-func ruleResponse(rule string, st rules.Status) CheckResponse {
+func ruleResponse(rule string, st rules.Status) wire.CheckResponse {
 	if st.Guard == guard.Exempt {
-		return CheckResponse{Allowed: true, Rule: rule, Guard: st.Guard.String()}
+		return wire.CheckResponse{Allowed: true, Rule: rule, Guard: st.Guard.String()}
 	}
 	resp := NewCheckResponse(rule, st.Verdict())
 	resp.Shadowed = st.Shadowed
@@ -105,8 +106,8 @@ func ruleResponse(rule string, st rules.Status) CheckResponse {
 // descriptorsResponse renders the result of a check of descriptors: the
 // overall answer, the binding descriptor's limit, and every status; and
 // returns the binding status.
-func descriptorsResponse(res rules.Result) (CheckResponse, rules.Status) {
-	resp := CheckResponse{Allowed: res.Allowed, Statuses: make([]DescriptorStatus, len(res.Statuses))}
+func descriptorsResponse(res rules.Result) (wire.CheckResponse, rules.Status) {
+	resp := wire.CheckResponse{Allowed: res.Allowed, Statuses: make([]wire.DescriptorStatus, len(res.Statuses))}
 	bind := -1
 	for i, st := range res.Statuses {
 		resp.Statuses[i] = descriptorStatus(st)
@@ -129,8 +130,8 @@ func descriptorsResponse(res rules.Result) (CheckResponse, rules.Status) {
 }
 
 // descriptorStatus renders the status of one descriptor.
-func descriptorStatus(st rules.Status) DescriptorStatus {
-	ds := DescriptorStatus{Allowed: st.Allowed, Shadowed: st.Shadowed}
+func descriptorStatus(st rules.Status) wire.DescriptorStatus {
+	ds := wire.DescriptorStatus{Allowed: st.Allowed, Shadowed: st.Shadowed}
 	if st.Replaced != nil {
 		ds.Replaced = st.Replaced.ID
 	}
@@ -162,7 +163,7 @@ func setHeaders(h http.Header, st rules.Status) {
 }
 
 func (h *Handler) reset(w http.ResponseWriter, r *http.Request) *apiError {
-	var req ResetRequest
+	var req wire.ResetRequest
 	if err := h.decode(w, r, &req); err != nil {
 		return err
 	}
@@ -181,7 +182,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) *apiError {
 // request builds the engine's request for a named rule and key, or for a
 // domain and descriptors: what the API's fields must hold, the engine
 // checks the rest.
-func (h *Handler) request(rule, key, domain string, descs []Descriptor) (rules.Request, *apiError) {
+func (h *Handler) request(rule, key, domain string, descs []wire.Descriptor) (rules.Request, *apiError) {
 	switch {
 	case domain != "" && (rule != "" || key != ""):
 		return rules.Request{}, badRequest("give rule and key, or domain and descriptors, not both")
@@ -202,7 +203,7 @@ func (h *Handler) request(rule, key, domain string, descs []Descriptor) (rules.R
 }
 
 // descriptors converts the API's descriptors to the engine's.
-func descriptors(descs []Descriptor) []rules.Descriptor {
+func descriptors(descs []wire.Descriptor) []rules.Descriptor {
 	out := make([]rules.Descriptor, len(descs))
 	for i, d := range descs {
 		es := make([]rules.Entry, len(d.Entries))

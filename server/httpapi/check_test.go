@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const domainConfig = `rules:
@@ -61,10 +62,10 @@ func decodeInto(t *testing.T, w *http.Response, body []byte, v any) {
 func TestCheckDescriptors(t *testing.T) {
 	s := newDomainServer(t, 0)
 	const body = `{"domain":"edge","descriptors":[{"entries":[{"key":"ip","value":"203.0.113.7"}]},{"entries":[{"key":"path","value":"/login"},{"key":"ip","value":"203.0.113.7"}]}]}`
-	var got []CheckResponse
+	var got []wire.CheckResponse
 	for range 3 {
 		w := do(t, s, http.MethodPost, "/v1/check", body)
-		var r CheckResponse
+		var r wire.CheckResponse
 		decodeInto(t, w.Result(), w.Body.Bytes(), &r)
 		got = append(got, r)
 		if r.Allowed != (len(got) <= 2) {
@@ -74,9 +75,9 @@ func TestCheckDescriptors(t *testing.T) {
 			t.Errorf("denied check: headers %v, want Retry-After and the /login limit's RateLimit", w.Header())
 		}
 	}
-	want := CheckResponse{
+	want := wire.CheckResponse{
 		Allowed: false, Rule: "edge.path_/login.ip", Limit: 2, Policy: "2/min", Remaining: 0, ResetAfter: 60, RetryAfter: 30,
-		Statuses: []DescriptorStatus{
+		Statuses: []wire.DescriptorStatus{
 			// The ip limit was refunded: the request was denied as a
 			// whole, and the status says what is left after the refund
 			// (and when a take now would be forgotten).
@@ -89,16 +90,16 @@ func TestCheckDescriptors(t *testing.T) {
 	}
 	// The denied request took nothing from the ip limit: one left.
 	w := do(t, s, http.MethodPost, "/v1/check", `{"domain":"edge","descriptors":[{"entries":[{"key":"ip","value":"203.0.113.7"}]}]}`)
-	var r CheckResponse
+	var r wire.CheckResponse
 	decodeInto(t, w.Result(), w.Body.Bytes(), &r)
 	if !r.Allowed || r.Remaining != 0 {
 		t.Errorf("ip after the denial = %+v, want allowed with 0 left (3 - 2 - 1)", r)
 	}
 
 	w = do(t, s, http.MethodPost, "/v1/check", `{"domain":"edge","descriptors":[{"entries":[{"key":"path","value":"/health"}]},{"entries":[{"key":"nothing","value":"x"}]}]}`)
-	r = CheckResponse{}
+	r = wire.CheckResponse{}
 	decodeInto(t, w.Result(), w.Body.Bytes(), &r)
-	wantFree := CheckResponse{Allowed: true, Statuses: []DescriptorStatus{{Allowed: true, Rule: "edge.path_/health", Unlimited: true}, {Allowed: true}}}
+	wantFree := wire.CheckResponse{Allowed: true, Statuses: []wire.DescriptorStatus{{Allowed: true, Rule: "edge.path_/health", Unlimited: true}, {Allowed: true}}}
 	if !reflect.DeepEqual(r, wantFree) || w.Header().Get("RateLimit") != "" {
 		t.Errorf("unlimited and unmatched = %+v (headers %v), want %+v without fields", r, w.Header(), wantFree)
 	}
@@ -127,7 +128,7 @@ func TestCheckBatch(t *testing.T) {
 	}
 	s = newDomainServer(t, 0)
 	w := do(t, s, http.MethodPost, "/v1/check", body)
-	var got BatchResponse
+	var got wire.BatchResponse
 	decodeInto(t, w.Result(), w.Body.Bytes(), &got)
 	if len(got.Results) != 4 {
 		t.Fatalf("batch = %+v, want 4 results", got)
@@ -159,7 +160,7 @@ func TestResetDescriptors(t *testing.T) {
 		t.Fatalf("reset = %d %s, want 204", w.Code, w.Body)
 	}
 	w := do(t, s, http.MethodPost, "/v1/check", ip)
-	var r CheckResponse
+	var r wire.CheckResponse
 	decodeInto(t, w.Result(), w.Body.Bytes(), &r)
 	if !r.Allowed || r.Remaining != 2 {
 		t.Errorf("check after reset = %+v, want allowed with 2 left", r)
@@ -184,7 +185,7 @@ func TestCheckDescriptorErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		w := do(t, s, http.MethodPost, tt.path, tt.body)
-		var e ErrorResponse
+		var e wire.ErrorResponse
 		if w.Code != http.StatusBadRequest || json.Unmarshal(w.Body.Bytes(), &e) != nil || !strings.Contains(e.Error, tt.want) {
 			t.Errorf("%s: POST %s %s = %d %s, want 400 containing %q", tt.name, tt.path, tt.body, w.Code, w.Body, tt.want)
 		}

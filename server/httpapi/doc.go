@@ -18,7 +18,7 @@
 //	POST /v1/report  {"rule":"login","key":"alice","id":"req-82","outcome":"failure"}
 //
 // An insert counts cost whether or not it fits and answers whether the
-// key may still act. The outcome calls ([OutcomeRequest]) count only what
+// key may still act. The outcome calls ([wire.OutcomeRequest]) count only what
 // turned out badly, each once per request id in every process sharing
 // the store: see rules.Engine.Reserve, Settle and Report. An unknown or
 // expired reservation's commit or refund is a 409.
@@ -32,7 +32,7 @@
 // A check takes cost units (default 1) from key under every limit of the
 // rule, all or nothing; with "peek":true it only reports whether it would.
 // The answer is 200 whether the key is allowed or not, with a
-// [CheckResponse]:
+// [wire.CheckResponse]:
 //
 //	{"allowed":false,"rule":"login","limit":5,"policy":"5/min","remaining":0,
 //	 "reset_after":59.2,"retry_after":11.2}
@@ -61,14 +61,14 @@
 // fields describe the binding descriptor (the denying one with the
 // longest wait, else the one closest to its limit), "rule" being its
 // rule's ID ("edge.path_/login.remote_address"), and "statuses" has one
-// [DescriptorStatus] per descriptor. A descriptor that matches no rule is
+// [wire.DescriptorStatus] per descriptor. A descriptor that matches no rule is
 // allowed and counts nothing.
 //
 // # Batches
 //
-// {"checks":[...]} asks up to [DefaultMaxBatch] checks (of either form)
+// {"checks":[...]} asks up to [wire.MaxBatch] checks (of either form)
 // in one request; they are decided in order, each on its own, and
-// answered as {"results":[...]}, one [CheckResponse] per check. A check
+// answered as {"results":[...]}, one [wire.CheckResponse] per check. A check
 // the client got wrong (an unknown rule, a cost above the burst) is
 // answered in its place by a CheckResponse whose "error" says why, its
 // other fields zero; a store failure fails the batch with 503. Batch
@@ -104,7 +104,7 @@
 // # Errors
 //
 // Errors are RFC 9457 problem details, application/problem+json, with an
-// "error" member that repeats the detail ([ErrorResponse]), with status
+// "error" member that repeats the detail ([wire.ErrorResponse]), with status
 //
 //	400  malformed JSON, an unknown field, a missing or unknown rule or
 //	     domain, a missing key, no or empty descriptors, more than the

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/wire"
 )
 
 // FuzzCheck checks that no body makes the check endpoint panic or answer
@@ -29,12 +31,12 @@ func FuzzCheck(f *testing.F) {
 		s.ServeHTTP(w, r)
 		switch w.Code {
 		case http.StatusOK:
-			var resp CheckResponse
+			var resp wire.CheckResponse
 			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Rule == "" {
 				t.Fatalf("check %q = 200 %s, want a decision", body, w.Body)
 			}
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
-			var e ErrorResponse
+			var e wire.ErrorResponse
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" {
 				t.Fatalf("check %q = %d %s, want a JSON error", body, w.Code, w.Body)
 			}

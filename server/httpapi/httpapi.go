@@ -10,15 +10,13 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // DefaultMaxBodyBytes is the default bound on a request body: far more
 // than any valid request needs, little enough that no client can make the
 // server buffer much.
 const DefaultMaxBodyBytes = 64 << 10
-
-// DefaultMaxBatch is the default bound on the checks of one batch.
-const DefaultMaxBatch = 100
 
 // Config configures a Handler. The zero value of each field but Engine
 // means its default.
@@ -31,7 +29,7 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; larger ones get 413. Default
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// MaxBatch bounds the checks of one batch. Default DefaultMaxBatch.
+	// MaxBatch bounds the checks of one batch. Default wire.MaxBatch.
 	MaxBatch int
 	// Logins are the login rules of /v1/login/*, by name. Default none.
 	Logins map[string]*guard.Login
@@ -67,7 +65,7 @@ func New(c Config) (*Handler, error) {
 		mux:     http.NewServeMux(),
 	}
 	if h.batch <= 0 {
-		h.batch = DefaultMaxBatch
+		h.batch = wire.MaxBatch
 	}
 	if h.log == nil {
 		h.log = slog.Default()

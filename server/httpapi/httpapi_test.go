@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // t0 starts every test clock: a real date, well clear of Unix 0.
@@ -98,7 +99,7 @@ func do(t *testing.T, h http.Handler, method, path, body string) *httptest.Respo
 }
 
 // check posts a check and decodes its 200 answer.
-func check(t *testing.T, h http.Handler, body string) (CheckResponse, http.Header) {
+func check(t *testing.T, h http.Handler, body string) (wire.CheckResponse, http.Header) {
 	t.Helper()
 	w := do(t, h, http.MethodPost, "/v1/check", body)
 	if w.Code != http.StatusOK {
@@ -107,7 +108,7 @@ func check(t *testing.T, h http.Handler, body string) (CheckResponse, http.Heade
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("POST /v1/check: Content-Type = %q, want application/json", ct)
 	}
-	var resp CheckResponse
+	var resp wire.CheckResponse
 	dec := json.NewDecoder(w.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&resp); err != nil {
@@ -121,7 +122,7 @@ func TestCheckEnforcesLimits(t *testing.T) {
 	const body = `{"rule":"login","key":"203.0.113.7"}`
 	for i := range 5 {
 		got, h := check(t, s, body)
-		want := CheckResponse{Allowed: true, Rule: "login", Limit: 5, Policy: "5/min", Remaining: 4 - i, ResetAfter: float64(12 * (i + 1))}
+		want := wire.CheckResponse{Allowed: true, Rule: "login", Limit: 5, Policy: "5/min", Remaining: 4 - i, ResetAfter: float64(12 * (i + 1))}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("check %d = %+v, want %+v", i+1, got, want)
 		}
@@ -130,7 +131,7 @@ func TestCheckEnforcesLimits(t *testing.T) {
 		}
 	}
 	got, h := check(t, s, body)
-	want := CheckResponse{Allowed: false, Rule: "login", Limit: 5, Policy: "5/min", Remaining: 0, ResetAfter: 60, RetryAfter: 12}
+	want := wire.CheckResponse{Allowed: false, Rule: "login", Limit: 5, Policy: "5/min", Remaining: 0, ResetAfter: 60, RetryAfter: 12}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("check 6 = %+v, want %+v", got, want)
 	}
@@ -210,13 +211,13 @@ func TestCheckCostAndPeek(t *testing.T) {
 }
 
 // outcome posts an outcome call and decodes its 200 answer.
-func outcome(t *testing.T, h http.Handler, path, body string) OutcomeResponse {
+func outcome(t *testing.T, h http.Handler, path, body string) wire.OutcomeResponse {
 	t.Helper()
 	w := do(t, h, http.MethodPost, path, body)
 	if w.Code != http.StatusOK {
 		t.Fatalf("POST %s %s: status = %d, want 200; body %s", path, body, w.Code, w.Body)
 	}
-	var resp OutcomeResponse
+	var resp wire.OutcomeResponse
 	dec := json.NewDecoder(w.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&resp); err != nil {
@@ -251,7 +252,7 @@ func TestOutcomeCalls(t *testing.T) {
 		t.Errorf("peek after a failure of 4 reported 3 times = %+v, want one left", got)
 	}
 	w := do(t, s, http.MethodPost, "/v1/insert", `{"rule":"login","key":"k","cost":-3}`)
-	var ins CheckResponse
+	var ins wire.CheckResponse
 	if err := json.Unmarshal(w.Body.Bytes(), &ins); w.Code != 200 || err != nil || !ins.Allowed || ins.Remaining != 3 {
 		t.Errorf("reward of 3 = %d %s, want allowed with 3 left after a take", w.Code, w.Body)
 	}
@@ -330,7 +331,7 @@ func TestErrors(t *testing.T) {
 			if w.Code != tt.status {
 				t.Errorf("%s %s %.40q: status = %d, want %d; body %s", tt.method, tt.path, tt.body, w.Code, tt.status, w.Body)
 			}
-			var e ErrorResponse
+			var e wire.ErrorResponse
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || !strings.Contains(e.Error, tt.want) {
 				t.Errorf("%s %s %.40q: body = %s, want a JSON error containing %q", tt.method, tt.path, tt.body, w.Body, tt.want)
 			}
@@ -364,7 +365,7 @@ func TestStoreFailure(t *testing.T) {
 	for _, path := range []string{"/v1/check", "/v1/reset"} {
 		logs.Reset()
 		w := do(t, s, http.MethodPost, path, `{"rule":"login","key":"k"}`)
-		var e ErrorResponse
+		var e wire.ErrorResponse
 		if w.Code != http.StatusServiceUnavailable || json.Unmarshal(w.Body.Bytes(), &e) != nil || e.Error == "" {
 			t.Errorf("POST %s with a failing store = %d %s, want 503 with a JSON error", path, w.Code, w.Body)
 		}

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/server/grpcapi/sluicepb"
+	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
 // GRPC is the gRPC service sluice.v1.Leases over the Leases of the

@@ -11,46 +11,11 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // maxBody bounds a request body: a rule, a key and an ID.
 const maxBody = 16 << 10
-
-// AcquireBody is the body of POST /v1/acquire.
-type AcquireBody struct {
-	Rule string `json:"rule"`
-	Key  string `json:"key"`
-	// Class is "critical", "default" (or absent) or "sheddable".
-	Class string `json:"class,omitempty"`
-	// Wait is how long to wait for a place, in seconds; at most the
-	// rule's max_wait. Default 0: answer at once.
-	Wait float64 `json:"wait,omitempty"`
-}
-
-// LeaseBody is the body of POST /v1/release and /v1/extend.
-type LeaseBody struct {
-	Rule string `json:"rule"`
-	Key  string `json:"key"`
-	ID   string `json:"id"`
-}
-
-// LeaseResponse answers the three calls, with status 200 whether the
-// lease was granted or not.
-type LeaseResponse struct {
-	// OK: acquire granted; release found the lease live; extend renewed
-	// it.
-	OK    bool   `json:"ok"`
-	Rule  string `json:"rule"`
-	ID    string `json:"id,omitempty"`
-	InUse int    `json:"in_use"`
-	Limit int    `json:"limit"`
-	// Expires is when the lease expires (RFC 3339), when granted or
-	// renewed.
-	Expires *time.Time `json:"expires,omitempty"`
-	// RetryAfter, for a refused acquire, is how long in seconds until the
-	// earliest holder's lease expires.
-	RetryAfter float64 `json:"retry_after"`
-}
 
 // Handler returns the HTTP handler of POST /v1/acquire, /v1/release and
 // /v1/extend; leases returns the Leases of the configuration in force.
@@ -59,7 +24,7 @@ type LeaseResponse struct {
 func Handler(leases func() *Leases, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/acquire", post(log, func(w http.ResponseWriter, r *http.Request) (Result, error) {
-		var b AcquireBody
+		var b wire.AcquireRequest
 		if err := decode(w, r, &b); err != nil {
 			return Result{}, err
 		}
@@ -73,14 +38,14 @@ func Handler(leases func() *Leases, log *slog.Logger) http.Handler {
 		return leases().Acquire(r.Context(), AcquireRequest{Rule: b.Rule, Key: b.Key, Class: cl, Wait: time.Duration(b.Wait * float64(time.Second))})
 	}))
 	mux.Handle("/v1/release", post(log, func(w http.ResponseWriter, r *http.Request) (Result, error) {
-		var b LeaseBody
+		var b wire.LeaseRef
 		if err := decode(w, r, &b); err != nil {
 			return Result{}, err
 		}
 		return leases().Release(r.Context(), b.Rule, b.Key, b.ID)
 	}))
 	mux.Handle("/v1/extend", post(log, func(w http.ResponseWriter, r *http.Request) (Result, error) {
-		var b LeaseBody
+		var b wire.LeaseRef
 		if err := decode(w, r, &b); err != nil {
 			return Result{}, err
 		}
@@ -109,7 +74,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // post adapts a call: POST with a JSON body only, the Result as a
-// LeaseResponse, errors as problem details.
+// wire.LeaseResponse, errors as problem details.
 func post(log *slog.Logger, call func(w http.ResponseWriter, r *http.Request) (Result, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !jsonhttp.RequirePost(w, r) {
@@ -142,8 +107,8 @@ func errorStatus(err error) (int, string) {
 	return http.StatusServiceUnavailable, "the store failed; try again"
 }
 
-func response(res Result) LeaseResponse {
-	out := LeaseResponse{OK: res.OK, Rule: res.Rule, ID: res.ID, InUse: res.InUse, Limit: res.Limit,
+func response(res Result) wire.LeaseResponse {
+	out := wire.LeaseResponse{OK: res.OK, Rule: res.Rule, ID: res.ID, InUse: res.InUse, Limit: res.Limit,
 		RetryAfter: math.Ceil(float64(res.RetryAfter)/float64(time.Millisecond)) / 1000}
 	if !res.Expires.IsZero() {
 		e := res.Expires.UTC()

@@ -131,7 +131,7 @@ func (l *Leases) Acquire(ctx context.Context, req AcquireRequest) (Result, error
 	if lease.Allowed {
 		res.ID, res.Expires = lease.Detach(), lease.Expires
 	}
-	l.m.acquired(req.Rule, req.Class, res)
+	l.m.acquired(req.Rule, req.Key, req.Class, res)
 	return res, nil
 }
 
@@ -145,7 +145,7 @@ func (l *Leases) Release(ctx context.Context, rule, key, id string) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	l.m.released(rule, id, d.Allowed)
+	l.m.released(rule, key, id, d.Allowed)
 	return Result{OK: d.Allowed, Rule: rule, InUse: d.InUse, Limit: d.Limit}, nil
 }
 
@@ -159,6 +159,10 @@ func (l *Leases) Extend(ctx context.Context, rule, key, id string) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	l.m.extended(rule, id, d)
-	return Result{OK: d.Allowed, Rule: rule, ID: id, InUse: d.InUse, Limit: d.Limit, Expires: d.Expires}, nil
+	l.m.extended(rule, key, id, d)
+	res := Result{OK: d.Allowed, Rule: rule, InUse: d.InUse, Limit: d.Limit, Expires: d.Expires}
+	if d.Allowed {
+		res.ID = id
+	}
+	return res, nil
 }

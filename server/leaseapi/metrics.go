@@ -1,6 +1,7 @@
 package leaseapi
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -30,9 +31,25 @@ type Metrics struct {
 	expiries *prometheus.CounterVec
 	inFlight *prometheus.Desc
 	clock    func() time.Time
+	seed     maphash.Seed
 
 	mu     sync.Mutex
-	leases map[string]map[string]int64 // by rule: lease ID → expiry, Unix ns
+	leases map[string]map[lease]int64 // by rule: lease → expiry, Unix ns
+}
+
+// lease names a tracked lease by its key's hash and its ID: an ID is a
+// lease only in its key's table, so that a call with the ID of a lease of
+// another key (a forgery, which the store refuses) is not taken for that
+// lease's expiry. The hash, not the key, so that a long key costs no
+// more than a short one.
+type lease struct {
+	key uint64
+	id  string
+}
+
+// lease returns the name of the lease id of key.
+func (m *Metrics) lease(key, id string) lease {
+	return lease{maphash.String(m.seed, key), id}
 }
 
 // NewMetrics returns Metrics registered with reg.
@@ -47,7 +64,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inFlight: prometheus.NewDesc("sluice_concurrency_in_flight",
 			"Leases granted by this service that are live: not released, not expired.", []string{"rule"}, nil),
 		clock:  time.Now,
-		leases: map[string]map[string]int64{},
+		seed:   maphash.MakeSeed(),
+		leases: map[string]map[lease]int64{},
 	}
 	reg.MustRegister(m.acquires, m.releases, m.expiries, m)
 	return m
@@ -69,7 +87,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // sweep drops the expired leases of rule's table t, counting them.
-func (m *Metrics) sweep(rule string, t map[string]int64, now int64) {
+func (m *Metrics) sweep(rule string, t map[lease]int64, now int64) {
 	for k, exp := range t {
 		if exp <= now {
 			delete(t, k)
@@ -78,7 +96,7 @@ func (m *Metrics) sweep(rule string, t map[string]int64, now int64) {
 	}
 }
 
-func (m *Metrics) acquired(rule string, cl sluice.Class, res Result) {
+func (m *Metrics) acquired(rule, key string, cl sluice.Class, res Result) {
 	if m == nil {
 		return
 	}
@@ -94,53 +112,52 @@ func (m *Metrics) acquired(rule string, cl sluice.Class, res Result) {
 	defer m.mu.Unlock()
 	t := m.leases[rule]
 	if t == nil {
-		t = map[string]int64{}
+		t = map[lease]int64{}
 		m.leases[rule] = t
 	}
 	if len(t) >= maxTracked {
 		m.sweep(rule, t, m.clock().UnixNano())
 	}
 	if len(t) < maxTracked {
-		t[res.ID] = res.Expires.UnixNano()
+		t[m.lease(key, res.ID)] = res.Expires.UnixNano()
 	}
 }
 
-func (m *Metrics) released(rule, id string, live bool) {
+func (m *Metrics) released(rule, key, id string, live bool) {
 	if m == nil {
 		return
 	}
 	if live {
 		m.releases.WithLabelValues(rule).Inc()
 	}
-	m.forget(rule, id, !live)
+	m.forget(rule, m.lease(key, id), !live)
 }
 
-func (m *Metrics) extended(rule, id string, d sluice.LeaseDecision) {
+func (m *Metrics) extended(rule, key, id string, d sluice.LeaseDecision) {
 	if m == nil {
 		return
 	}
 	if !d.Allowed {
-		m.forget(rule, id, true)
+		m.forget(rule, m.lease(key, id), true)
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if t := m.leases[rule]; t != nil {
-		if _, ok := t[id]; ok {
-			t[id] = d.Expires.UnixNano()
-		}
+	t, l := m.leases[rule], m.lease(key, id)
+	if _, ok := t[l]; ok {
+		t[l] = d.Expires.UnixNano()
 	}
 }
 
 // forget drops a tracked lease, counting it as expired if it was.
-func (m *Metrics) forget(rule, id string, expired bool) {
+func (m *Metrics) forget(rule string, l lease, expired bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.leases[rule]
-	if _, ok := t[id]; !ok {
+	if _, ok := t[l]; !ok {
 		return
 	}
-	delete(t, id)
+	delete(t, l)
 	if expired {
 		m.expiries.WithLabelValues(rule).Inc()
 	}

@@ -17,7 +17,7 @@ import (
 // the actors it knows to be denied, refunds of local takes not yet
 // replayed stay local, and each request the primary fails is counted,
 // reported to OnError and answered by the policy (and journaled, under
-// Local). The breaker admits or refuses the batch as a whole, and each
+// FailLocal). The breaker admits or refuses the batch as a whole, and each
 // answer of the primary tells it, in order, as consecutive calls would.
 // Since the requests of a batch reach the primary together, the deny
 // cache and a breaker that opens act from the next batch on: a batch of

@@ -50,13 +50,13 @@ func batchRequests() []sluice.Request {
 func TestDecideBatchAsDecide(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		policy  Policy
+		policy  sluice.FailurePolicy
 		failing bool
 	}{
-		{"working", Local, false},
-		{"failing/local", Local, true},
-		{"failing/open", Open, true},
-		{"failing/closed", Closed, true},
+		{"working", sluice.FailLocal, false},
+		{"failing/local", sluice.FailLocal, true},
+		{"failing/open", sluice.FailOpen, true},
+		{"failing/closed", sluice.FailClosed, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mk := func() (*Store, *batchFake) {
@@ -110,7 +110,7 @@ func TestDecideBatchDenyCacheAndBreaker(t *testing.T) {
 	now.Store(t0.UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	primary := &batchFake{fakeStore: newFakeClock(t, clock)}
-	s := newStore(t, Config{Primary: primary, Threshold: 1, Cooldown: time.Second, Clock: clock})
+	s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, Threshold: 1, Cooldown: time.Second, Clock: clock})
 	limit := []sluice.Limit{{Rate: 1, Period: time.Minute}}
 	take := func(key string) sluice.Request {
 		return sluice.Request{Key: key, Limits: limit, Cost: 1}

@@ -8,7 +8,7 @@
 //
 // # The journal
 //
-// Under policy Local, what was decided locally must reach the primary
+// Under policy FailLocal, what was decided locally must reach the primary
 // once it answers, or the fleet's shared state would be wrong after every
 // outage. The Store journals it, in order, bounded by [Config.MaxReplay],
 // and replays it at the original times from the primary's first answer:
@@ -38,7 +38,7 @@
 //	primary, _ := redis.New(redis.Config{Addrs: []string{"10.0.0.5:6379"}})
 //	store, _ := fallback.New(fallback.Config{
 //		Primary:   primary,
-//		Policy:    fallback.Local,
+//		Policy:    sluice.FailLocal,
 //		Instances: 8, // each process admits 1/8 of every limit alone
 //		OnError:   func(err error) { log.Print(err) },
 //	})

@@ -20,7 +20,7 @@ func (down) Decide(context.Context, sluice.Request) (sluice.Decision, error) {
 func Example() {
 	store, _ := fallback.New(fallback.Config{
 		Primary:   down{},
-		Policy:    fallback.Local,
+		Policy:    sluice.FailLocal,
 		Instances: 4,
 		OnError:   func(err error) { fmt.Println("store error:", err) },
 	})

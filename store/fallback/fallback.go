@@ -12,40 +12,17 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-// Policy is what a Store answers while its primary fails.
-type Policy uint8
-
-const (
-	// Local decides on a local store (by default a store/memory Store),
-	// with each limit divided among Config.Instances, and replays the
-	// local takes into the primary once it answers again. The default.
-	Local Policy = iota
-	// Open allows every request: availability over enforcement.
-	Open
-	// Closed denies every request: enforcement over availability.
-	Closed
-)
-
-func (p Policy) String() string {
-	switch p {
-	case Local:
-		return "local"
-	case Open:
-		return "open"
-	case Closed:
-		return "closed"
-	}
-	return fmt.Sprintf("Policy(%d)", p)
-}
-
 // Config configures a Store. The zero value of every field but Primary
 // means its default.
 type Config struct {
 	// Primary is the store that decides while it works: store/redis,
 	// store/memcached or any other. Required.
 	Primary sluice.Store
-	// Policy is what is answered while the primary fails. Default Local.
-	Policy Policy
+	// Policy is what is answered while the primary fails:
+	// sluice.FailLocal (decide on Local, and replay into the primary),
+	// FailOpen or FailClosed. Default FailOpen, the zero FailurePolicy:
+	// set FailLocal to keep limiting while the primary is gone.
+	Policy sluice.FailurePolicy
 	// Timeout bounds each call of the primary; a call that takes longer
 	// counts as a failure and gets the policy's answer. Default 100ms;
 	// negative means none (the caller's context only).
@@ -59,15 +36,15 @@ type Config struct {
 	// Default 250ms, so a primary that returns is used again within
 	// about a quarter of a second.
 	Cooldown time.Duration
-	// Local is the store of policy Local. Default nil: a store/memory
+	// Local is the store of policy FailLocal. Default nil: a store/memory
 	// Store of default size, closed by Close.
 	Local sluice.Store
 	// Instances is how many processes share the primary. Under policy
-	// Local each limit's Rate and Burst are divided by it (rounded up),
+	// FailLocal each limit's Rate and Burst are divided by it (rounded up),
 	// so that the fleet, each process limiting alone, admits about what
 	// the shared limit would. Default 1.
 	Instances int
-	// MaxReplay bounds the operations journaled under policy Local to
+	// MaxReplay bounds the operations journaled under policy FailLocal to
 	// replay into the primary when it answers again: the takes allowed
 	// locally, the resets, and the refunds of takes the journal does not
 	// hold. Beyond it the oldest are dropped (counted in Stats.Dropped).
@@ -113,14 +90,14 @@ type Stats struct {
 // every caller applies them; failures are reported to OnError and
 // counted in Stats. Invalid requests return their errors as they are.
 //
-// Under Local, the Store journals what the primary must learn when it
+// Under FailLocal, the Store journals what the primary must learn when it
 // answers again (the takes allowed locally, the resets, the refunds of
 // takes the primary counted) and replays it in order, from the
 // primary's first answer on; a refund of a local take not yet replayed
 // cancels it instead. See the package documentation, "The journal".
 //
-// Under Open, the Decision allows, with the binding limit's full
-// allowance less the cost as Remaining. Under Closed, it denies, with
+// Under FailOpen, the Decision allows, with the binding limit's full
+// allowance less the cost as Remaining. Under FailClosed, it denies, with
 // Remaining 0 and RetryAfter the time until the breaker next probes (at
 // least one second when the breaker is closed).
 //
@@ -172,8 +149,8 @@ func New(c Config) (*Store, error) {
 	if c.Primary == nil {
 		return nil, fmt.Errorf("%w: fallback: nil primary", sluice.ErrInvalidRequest)
 	}
-	if c.Policy > Closed {
-		return nil, fmt.Errorf("%w: fallback: unknown policy %d", sluice.ErrInvalidRequest, c.Policy)
+	if !c.Policy.Valid() {
+		return nil, fmt.Errorf("%w: fallback: unknown policy %v", sluice.ErrInvalidRequest, c.Policy)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 100 * time.Millisecond
@@ -197,7 +174,7 @@ func New(c Config) (*Store, error) {
 		c.Clock = time.Now
 	}
 	s := &Store{c: c, local: c.Local, done: make(chan struct{})}
-	if c.Policy == Local && s.local == nil {
+	if c.Policy == sluice.FailLocal && s.local == nil {
 		s.local, s.ownsLoc = memory.New(memory.Config{Clock: c.Clock}), true
 	}
 	s.journal.max = max(c.MaxReplay, 0)
@@ -413,9 +390,9 @@ func (s *Store) degrade(ctx context.Context, r sluice.Request, now time.Time) (s
 	s.degraded.Add(1)
 	l := r.Limits[0]
 	switch s.c.Policy {
-	case Open:
+	case sluice.FailOpen:
 		return sluice.Decision{Allowed: true, Limit: l, Remaining: max(l.MaxBurst()-r.Cost, 0), Time: now}, nil
-	case Closed:
+	case sluice.FailClosed:
 		wait := time.Second
 		s.mu.Lock()
 		if s.open {

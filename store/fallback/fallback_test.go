@@ -73,7 +73,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // panic (server closes the Store wrapped around each memcached server,
 // and so does the memcached store).
 func TestCloseTwice(t *testing.T) {
-	s, err := New(Config{Primary: newFake(t), Policy: Local})
+	s, err := New(Config{Primary: newFake(t), Policy: sluice.FailLocal})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestCloseTwice(t *testing.T) {
 // primary works: the wrapper must change nothing.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) sluice.Store {
-		return newStore(t, Config{Primary: newFake(t), DenyCache: -1})
+		return newStore(t, Config{Primary: newFake(t), Policy: sluice.FailLocal, DenyCache: -1})
 	})
 }
 
@@ -96,7 +96,7 @@ func TestConformance(t *testing.T) {
 // primary that decides a batch one request at a time.
 func TestConformanceBatch(t *testing.T) {
 	storetest.RunBatch(t, func(t *testing.T) storetest.BatchStore {
-		return newStore(t, Config{Primary: newFake(t), DenyCache: -1})
+		return newStore(t, Config{Primary: newFake(t), Policy: sluice.FailLocal, DenyCache: -1})
 	})
 }
 
@@ -104,14 +104,14 @@ func TestConformanceBatch(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	limit := sluice.Limit{Rate: 10, Period: time.Hour}
 	for _, tc := range []struct {
-		policy    Policy
+		policy    sluice.FailurePolicy
 		instances int
 		want      int // allowed of 20 takes
 	}{
-		{Open, 1, 20},
-		{Closed, 1, 0},
-		{Local, 1, 10},
-		{Local, 4, 3}, // ⌈10/4⌉
+		{sluice.FailOpen, 1, 20},
+		{sluice.FailClosed, 1, 0},
+		{sluice.FailLocal, 1, 10},
+		{sluice.FailLocal, 4, 3}, // ⌈10/4⌉
 	} {
 		t.Run(fmt.Sprintf("%v/%d", tc.policy, tc.instances), func(t *testing.T) {
 			primary := newFake(t)
@@ -157,7 +157,7 @@ func TestTimeout(t *testing.T) {
 			<-ctx.Done()
 			return sluice.Decision{}, fmt.Errorf("%w: %w", sluice.ErrStore, ctx.Err())
 		})
-		s := newStore(t, Config{Primary: primary, Policy: Open, Timeout: 30 * time.Millisecond, Threshold: 3})
+		s := newStore(t, Config{Primary: primary, Policy: sluice.FailOpen, Timeout: 30 * time.Millisecond, Threshold: 3})
 		for i := range 6 {
 			start := time.Now()
 			d, err := s.Decide(context.Background(), sluice.Request{Key: "a", Limits: []sluice.Limit{sluice.PerSecond(1)}, Cost: 1})
@@ -182,7 +182,7 @@ func TestBreakerRecovery(t *testing.T) {
 	primary := newFakeClock(t, clock)
 	primary.set(failing)
 	var transitions []bool
-	s := newStore(t, Config{Primary: primary, Threshold: 2, Cooldown: time.Second, Clock: clock,
+	s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, Threshold: 2, Cooldown: time.Second, Clock: clock,
 		OnBreaker: func(open bool) { transitions = append(transitions, open) }})
 	limit := []sluice.Limit{{Rate: 100, Period: time.Hour}}
 	take := func() sluice.Decision {
@@ -228,7 +228,7 @@ func TestBreakerRecovery(t *testing.T) {
 // RetryAfter, with the waits shortened, and that a reset forgets it.
 func TestDenyCache(t *testing.T) {
 	primary := newFake(t)
-	s := newStore(t, Config{Primary: primary})
+	s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal})
 	limit := []sluice.Limit{{Rate: 2, Period: time.Second}}
 	at := func(d time.Duration, op sluice.Op) sluice.Decision {
 		t.Helper()
@@ -271,7 +271,7 @@ func TestCallerCancelled(t *testing.T) {
 		<-ctx.Done()
 		return sluice.Decision{}, fmt.Errorf("%w: %w", sluice.ErrStore, ctx.Err())
 	})
-	s := newStore(t, Config{Primary: primary, Threshold: 1})
+	s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, Threshold: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := s.Decide(ctx, sluice.Request{Key: "a", Limits: []sluice.Limit{sluice.PerSecond(1)}, Cost: 1})
@@ -291,7 +291,7 @@ func TestNoGoroutineGrowth(t *testing.T) {
 		<-ctx.Done()
 		return sluice.Decision{}, fmt.Errorf("%w: %w", sluice.ErrStore, ctx.Err())
 	})
-	s := newStore(t, Config{Primary: primary, Timeout: time.Millisecond, Cooldown: time.Millisecond})
+	s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, Timeout: time.Millisecond, Cooldown: time.Millisecond})
 	before := runtime.NumGoroutine()
 	var wg sync.WaitGroup
 	for g := range 32 {

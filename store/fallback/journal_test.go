@@ -124,7 +124,7 @@ func TestResetDuringReplay(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				primary := newFake(t)
 				primary.set(failing)
-				s := newStore(t, Config{Primary: primary, Threshold: 1, Cooldown: time.Second, DenyCache: -1})
+				s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, Threshold: 1, Cooldown: time.Second, DenyCache: -1})
 				ctx := context.Background()
 				many := []sluice.Limit{{Rate: 1000, Period: time.Hour}}
 				for i := range tc.before {
@@ -199,7 +199,7 @@ func TestResetDuringReplay(t *testing.T) {
 // primary answers again, not after some later outage.
 func TestResetTransientFailure(t *testing.T) {
 	primary := newFake(t)
-	s := newStore(t, Config{Primary: primary, DenyCache: -1})
+	s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, DenyCache: -1})
 	ctx := context.Background()
 	decide := func(key string, o sluice.Op) {
 		t.Helper()

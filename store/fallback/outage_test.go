@@ -41,7 +41,7 @@ func newOutage(t *testing.T) *outage {
 		t.Fatalf("redis.New = %v", err)
 	}
 	o.now.Store(t0.UnixNano())
-	o.s = newStore(t, Config{Primary: o.primary, Threshold: 1, Cooldown: o.cooldown, Timeout: 2 * time.Second, Clock: o.clock, DenyCache: -1,
+	o.s = newStore(t, Config{Primary: o.primary, Policy: sluice.FailLocal, Threshold: 1, Cooldown: o.cooldown, Timeout: 2 * time.Second, Clock: o.clock, DenyCache: -1,
 		OnError: func(err error) { t.Logf("primary failed (Redis killed): %v", err) }})
 	return o
 }

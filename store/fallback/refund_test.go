@@ -79,7 +79,7 @@ func TestRefundDuringReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		primary := newFake(t)
 		primary.set(failing)
-		s := newStore(t, Config{Primary: primary, Threshold: 1, Cooldown: time.Second, DenyCache: -1})
+		s := newStore(t, Config{Primary: primary, Policy: sluice.FailLocal, Threshold: 1, Cooldown: time.Second, DenyCache: -1})
 		limits := []sluice.Limit{{Rate: 10, Period: time.Hour}}
 		ctx := context.Background()
 		take, err := s.Decide(ctx, sluice.Request{Key: "a", Limits: limits, Cost: 1, Now: t0})

@@ -145,7 +145,7 @@
 //	store, err := memcached.New(memcached.Config{
 //		Addrs: addrs,
 //		WrapServer: func(addr string, server sluice.Store) sluice.Store {
-//			fb, err := fallback.New(fallback.Config{Primary: server, Policy: fallback.Local, Instances: 8})
+//			fb, err := fallback.New(fallback.Config{Primary: server, Policy: sluice.FailLocal, Instances: 8})
 //			if err != nil {
 //				return nil // memcached.New then fails
 //			}

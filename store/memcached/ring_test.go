@@ -213,11 +213,11 @@ func TestNodeDeath(t *testing.T) {
 
 // TestFleetFailover wraps each of 4 servers in a failure policy of
 // package store/fallback and kills one: no decision fails, the dead
-// server's actors are answered by the policy (allowed under Open, denied
-// under Closed, limited locally under Local), and every other actor keeps
+// server's actors are answered by the policy (allowed under FailOpen, denied
+// under FailClosed, limited locally under FailLocal), and every other actor keeps
 // its exact state.
 func TestFleetFailover(t *testing.T) {
-	for _, policy := range []fallback.Policy{fallback.Open, fallback.Closed, fallback.Local} {
+	for _, policy := range []sluice.FailurePolicy{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
 		t.Run(policy.String(), func(t *testing.T) {
 			srvs, addrs := startFleet(t, 4)
 			wrapped := map[string]*fallback.Store{}
@@ -253,7 +253,7 @@ func TestFleetFailover(t *testing.T) {
 					continue
 				}
 				onDead++
-				want := policy != fallback.Closed // Local: a fresh local state allows
+				want := policy != sluice.FailClosed // Local: a fresh local state allows
 				if d.Allowed != want {
 					t.Errorf("actor %d on the dead server under %v: allowed %v, want %v", i, policy, d.Allowed, want)
 				}

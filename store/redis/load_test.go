@@ -28,7 +28,7 @@ func TestRedisKilled(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	primary := newStore(t, Config{Addrs: []string{srv.Addr}})
 	const timeout = 200 * time.Millisecond
-	for _, policy := range []fallback.Policy{fallback.Local, fallback.Closed} {
+	for _, policy := range []sluice.FailurePolicy{sluice.FailLocal, sluice.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			var firstErr atomic.Value
 			s, err := fallback.New(fallback.Config{Primary: primary, Policy: policy, Timeout: timeout, Cooldown: 250 * time.Millisecond,
@@ -107,11 +107,11 @@ func TestRedisKilled(t *testing.T) {
 				t.Errorf("%d decisions returned errors, want the policy's answers", n)
 			}
 			switch policy {
-			case fallback.Closed:
+			case sluice.FailClosed:
 				if denied[1].Load() == 0 {
 					t.Errorf("fail closed: no denial while Redis was down")
 				}
-			case fallback.Local:
+			case sluice.FailLocal:
 				if denied[1].Load() != 0 {
 					t.Errorf("local fallback: %d denials of 1000/h actors", denied[1].Load())
 				}

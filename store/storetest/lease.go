@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
+	"github.com/sluicehq/sluice/internal/leasetest"
 )
 
 // RunLeases runs the conformance suite of sluice.LeaseStore against the
@@ -31,6 +33,7 @@ func RunLeases(t *testing.T, newStore func(t *testing.T) sluice.LeaseStore) {
 		{"Extend", testLeaseExtend},
 		{"Invalid", testLeaseInvalid},
 		{"Keys", testLeaseKeys},
+		{"Forged", testLeaseForged},
 		{"Differential", testLeaseDifferential},
 		{"Concurrency", testLeaseConcurrency},
 		{"StoreClock", testLeaseStoreClock},
@@ -224,6 +227,59 @@ func testLeaseKeys(t *testing.T, ls *leaseSuite) {
 		ls.want(t, acq(k, strings.Repeat("\xff", sluice.MaxLeaseIDLen), 0, time.Minute), true, 3)
 		ls.want(t, acq(k, "x", 0, time.Minute), false, 3)
 	}
+}
+
+// testLeaseForged: a lease is released and extended by its own ID in its
+// own table, and by nothing else. While one lease of an ID as
+// Concurrency draws them is held beside others, every forgery of its ID
+// (its neighbours, random IDs of every length and alphabet), tried on
+// its key, releases and extends nothing (an ID of invalid length is
+// ErrInvalidRequest); its own ID tried on another key or another prefix
+// (another rule) finds nothing; released, the ID replayed releases and
+// extends nothing, and an ID granted on another key or prefix does not
+// release the lease of the same ID there.
+func testLeaseForged(t *testing.T, ls *leaseSuite) {
+	const id = "q3Jc9vW1xZt0LmN8bY4aKg" // 128 bits in base64url
+	others := []string{"q3Jc9vW1xZt0LmN8bY4aKf", "q3Jc9vW1xZt0LmN8bY4aKh"}
+	for i, o := range append([]string{id}, others...) {
+		ls.want(t, leaseOp{op: "acquire", key: "k", id: o, ttl: time.Minute, limit: 8}, true, i+1)
+	}
+	forged := 0
+	for _, f := range leasetest.Forgeries(id) {
+		if slices.Contains(others, f) {
+			continue // held by their own holders
+		}
+		for _, op := range []string{"release", "extend"} {
+			o := leaseOp{op: op, key: "k", id: f, at: time.Second, ttl: time.Minute, limit: 8}
+			d, err := ls.call(t, o)
+			valid := len(f) > 0 && len(f) <= sluice.MaxLeaseIDLen
+			switch {
+			case !valid && !errors.Is(err, sluice.ErrInvalidRequest):
+				t.Fatalf("%v error = %v, want ErrInvalidRequest", o, err)
+			case valid && (err != nil || d.Allowed || d.InUse != 3):
+				t.Fatalf("%v = %+v, %v; want nothing released or extended, 3 in use", o, d, err)
+			}
+			forged++
+		}
+	}
+	other := leaseSuite{store: ls.store, prefix: ls.prefix + "other:"}
+	ls.want(t, rel("k2", id, time.Second), false, 0)
+	ls.want(t, ext("k2", id, time.Second, time.Minute), false, 0)
+	other.want(t, rel("k", id, time.Second), false, 0)
+	other.want(t, ext("k", id, time.Second, time.Minute), false, 0)
+	if d := ls.want(t, ext("k", id, 2*time.Second, time.Minute), true, 3); !d.Expires.Equal(t0.Add(62 * time.Second)) {
+		t.Errorf("extend by the holder after %d forgeries: Expires = %v, want %v", forged, d.Expires, t0.Add(62*time.Second))
+	}
+	ls.want(t, rel("k", id, 3*time.Second), true, 2)
+	ls.want(t, rel("k", id, 3*time.Second), false, 2)
+	ls.want(t, ext("k", id, 3*time.Second, time.Minute), false, 2)
+	other.want(t, acq("k", id, 4*time.Second, time.Minute), true, 1)
+	ls.want(t, acq("k2", id, 4*time.Second, time.Minute), true, 1)
+	ls.want(t, rel("k", id, 5*time.Second), false, 2)
+	other.want(t, rel("k", id, 5*time.Second), true, 0)
+	ls.want(t, rel("k2", id, 5*time.Second), true, 0)
+	ls.want(t, rel("k", others[0], 6*time.Second), true, 1)
+	ls.want(t, rel("k", others[1], 6*time.Second), true, 0)
 }
 
 // testLeaseDifferential replays random traces through the store and

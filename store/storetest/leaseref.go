@@ -1,12 +1,14 @@
 package storetest
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/leasetest"
 )
 
 // RunLeaseRefs runs the conformance suite of sluice.LeaseRefs against the
@@ -25,6 +27,7 @@ func RunLeaseRefs(t *testing.T, newStore func(t *testing.T, clock func() time.Ti
 		{"StaleRef", testRefStale},
 		{"Extend", testRefExtend},
 		{"Name", testRefName},
+		{"NameForged", testRefNameForged},
 		{"Concurrency", testRefConcurrency},
 	}
 	for _, tt := range tests {
@@ -207,6 +210,33 @@ func testRefName(t *testing.T, rs *refSuite) {
 	}
 	if rs.store.ReleaseRef(ref) {
 		t.Fatal("ReleaseRef after its release by ID = true")
+	}
+}
+
+// testRefNameForged: beside a lease named by NameRef and one known only
+// by its ref (whose ID is empty), no forgery of the name, and no empty
+// ID, releases or extends either.
+func testRefNameForged(t *testing.T, rs *refSuite) {
+	const id = "q3Jc9vW1xZt0LmN8bY4aKg"
+	named, unnamed := rs.acquire(t, "k", 4, true), rs.acquire(t, "k", 4, true)
+	if !rs.store.NameRef(named, id) {
+		t.Fatal("NameRef of a live lease = false")
+	}
+	for _, f := range leasetest.Forgeries(id) {
+		r := rs.request("k", f, 4)
+		d, err := rs.store.Release(t.Context(), r)
+		if d.Allowed || err != nil && !errors.Is(err, sluice.ErrInvalidRequest) || err == nil && d.InUse != 2 {
+			t.Fatalf("Release of %q = %+v, %v; want nothing released, 2 in use", f, d, err)
+		}
+		if d, err = rs.store.Extend(t.Context(), r); d.Allowed || err != nil && !errors.Is(err, sluice.ErrInvalidRequest) {
+			t.Fatalf("Extend of %q = %+v, %v; want nothing extended", f, d, err)
+		}
+	}
+	if !rs.store.ReleaseRef(unnamed) {
+		t.Fatal("ReleaseRef of the unnamed lease after the forgeries = false")
+	}
+	if d, err := rs.store.Release(t.Context(), rs.request("k", id, 4)); err != nil || !d.Allowed || d.InUse != 0 {
+		t.Fatalf("Release by the name = %+v, %v; want released, 0 in use", d, err)
 	}
 }
 

@@ -281,7 +281,7 @@ const file_leases_proto_rawDesc = "" +
 	"\x06Leases\x12>\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x18.sluice.v1.LeaseResponse\x128\n" +
 	"\aRelease\x12\x13.sluice.v1.LeaseRef\x1a\x18.sluice.v1.LeaseResponse\x127\n" +
-	"\x06Extend\x12\x13.sluice.v1.LeaseRef\x1a\x18.sluice.v1.LeaseResponseB4Z2github.com/sluicehq/sluice/server/grpcapi/sluicepbb\x06proto3"
+	"\x06Extend\x12\x13.sluice.v1.LeaseRef\x1a\x18.sluice.v1.LeaseResponseB*Z(github.com/sluicehq/sluice/wire/sluicepbb\x06proto3"
 
 var (
 	file_leases_proto_rawDescOnce sync.Once

@@ -694,7 +694,7 @@ const file_sluice_proto_rawDesc = "" +
 	"\n" +
 	"LoginBegin\x12\x17.sluice.v1.LoginRequest\x1a\x18.sluice.v1.LoginResponse\x12?\n" +
 	"\tLoginFail\x12\x17.sluice.v1.LoginRequest\x1a\x19.sluice.v1.SettleResponse\x12B\n" +
-	"\fLoginSucceed\x12\x17.sluice.v1.LoginRequest\x1a\x19.sluice.v1.SettleResponseB4Z2github.com/sluicehq/sluice/server/grpcapi/sluicepbb\x06proto3"
+	"\fLoginSucceed\x12\x17.sluice.v1.LoginRequest\x1a\x19.sluice.v1.SettleResponseB*Z(github.com/sluicehq/sluice/wire/sluicepbb\x06proto3"
 
 var (
 	file_sluice_proto_rawDescOnce sync.Once
