@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -100,6 +103,8 @@ type Engine struct {
 	onGuard  func(*Rule, guard.Action)
 	tracer   trace.Tracer // nil: no spans
 	ns       string       // the namespace: outcome markers live under it
+	// overrides are the rules of each domain's limit overrides.
+	overrides map[*domain]*overrides
 }
 
 // New builds an Engine for c, validating every rule now.
@@ -154,6 +159,10 @@ func New(c Config) (*Engine, error) {
 	sort.Strings(e.ids)
 	for _, ru := range e.rules {
 		ru.store = e.storeFor(ru)
+	}
+	e.overrides = make(map[*domain]*overrides, len(e.domains))
+	for _, d := range e.domains {
+		e.overrides[d] = e.newOverrides(d)
 	}
 	return e, nil
 }
@@ -677,21 +686,73 @@ func (e *Engine) refund(ctx context.Context, q *query, reqs []sluice.Request, id
 	}
 }
 
-// override builds the rule of a descriptor whose limit the client set
+// override returns the rule of a descriptor whose limit the client set
 // (Envoy's limit override): no shadow, no name, the descriptor's entries
-// taken literally as the state key.
+// taken literally as the state key. The rule of each limit is built
+// once, as long as the domain keeps no more than maxOverrides of them.
 func (e *Engine) override(d *domain, desc Descriptor) (*Rule, []byte, error) {
+	o := e.overrides[d]
+	key := entriesKey(desc.Entries, make([]byte, 0, 64))
+	if ru := (*o.rules.Load())[*desc.Override]; ru != nil {
+		return ru, key, nil
+	}
 	l := *desc.Override
 	if err := l.Validate(); err != nil {
 		return nil, nil, err
 	}
-	prefix := d.prefix
+	return o.add(l), key, nil
+}
+
+// maxOverrides bounds the override rules a domain keeps: Envoy sends
+// the few limits of its routes, while the limits of the /json API are
+// the client's, unbounded. Overrides past the bound build a rule per
+// request.
+const maxOverrides = 64
+
+// overrides are the rules of a domain's limit overrides, by limit.
+type overrides struct {
+	id, domain, prefix string
+	store              sluice.Store
+	mu                 sync.Mutex // serializes adds
+	rules              atomic.Pointer[map[sluice.Limit]*Rule]
+}
+
+// newOverrides returns the override rules of d, none yet, and asks
+// StoreFor their store now: every override of a domain shares one.
+func (e *Engine) newOverrides(d *domain) *overrides {
+	o := &overrides{id: d.name + ".override", domain: d.name, prefix: d.prefix}
 	if d.named != nil {
-		prefix = d.named.prefix
+		o.prefix = d.named.prefix
 	}
 	// One ID for every override of the domain: IDs label metrics, and
 	// the entries are the client's, unbounded.
-	ru := newRule(d.name+".override", "", d.name, prefix, config.RateLimit{Limits: []sluice.Limit{l}}, false, false)
-	ru.store = e.storeFor(ru)
-	return ru, entriesKey(desc.Entries, nil), nil
+	o.store = e.storeFor(o.rule(sluice.Limit{}))
+	o.rules.Store(&map[sluice.Limit]*Rule{})
+	return o
+}
+
+// rule builds the rule of limit l.
+func (o *overrides) rule(l sluice.Limit) *Rule {
+	ru := newRule(o.id, "", o.domain, o.prefix, config.RateLimit{Limits: []sluice.Limit{l}}, false, false)
+	ru.store = o.store
+	return ru
+}
+
+// add returns the rule of l, kept for the requests to come if there is
+// room.
+func (o *overrides) add(l sluice.Limit) *Rule {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := *o.rules.Load()
+	if ru := old[l]; ru != nil {
+		return ru
+	}
+	ru := o.rule(l)
+	if len(old) < maxOverrides {
+		m := make(map[sluice.Limit]*Rule, len(old)+1)
+		maps.Copy(m, old)
+		m[l] = ru
+		o.rules.Store(&m)
+	}
+	return ru
 }
