@@ -15,8 +15,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
-	"github.com/sluicehq/sluice/internal/leasetest"
-	"github.com/sluicehq/sluice/internal/loadsim"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/loadsim"
 	"github.com/sluicehq/sluice/store/memory"
 )
 

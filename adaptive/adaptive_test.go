@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/loadsim"
+	"github.com/sluicehq/sluice/internal/testing/loadsim"
 )
 
 var (

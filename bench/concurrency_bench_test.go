@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/memory"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/memcached"
 )
 

@@ -19,7 +19,7 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/fallback"
 	sredis "github.com/sluicehq/sluice/store/redis"
 )

@@ -14,8 +14,8 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/servicetest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/servicetest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"

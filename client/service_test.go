@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/servicetest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/servicetest"
 	"github.com/sluicehq/sluice/server"
 )
 

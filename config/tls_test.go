@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/testcert"
+	"github.com/sluicehq/sluice/internal/testing/testcert"
 )
 
 func TestParseTLS(t *testing.T) {

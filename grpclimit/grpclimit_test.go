@@ -19,8 +19,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/storefault"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/storefault"
 	"github.com/sluicehq/sluice/store/memory"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestExportLoads loads each firewall export into the real tool that

@@ -17,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/memcached"
 	"github.com/sluicehq/sluice/store/memory"
 )

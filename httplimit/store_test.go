@@ -3,7 +3,7 @@ package httplimit_test
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/storefault"
+	"github.com/sluicehq/sluice/internal/testing/storefault"
 	"github.com/sluicehq/sluice/store/memory"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/storefault"
+	"github.com/sluicehq/sluice/internal/testing/storefault"
 	"github.com/sluicehq/sluice/server/rules"
 )
 

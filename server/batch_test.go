@@ -16,8 +16,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/server/rules"
 )
 

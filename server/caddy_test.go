@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // caddyConf puts Caddy in front of an upstream with forward_auth to

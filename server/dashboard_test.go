@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/wire"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/wire"
 )
 

@@ -22,9 +22,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/leasetest"
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/wire"
 	"github.com/sluicehq/sluice/wire/sluicepb"

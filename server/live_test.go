@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/storefault"
+	"github.com/sluicehq/sluice/internal/testing/storefault"
 	"github.com/sluicehq/sluice/server/admin"
 )
 

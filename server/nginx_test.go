@@ -11,7 +11,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // nginxConf puts nginx in front of an upstream, asking sluice about every

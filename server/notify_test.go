@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard/notify"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 const hookSecret = "hook-secret-for-tests"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 const outcomeRules = "rules:\n  - name: login\n    limits: [\"20/min\"]\n"

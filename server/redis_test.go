@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/wire"
 )
 

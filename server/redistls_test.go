@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testcert"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testcert"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestRedisTLSAndACL runs the service on a Redis that takes only TLS

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testcert"
+	"github.com/sluicehq/sluice/internal/testing/testcert"
 )
 
 // BenchmarkCheckTLS measures the cost of TLS per request of the HTTP

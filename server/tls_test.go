@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testcert"
+	"github.com/sluicehq/sluice/internal/testing/testcert"
 )
 
 // syncBuffer is a log sink that tests read while servers write to it.

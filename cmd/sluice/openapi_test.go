@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // typescriptDir is the TypeScript client generated from the HTTP API's

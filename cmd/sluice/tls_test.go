@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice/internal/testcert"
+	"github.com/sluicehq/sluice/internal/testing/testcert"
 )
 
 // TestServeTLS serves every listener over TLS, gRPC and the admin API

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/banfield"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestNetworkAbsorbsAtCapacity: a process at its capacity learns of a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/memcachedbans"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // BenchmarkPropagation measures how long a ban made in one process takes

@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/memcachedbans"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestClaimExpiryOncePerFleet: three processes share the bans; each

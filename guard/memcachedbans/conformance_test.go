@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/memcachedbans"
 	"github.com/sluicehq/sluice/guard/registrytest"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestConformance runs the registries' suite on one memcached: the

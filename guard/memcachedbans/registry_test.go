@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/memcachedbans"
 	"github.com/sluicehq/sluice/internal/meta"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // bound is how long a change may take to reach another process in these

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/guard/notify"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // script writes an executable file in dir and returns its path. The

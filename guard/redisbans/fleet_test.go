@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/redisbans"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // bound is how long a change may take to reach another process in these

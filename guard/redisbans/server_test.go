@@ -8,11 +8,11 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/guard/redisbans"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // startRedis starts a redis-server of the test's own (see
-// internal/testserver) and returns it with a client; both are stopped
+// internal/testing/testserver) and returns it with a client; both are stopped
 // when the test ends.
 func startRedis(t testing.TB) (*testserver.Redis, rueidis.Client) {
 	t.Helper()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"

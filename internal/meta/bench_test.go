@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // BenchmarkDo measures one round trip of a batch of n commands, to show

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 func newClient(t *testing.T) *Client {

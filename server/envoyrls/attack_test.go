@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/server/envoyrls"
 )
 

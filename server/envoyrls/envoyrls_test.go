@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"

@@ -6,8 +6,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/servicetest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/servicetest"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/wire/sluicepb"

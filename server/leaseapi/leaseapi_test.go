@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
 	"github.com/sluicehq/sluice/server/leaseapi"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/wire"

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/meta"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // flood writes n junk items shaped like the store's counters (same key

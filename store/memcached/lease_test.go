@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/leasetest"
 	"github.com/sluicehq/sluice/internal/meta"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 

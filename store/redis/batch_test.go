@@ -11,7 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestBatchScriptCalls counts, with INFO commandstats, the script calls

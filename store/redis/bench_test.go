@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // BenchmarkDecideBatch decides batches of 3 and 16 takes, from 16

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 

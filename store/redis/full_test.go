@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // TestFullRedis fills a Redis with no eviction to its maxmemory, frees

@@ -8,8 +8,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/leasetest"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/storetest"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // shared is one redis-server for the tests that need no special server,

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
 // failoverTimeout bounds how long after a failover starts the Store must

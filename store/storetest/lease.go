@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algorithm"
-	"github.com/sluicehq/sluice/internal/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
 )
 
 // RunLeases runs the conformance suite of sluice.LeaseStore against the

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/leasetest"
+	"github.com/sluicehq/sluice/internal/testing/leasetest"
 )
 
 // RunLeaseRefs runs the conformance suite of sluice.LeaseRefs against the

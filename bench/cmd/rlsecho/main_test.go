@@ -14,9 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice/internal/rlstest"
-	"github.com/sluicehq/sluice/internal/servicetest"
-	"github.com/sluicehq/sluice/internal/testserver"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
+	"github.com/sluicehq/sluice/internal/testing/servicetest"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/server"
 )
 
