@@ -72,18 +72,6 @@ func (c *Client) checkGRPC(ctx context.Context, req wire.CheckRequest) (sluice.D
 	return d, nil
 }
 
-// unitPeriods are the periods of Envoy's units, as the service writes
-// them (package envoyrls).
-var unitPeriods = map[pb.RateLimitResponse_RateLimit_Unit]time.Duration{
-	pb.RateLimitResponse_RateLimit_SECOND: time.Second,
-	pb.RateLimitResponse_RateLimit_MINUTE: time.Minute,
-	pb.RateLimitResponse_RateLimit_HOUR:   time.Hour,
-	pb.RateLimitResponse_RateLimit_DAY:    24 * time.Hour,
-	pb.RateLimitResponse_RateLimit_WEEK:   7 * 24 * time.Hour,
-	pb.RateLimitResponse_RateLimit_MONTH:  30 * 24 * time.Hour,
-	pb.RateLimitResponse_RateLimit_YEAR:   365 * 24 * time.Hour,
-}
-
 // limitOf reads Envoy's current limit: its rate per unit (times the unit
 // multiplier). Envoy's units carry no algorithm nor burst: the Limit has
 // the default ones. A limit no unit expresses carries sluice's policy
@@ -97,7 +85,7 @@ func limitOf(cl *pb.RateLimitResponse_RateLimit) sluice.Limit {
 			return l
 		}
 	}
-	period := unitPeriods[cl.GetUnit()]
+	period := wire.EnvoyUnit(cl.GetUnit()).Period()
 	if m := cl.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
 		period *= time.Duration(m.GetValue())
 	}

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // A Domain is a tree of descriptor rules, as in Envoy's rate limit
@@ -83,18 +83,6 @@ type RateLimit struct {
 	// Replaces names the limits this one overrides: when a request has
 	// descriptors matching both, the replaced ones are not applied.
 	Replaces []string
-}
-
-// envoyUnits are the lengths of Envoy's rate limit units, as its service
-// counts them: a month is 30 days, a year 365.
-var envoyUnits = map[string]time.Duration{
-	"second": time.Second,
-	"minute": time.Minute,
-	"hour":   time.Hour,
-	"day":    24 * time.Hour,
-	"week":   7 * 24 * time.Hour,
-	"month":  30 * 24 * time.Hour,
-	"year":   365 * 24 * time.Hour,
 }
 
 // fileDescriptor is the YAML form of a Descriptor: Envoy's fields, and
@@ -218,7 +206,7 @@ func (v *validator) rateLimit(p func(...any) []any, full string, fd fileDescript
 		}
 		rl.Replaces = append(rl.Replaces, r.Name)
 	}
-	unit, known := envoyUnits[strings.ToLower(frl.Unit)]
+	unit, known := wire.ParseEnvoyUnit(frl.Unit)
 	switch {
 	case frl.Unlimited && (frl.Unit != "" || frl.RequestsPerUnit != 0 || len(frl.Limits) > 0):
 		return nil, v.errorf(p("rate_limit"), "an unlimited rate_limit takes no unit, requests_per_unit or limits")
@@ -235,10 +223,10 @@ func (v *validator) rateLimit(p func(...any) []any, full string, fd fileDescript
 		return nil, v.errorf(p("rate_limit", "unit"), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", frl.Unit)
 	case frl.RequestsPerUnit == 0:
 		rl.Deny = true
-		rl.Limits = []sluice.Limit{{Period: unit, Algorithm: sluice.FixedWindow}}
+		rl.Limits = []sluice.Limit{{Period: unit.Period(), Algorithm: sluice.FixedWindow}}
 		return rl, nil
 	}
-	l := sluice.Limit{Rate: int(frl.RequestsPerUnit), Period: unit, Algorithm: sluice.FixedWindow}
+	l := sluice.Limit{Rate: int(frl.RequestsPerUnit), Period: unit.Period(), Algorithm: sluice.FixedWindow}
 	if err := l.Validate(); err != nil {
 		return nil, v.errorf(p("rate_limit", "requests_per_unit"), "%w", err)
 	}

@@ -10,7 +10,9 @@
 // service carries none of the server (its configuration, rules engine,
 // metrics or tracing). The rest of the admin API, which serves the
 // dashboard, keeps its types in server/admin; Envoy's rate limit API
-// (checks over gRPC) is Envoy's own protobuf.
+// (checks over gRPC) is Envoy's own protobuf, whose units of time
+// (EnvoyUnit) are tabled here once for the configuration files, the
+// service's answers and the client.
 //
 // # Conventions
 //

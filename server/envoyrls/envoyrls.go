@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -25,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/ratelimitheader"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // DefaultMaxMessageBytes bounds a request message on the server NewServer
@@ -195,8 +195,8 @@ func descriptor(d *rlv3.RateLimitDescriptor) (rules.Descriptor, error) {
 // overrideLimit converts Envoy's limit override into the fixed window
 // Envoy's service applies for it.
 func overrideLimit(o *rlv3.RateLimitDescriptor_RateLimitOverride) (sluice.Limit, error) {
-	unit, ok := typeUnits[o.GetUnit()]
-	if !ok {
+	unit := wire.EnvoyUnit(o.GetUnit()).Period()
+	if unit == 0 {
 		return sluice.Limit{}, fmt.Errorf("limit override: unknown unit %v", o.GetUnit())
 	}
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
@@ -206,15 +206,6 @@ func overrideLimit(o *rlv3.RateLimitDescriptor_RateLimitOverride) (sluice.Limit,
 		return sluice.Limit{}, fmt.Errorf("limit override: requests_per_unit %d", o.GetRequestsPerUnit())
 	}
 	return sluice.Limit{Rate: int(o.GetRequestsPerUnit()), Period: unit, Algorithm: sluice.FixedWindow}, nil
-}
-
-var typeUnits = map[typev3.RateLimitUnit]time.Duration{
-	typev3.RateLimitUnit_SECOND: time.Second,
-	typev3.RateLimitUnit_MINUTE: time.Minute,
-	typev3.RateLimitUnit_HOUR:   time.Hour,
-	typev3.RateLimitUnit_DAY:    24 * time.Hour,
-	typev3.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
-	typev3.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
 }
 
 // unknownDomain is Envoy's answer for a domain it does not know: OK, and
@@ -273,20 +264,6 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 	return resp
 }
 
-// units are Envoy's units, longest first, for currentLimit.
-var units = []struct {
-	d time.Duration
-	u pb.RateLimitResponse_RateLimit_Unit
-}{
-	{365 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_YEAR},
-	{30 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_MONTH},
-	{7 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_WEEK},
-	{24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
-	{time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
-	{time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
-	{time.Second, pb.RateLimitResponse_RateLimit_SECOND},
-}
-
 // currentLimit describes limit l of rule ru in Envoy's terms: its rate
 // per the longest unit that divides its period, with a unit multiplier
 // for periods such as 5 minutes, and the rule's name (or its policy in
@@ -294,14 +271,12 @@ var units = []struct {
 // period of 1500 ms).
 func currentLimit(ru *rules.Rule, l sluice.Limit) *pb.RateLimitResponse_RateLimit {
 	out := &pb.RateLimitResponse_RateLimit{Name: ru.Name, RequestsPerUnit: uint32(min(l.Rate, math.MaxUint32))}
-	for _, u := range units {
-		if l.Period >= u.d && l.Period%u.d == 0 {
-			out.Unit = u.u
-			if m := l.Period / u.d; m > 1 {
-				out.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))
-			}
-			return out
+	if u, m := wire.EnvoyUnitOf(l.Period); u != wire.EnvoyUnknown {
+		out.Unit = pb.RateLimitResponse_RateLimit_Unit(u)
+		if m > 1 {
+			out.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))
 		}
+		return out
 	}
 	if out.Name == "" {
 		out.Name = l.String()
