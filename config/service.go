@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 )
 
 // Store types.
@@ -179,11 +180,11 @@ func (a Admin) Enabled() bool { return a.Token != "" }
 // a jail counts, on those APIs).
 type Guard struct {
 	// Allow lists addresses, networks and "key:" entries that skip every
-	// limit. Default none.
-	Allow []string
-	// Deny lists addresses, networks and "key:" entries refused with 403.
-	// Default none.
-	Deny []string
+	// limit, as guard.ParseEntry reads them. Default none.
+	Allow []guard.Entry
+	// Deny lists addresses, networks and "key:" entries refused with 403,
+	// as guard.ParseEntry reads them. Default none.
+	Deny []guard.Entry
 	// Jails ban actors whose requests are denied too often. Default none.
 	Jails []Jail
 	// MaxBans bounds the bans the ban registry holds (see guard.BanSet:
@@ -517,7 +518,7 @@ func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
 
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
-	g := Guard{Allow: f.Allow, Deny: f.Deny, MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes}
+	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes}
 	if err := g.checkBans(v); err != nil {
 		return g, err
 	}
@@ -527,14 +528,14 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 	for _, list := range []struct {
 		name    string
 		entries []string
-	}{{"allow", f.Allow}, {"deny", f.Deny}} {
-		for i, e := range list.entries {
-			if k, ok := strings.CutPrefix(e, "key:"); ok && k != "" {
-				continue
+		into    *[]guard.Entry
+	}{{"allow", f.Allow, &g.Allow}, {"deny", f.Deny, &g.Deny}} {
+		for i, s := range list.entries {
+			e, err := guard.ParseEntry(s)
+			if err != nil {
+				return g, v.errorf(at("guard", list.name, i), "%q is not an address, a network or key:NAME", s)
 			}
-			if _, err := parsePrefix(e); err != nil {
-				return g, v.errorf(at("guard", list.name, i), "%q is not an address, a network or key:NAME", e)
-			}
+			*list.into = append(*list.into, e)
 		}
 	}
 	seen := map[string]int{}
@@ -607,7 +608,7 @@ func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardA
 		fa.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	}
 	for i, s := range f.TrustedProxies {
-		p, err := parsePrefix(s)
+		p, err := guard.ParsePrefix(s)
 		if err != nil {
 			return fa, v.errorf(at("forward_auth", "trusted_proxies", i), "%q is not an address or network", s)
 		}
@@ -675,19 +676,4 @@ func listenAddr(v *validator, path []any, addr string) error {
 		return v.errorf(path, "port %q is not a number from 0 to 65535", port)
 	}
 	return nil
-}
-
-// parsePrefix parses an address (as a one-address network) or a network
-// in CIDR notation, as the guard's lists read them.
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		return p.Masked(), err
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	a = a.Unmap().WithZone("")
-	return netip.PrefixFrom(a, a.BitLen()), nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 )
 
 const twoRules = `rules:
@@ -68,7 +69,7 @@ forward_auth:
 				}},
 				Failure: Failure{Policy: sluice.FailOpen, Timeout: 50 * time.Millisecond, Instances: 4, Rules: map[string]sluice.FailurePolicy{"login": sluice.FailClosed, "edge": sluice.FailLocal}},
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
-				Guard: Guard{Allow: []string{"10.0.0.0/8", "key:ops"}, Deny: []string{"192.0.2.7"}, MaxBans: 1000, MaxKeyBans: 100, CoarsenIPv4: 20, CoarsenIPv6: 56, Jails: []Jail{{
+				Guard: Guard{Allow: []guard.Entry{guard.NetEntry(netip.MustParsePrefix("10.0.0.0/8")), guard.KeyEntry("ops")}, Deny: []guard.Entry{guard.NetEntry(netip.MustParsePrefix("192.0.2.7/32"))}, MaxBans: 1000, MaxKeyBans: 100, CoarsenIPv4: 20, CoarsenIPv6: 56, Jails: []Jail{{
 					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
 					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3,
 				}}},
@@ -148,6 +149,7 @@ func TestParseServiceErrors(t *testing.T) {
 		{"admin bad listen", "admin: {token: 0123456789abcdefgh, listen: nope}\n", []string{"admin.listen:", "not host:port"}},
 		{"guard bad allow", "guard:\n  allow: [10.0.0.0/8, 10.0.0.300]\n", []string{"t.yaml:7: guard.allow[1]:", "not an address, a network or key:NAME"}},
 		{"guard bad deny", "guard: {deny: [\"::1/200\"]}\n", []string{"guard.deny[0]:"}},
+		{"guard empty key", "guard: {deny: [\"key:\"]}\n", []string{"guard.deny[0]:", `"key:" is not an address`}},
 		{"guard max_bans", "guard: {max_bans: -1}\n", []string{"t.yaml:6: guard.max_bans:", "must not be negative"}},
 		{"guard max_key_bans", "guard: {max_bans: 10, max_key_bans: 10}\n", []string{"guard.max_key_bans:", "0 (half of max_bans) to 9"}},
 		{"guard max_key_bans default", "guard: {max_key_bans: 100000}\n", []string{"guard.max_key_bans:", "to 99999"}},

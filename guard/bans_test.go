@@ -258,7 +258,7 @@ func FuzzBanSetCapacity(f *testing.F) {
 	f.Add([]byte("\x00\x40\x80\xc0\x01\x41\x81\xc1\x02\x42\x82\xc2\xff\xfe\xfd"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		allow := &guard.List{}
-		_ = allow.Add("192.0.2.77")
+		fill(t, allow, "192.0.2.77")
 		s := guard.BanSet{BanLimits: guard.BanLimits{Max: 8, MaxKeys: 2}}
 		s.Spare(allow)
 		var put []string

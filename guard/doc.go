@@ -4,8 +4,10 @@
 //
 // # Lists
 //
-// A [List] holds networks (CIDR prefixes) and keys; lookups are lock-free
-// and edits take effect at once. [Middleware] checks the client's address
+// A [List] holds networks (CIDR prefixes) and keys, each an [Entry];
+// lookups are lock-free and edits take effect at once. [ParseEntry] reads
+// entries as operators write them, in configuration files and admin
+// requests alike: an address, a network, or "key:" and a key. [Middleware] checks the client's address
 // against an allow list (whose requests skip every limit) and a deny list
 // before any limit.
 //

@@ -100,20 +100,41 @@ func (l *List) AddKey(key string) { l.edit(func(s *listSnap) { s.keys[key] = str
 // RemoveKey removes a key.
 func (l *List) RemoveKey(key string) { l.edit(func(s *listSnap) { delete(s.keys, key) }) }
 
-// Add adds an entry written as text: an address ("203.0.113.7",
-// "2001:db8::1"), a network ("203.0.113.0/24"), or a key prefixed with
-// "key:" ("key:alice"). Errors wrap sluice.ErrInvalidRequest.
-func (l *List) Add(entry string) error {
-	if k, ok := strings.CutPrefix(entry, "key:"); ok {
+// Add adds entry e (see ParseEntry). The zero Entry is ignored.
+func (l *List) Add(e Entry) {
+	if p, ok := e.Net(); ok {
+		l.AddPrefix(p)
+	} else if k, ok := e.Key(); ok {
 		l.AddKey(k)
-		return nil
 	}
-	p, err := ParsePrefix(entry)
-	if err != nil {
-		return err
+}
+
+// Remove removes entry e, as it was added.
+func (l *List) Remove(e Entry) {
+	if p, ok := e.Net(); ok {
+		l.RemovePrefix(p)
+	} else if k, ok := e.Key(); ok {
+		l.RemoveKey(k)
 	}
-	l.AddPrefix(p)
-	return nil
+}
+
+// Entries returns the entries of the list: its networks sorted, then its
+// keys sorted.
+func (l *List) Entries() []Entry {
+	s := l.load()
+	out := make([]Entry, 0, len(s.sorted)+len(s.keys))
+	for _, p := range s.sorted {
+		out = append(out, Entry{net: p})
+	}
+	keys := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, KeyEntry(k))
+	}
+	return out
 }
 
 // ParsePrefix parses an address (as a single-address prefix) or a

@@ -21,12 +21,8 @@ func TestMiddlewareKeys(t *testing.T) {
 	c := newClock()
 	s := newStore(t)
 	var allow, deny guard.List
-	for _, e := range []string{"key:partner-key", "192.0.2.0/24"} {
-		_ = allow.Add(e)
-	}
-	for _, e := range []string{"key:leaked-key", "198.51.100.0/24"} {
-		_ = deny.Add(e)
-	}
+	fill(t, &allow, "key:partner-key", "192.0.2.0/24")
+	fill(t, &deny, "key:leaked-key", "198.51.100.0/24")
 	lim, _ := sluice.New(s, sluice.Config{Limits: []sluice.Limit{sluice.PerHour(1)}, Clock: c.now})
 	limits, _ := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim}}, Logger: slog.New(slog.DiscardHandler)})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
@@ -77,11 +73,9 @@ func TestLoginLists(t *testing.T) {
 	var allow, deny guard.List
 	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.now})
 	l := newLogin(t, s, c, guard.LoginConfig{Allow: &allow, Deny: &deny, Jail: j, PerIPUser: sluice.PerHour(3)})
-	_ = deny.Add("key:root")
+	fill(t, &deny, "key:root", "198.51.100.0/24")
 	deny.AddKey(l.HashUser("mallory"))
-	_ = deny.Add("198.51.100.0/24")
-	_ = allow.Add("192.0.2.0/24")
-	_ = allow.Add("key:bob") // not consulted by Login
+	fill(t, &allow, "192.0.2.0/24", "key:bob") // key:bob is not consulted by Login
 	office := netip.MustParseAddr("192.0.2.10")
 	for _, tt := range []struct {
 		ip      netip.Addr

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -142,13 +141,17 @@ func (s *Service) Lift(ctx context.Context, jail, key string) error {
 	return err
 }
 
-// banKey reads an admin's ban entry: "key:K" is the key K, as in the
-// lists; anything else is itself (an address, a network, or a key).
+// banKey reads an admin's ban entry as the lists write theirs (see
+// guard.ParseEntry), where a bare key is a key too.
 func banKey(entry string) string {
-	if k, ok := strings.CutPrefix(entry, "key:"); ok && k != "" {
+	e, err := guard.ParseEntry(entry)
+	if err != nil {
+		return entry // a bare key
+	}
+	if k, ok := e.Key(); ok {
 		return k
 	}
-	return entry
+	return e.String()
 }
 
 func (st *state) list(name string) (*guard.List, error) {
@@ -169,15 +172,8 @@ func (s *Service) List(name string) ([]string, error) {
 		return nil, err
 	}
 	out := []string{}
-	for _, p := range l.Prefixes() {
-		if p.Bits() == p.Addr().BitLen() {
-			out = append(out, p.Addr().String())
-		} else {
-			out = append(out, p.String())
-		}
-	}
-	for _, k := range l.Keys() {
-		out = append(out, "key:"+k)
+	for _, e := range l.Entries() {
+		out = append(out, e.String())
 	}
 	return out, nil
 }
@@ -193,7 +189,11 @@ func (s *Service) Edit(name, entry string, add bool) error {
 	if _, err := st.list(name); err != nil {
 		return err
 	}
-	e := listEdit{list: name, entry: entry, add: add}
+	en, err := guard.ParseEntry(entry)
+	if err != nil {
+		return err
+	}
+	e := listEdit{list: name, entry: en, add: add}
 	if err := s.edits.room(e); err != nil {
 		return err
 	}
@@ -209,8 +209,9 @@ const maxEdits = 10_000
 
 // A listEdit is an admin's change to the allow or deny list.
 type listEdit struct {
-	list, entry string
-	add         bool
+	list  string
+	entry guard.Entry
+	add   bool
 }
 
 // listEdits are the edits made through the admin API, latest last, one
@@ -240,17 +241,10 @@ func (st *state) apply(e listEdit) error {
 		return err
 	}
 	if e.add {
-		return l.Add(e.entry)
+		l.Add(e.entry)
+	} else {
+		l.Remove(e.entry)
 	}
-	if k, ok := strings.CutPrefix(e.entry, "key:"); ok {
-		l.RemoveKey(k)
-		return nil
-	}
-	p, err := guard.ParsePrefix(e.entry)
-	if err != nil {
-		return err
-	}
-	l.RemovePrefix(p)
 	return nil
 }
 

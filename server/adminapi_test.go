@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -281,13 +282,13 @@ func TestAdminSession(t *testing.T) {
 func TestListEditsBound(t *testing.T) {
 	var es listEdits
 	for i := range maxEdits {
-		e := listEdit{list: "deny", entry: fmt.Sprintf("key:k%d", i), add: true}
+		e := listEdit{list: "deny", entry: guard.KeyEntry(fmt.Sprintf("k%d", i)), add: true}
 		if err := es.room(e); err != nil {
 			t.Fatalf("edit %d: %v", i, err)
 		}
 		es.record(e)
 	}
-	again := listEdit{list: "deny", entry: "key:k0"}
+	again := listEdit{list: "deny", entry: guard.KeyEntry("k0")}
 	if err := es.room(again); err != nil {
 		t.Errorf("editing an entry again at the bound: %v, want room", err)
 	}
@@ -295,7 +296,7 @@ func TestListEditsBound(t *testing.T) {
 	if len(es) != maxEdits || es[len(es)-1] != again {
 		t.Errorf("%d kept, last %+v; want %d, the edit replaced and last", len(es), es[len(es)-1], maxEdits)
 	}
-	if err := es.room(listEdit{list: "deny", entry: "key:one-more", add: true}); err == nil {
+	if err := es.room(listEdit{list: "deny", entry: guard.KeyEntry("one-more"), add: true}); err == nil {
 		t.Errorf("edit beyond %d: no error", maxEdits)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -285,7 +286,7 @@ func TestAttackForgedClientAddress(t *testing.T) {
 	// guard.Middleware without trusted proxies: the connection decides,
 	// and the limits after it (one a minute) apply.
 	var allow guard.List
-	_ = allow.Add("192.0.2.10")
+	allow.AddPrefix(netip.MustParsePrefix("192.0.2.10/32"))
 	lim, err := sluice.New(s.st.primary, sluice.Config{Limits: []sluice.Limit{sluice.PerMinute(1)}, Action: "forged"})
 	if err != nil {
 		t.Fatal(err)

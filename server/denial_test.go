@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -87,9 +88,7 @@ func middlewares(t *testing.T) middlewareSet {
 	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	var deny guard.List
-	if err := deny.Add("198.51.100.0/24"); err != nil {
-		t.Fatal(err)
-	}
+	deny.AddPrefix(netip.MustParsePrefix("198.51.100.0/24"))
 	reg := guard.NewMemoryRegistry(guard.BanLimits{})
 	jail, err := guard.NewJail(st, guard.JailConfig{Name: "manual", Registry: reg})
 	if err != nil {

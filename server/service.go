@@ -202,9 +202,7 @@ func (s *Service) Engine() *rules.Engine { return s.state.Load().engine }
 // policy's, counted and timed by its metrics), the engine and the APIs.
 func (s *Service) build(c *config.Config) (*state, error) {
 	n := &state{cfg: c, allow: &guard.List{}, deny: &guard.List{}, policies: map[string]sluice.FailurePolicy{}}
-	if err := n.fillLists(c.Guard); err != nil {
-		return nil, err
-	}
+	n.fillLists(c.Guard)
 	for _, e := range s.edits {
 		_ = n.apply(e) // checked when made
 	}
@@ -264,18 +262,13 @@ func (s *Service) buildAPIs(n *state, c *config.Config) error {
 }
 
 // fillLists adds the allow and deny entries of g to the state's lists.
-func (n *state) fillLists(g config.Guard) error {
+func (n *state) fillLists(g config.Guard) {
 	for _, e := range g.Allow {
-		if err := n.allow.Add(e); err != nil {
-			return err
-		}
+		n.allow.Add(e)
 	}
 	for _, e := range g.Deny {
-		if err := n.deny.Add(e); err != nil {
-			return err
-		}
+		n.deny.Add(e)
 	}
-	return nil
 }
 
 // buildGuard builds the jails of c (and ManualJail) over the jails'

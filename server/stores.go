@@ -91,7 +91,7 @@ func banLimits(g config.Guard) guard.BanLimits {
 func allowList(g config.Guard) *guard.List {
 	l := &guard.List{}
 	for _, e := range g.Allow {
-		_ = l.Add(e) // checked by the configuration
+		l.Add(e)
 	}
 	return l
 }

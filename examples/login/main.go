@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -258,19 +257,15 @@ func (a *app) serveListEdit(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	entry := r.URL.Query().Get("entry")
-	if r.Method == http.MethodDelete {
-		if k, ok := strings.CutPrefix(entry, "key:"); ok {
-			l.RemoveKey(k)
-		} else if p, err := guard.ParsePrefix(entry); err == nil {
-			l.RemovePrefix(p)
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if err := l.Add(entry); err != nil {
+	e, err := guard.ParseEntry(r.URL.Query().Get("entry"))
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if r.Method == http.MethodDelete {
+		l.Remove(e)
+	} else {
+		l.Add(e)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -138,9 +138,11 @@ func testSteering(t *testing.T, c Config) {
 			ctx := context.Background()
 			allow := &guard.List{}
 			for _, a := range allowed {
-				if err := allow.Add(a); err != nil {
+				e, err := guard.ParseEntry(a)
+				if err != nil {
 					t.Fatal(err)
 				}
+				allow.Add(e)
 			}
 			r := c.New(t, guard.BanLimits{Max: 100}, allow)
 			keyBans := 0

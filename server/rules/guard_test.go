@@ -33,9 +33,9 @@ func TestGuard(t *testing.T) {
 	}
 	_, clk, st := engineFor(t, c)
 	var allow, deny guard.List
-	_ = allow.Add("key:friend")
-	_ = deny.Add("key:foe")
-	_ = deny.Add("198.51.100.0/24")
+	allow.AddKey("friend")
+	deny.AddKey("foe")
+	deny.AddPrefix(netip.MustParsePrefix("198.51.100.0/24"))
 	jail, err := guard.NewJail(st, guard.JailConfig{Name: "j", MaxFailures: 1, BanTime: 5 * time.Minute, Jitter: -1, Clock: clk.now})
 	if err != nil {
 		t.Fatal(err)
