@@ -136,14 +136,7 @@ func testSteering(t *testing.T, c Config) {
 	} {
 		t.Run(order.name, func(t *testing.T) {
 			ctx := context.Background()
-			allow := &guard.List{}
-			for _, a := range allowed {
-				e, err := guard.ParseEntry(a)
-				if err != nil {
-					t.Fatal(err)
-				}
-				allow.Add(e)
-			}
+			allow := list(t, allowed)
 			r := c.New(t, guard.BanLimits{Max: 100}, allow)
 			keyBans := 0
 			var banned []string // the offenders banned, not found covered already
@@ -356,4 +349,19 @@ func testAddressForms(t *testing.T, c Config) {
 	if _, ok := r.Bans().Match("", "10.1.2.3", time.Now()); ok {
 		t.Error("010.001.002.003, a key, bans the address 10.1.2.3")
 	}
+}
+
+// list returns the list of the entries, written as guard.ParseEntry
+// reads them.
+func list(t *testing.T, entries []string) *guard.List {
+	t.Helper()
+	l := &guard.List{}
+	for _, s := range entries {
+		e, err := guard.ParseEntry(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Add(e)
+	}
+	return l
 }
