@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
@@ -256,4 +257,10 @@ func (s *Service) Denials() []admin.Denial {
 		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: httpapi.Seconds(d.RetryAfter)}
 	}
 	return out
+}
+
+// Audit returns the audit trail's entries with Seq above after and Time
+// not before since, oldest first, at most limit (see notify.Trail.Page).
+func (s *Service) Audit(after uint64, since time.Time, limit int) notify.Page {
+	return s.notes.Audit(after, since, limit)
 }

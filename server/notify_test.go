@@ -119,6 +119,16 @@ admin:
   token: ` + adminToken + "\n"
 }
 
+// sinkStats returns the counts of the sink of the service named name.
+func sinkStats(t *testing.T, s *Service, name string) notify.SinkStats {
+	t.Helper()
+	st, ok := s.notes.SinkStats(name)
+	if !ok {
+		t.Fatalf("no sink %s", name)
+	}
+	return st
+}
+
 // audit returns the service's audit trail through the admin API.
 func audit(t *testing.T, s *Service, query string) notify.Page {
 	t.Helper()
@@ -201,7 +211,7 @@ func TestNotifyServiceHungReceiver(t *testing.T) {
 				t.Fatalf("check = %d, want 200", code)
 			}
 		}
-		st := s.sinks().byJail["abuse"][0].sink.Stats()
+		st := sinkStats(t, s, "abuse.webhook.0")
 		if st.Queued > queue {
 			t.Fatalf("the queue holds %d, more than its %d", st.Queued, queue)
 		}
@@ -209,7 +219,7 @@ func TestNotifyServiceHungReceiver(t *testing.T) {
 	if p := audit(t, s, "?limit=1000"); len(p.Entries) != keys {
 		t.Errorf("audit holds %d events, want %d bans", len(p.Entries), keys)
 	}
-	st := s.sinks().byJail["abuse"][0].sink.Stats()
+	st := sinkStats(t, s, "abuse.webhook.0")
 	if st.QueueFull < keys-queue-1 || st.QueueFull > keys-queue {
 		t.Errorf("Stats() = %+v, want %d or %d dropped as the queue was full", st, keys-queue-1, keys-queue)
 	}
@@ -249,14 +259,14 @@ func TestNotifyFleetOnce(t *testing.T) {
 	waitFor(t, "every process to sweep the lapsed ban", func() bool {
 		n := int64(0)
 		for _, s := range fleet {
-			st := s.notes.watcher.Stats()
+			st := s.notes.Expiries()
 			n += st.Told + st.Others
 		}
 		return n >= 3 // a replica that reloads from Redis may see the ban lapse again: claimed already
 	})
 	for _, s := range fleet {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		s.notes.close(ctx, s.sinks()) // delivers what is queued
+		s.notes.Close(ctx) // delivers what is queued
 		cancel()
 	}
 	if got, want := rc.kinds(t), []notify.Kind{notify.Ban, notify.Expire}; !slices.Equal(got, want) {
@@ -299,36 +309,9 @@ admin:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s.notes.close(ctx, s.sinks())
+	s.notes.Close(ctx)
 	got, _ := os.ReadFile(out)
 	if string(got) != "ban|manual|a b;$(x)\n" {
 		t.Errorf("the command recorded %q, want the ban alone (events: [ban])", got)
 	}
-}
-
-// TestNotifyReload: a reload keeps the sinks it does not change, with
-// their queues, and retires the others.
-func TestNotifyReload(t *testing.T) {
-	rc := newHookReceiver(t, false)
-	s := newServiceWith(t, notifyConfig("", rc.URL, 0), Options{})
-	before := s.sinks().byJail["abuse"][0].sink
-	reload := func(text string) {
-		t.Helper()
-		c, err := config.Parse("test.yaml", []byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Reload(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reload(notifyConfig("", rc.URL, 0))
-	if s.sinks().byJail["abuse"][0].sink != before {
-		t.Error("a reload of the same file replaced the sink")
-	}
-	reload(notifyConfig("", rc.URL+"/other", 0))
-	if s.sinks().byJail["abuse"][0].sink == before {
-		t.Error("a reload with another URL kept the sink")
-	}
-	waitFor(t, "the old sink to close", func() bool { return !before.Notify(notify.Event{}) })
 }

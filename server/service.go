@@ -18,11 +18,11 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
-	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/bannotify"
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/forwardauth"
 	"github.com/sluicehq/sluice/server/grpcapi"
@@ -85,10 +85,10 @@ type Service struct {
 	leaseM  *leaseapi.Metrics
 	handler http.Handler
 	tel     *telemetry
-	notes   *notifier          // the audit trail and the expiry watcher
-	live    *live              // the dashboard's rates and top keys; nil when the admin API is off
-	stop    context.CancelFunc // stops sampling them
-	stopped chan struct{}      // closed when sampling stopped
+	notes   *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
+	live    *live               // the dashboard's rates and top keys; nil when the admin API is off
+	stop    context.CancelFunc  // stops sampling them
+	stopped chan struct{}       // closed when sampling stopped
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -103,7 +103,7 @@ type state struct {
 	policies map[string]sluice.FailurePolicy // by named rule and domain
 	logins   map[string]*guard.Login
 	admin    http.Handler     // nil when the admin API is off
-	sinks    *sinkSet         // where bans are told
+	sinks    *bannotify.Sinks // where bans are told
 	leases   *leaseapi.Leases // the concurrency rules
 }
 
@@ -129,7 +129,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
-	s.notes = newNotifier(st.registry, s.m, s.log, s.now, s.onExpire)
+	s.notes = bannotify.New(bannotify.Config{Registry: st.registry, Registerer: s.m.reg, Logger: s.log, Clock: s.now})
 	if c.Admin.Enabled() {
 		s.live = newLive(s.m, s.now())
 	}
@@ -142,6 +142,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	st.registry.Bans().Spare(next.allow)
 	s.state.Store(next)
+	s.notes.Use(next.sinks)
 	s.m.watchIPv6(func() httplimit.AdaptiveStats { return s.state.Load().auth.IPv6Stats() })
 	s.startLive(next)
 	s.m.lastReload.SetToCurrentTime()
@@ -232,7 +233,7 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if err := s.buildAPIs(n, c); err != nil {
 		return nil, err
 	}
-	if n.sinks, err = s.notes.sinks(c, s.sinks()); err != nil {
+	if n.sinks, err = s.notes.Sinks(c); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -281,7 +282,7 @@ func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
 		j, err := guard.NewJail(store, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
 			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
-			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.onLift, OnLost: s.m.strikeLost,
+			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.notes.Lift, OnLost: s.m.strikeLost,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("jail %q: %w", jc.Name, err)
@@ -318,7 +319,7 @@ func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
 
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()
-	s.notes.tell(s.sinks(), notify.Ban, b) // logs it too
+	s.notes.Ban(b) // logs it too
 	if s.opts.OnBan != nil {
 		s.opts.OnBan(b)
 	}
@@ -380,7 +381,8 @@ func (s *Service) swap(c *config.Config) error {
 		return err
 	}
 	s.st.registry.Bans().Spare(next.allow)
-	s.state.Swap(next).sinks.retire(next.sinks)
+	s.state.Store(next)
+	s.notes.Use(next.sinks)
 	if s.live != nil {
 		s.live.use(next)
 	}
@@ -447,7 +449,7 @@ func (s *Service) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // flush what telemetry holds
 	defer cancel()
 	if s.notes != nil {
-		s.notes.close(ctx, s.sinks())
+		s.notes.Close(ctx)
 	}
 	return errors.Join(s.tel.close(ctx), s.st.close())
 }
