@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/server/admin"
+	"github.com/sluicehq/sluice/server/bannotify"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/wire"
 )
-
-// The Service is what its admin API manages.
-var _ admin.Backend = (*Service)(nil)
 
 // AdminHandler returns the admin API (package server/admin) of the
 // service, which checks the token of the configuration in force; nil when
@@ -33,10 +32,33 @@ func (s *Service) AdminHandler() http.Handler {
 	}))
 }
 
+// Admin returns what the admin API manages: the rules, bans, lists and
+// denials of the configuration in force, and the dashboard's feed.
+func (s *Service) Admin() admin.Backend { return s.admin }
+
+// adminBackend is the admin API's view of a Service: an admin.Backend
+// and an admin.Auditor over the configuration in force, its stores and
+// its ban registry. It is safe for concurrent use.
+type adminBackend struct {
+	state   func() *state // the configuration in force
+	stores  *stores
+	clock   func() time.Time
+	denials *denialLog
+	live    *live // nil when the admin API is off
+	notes   *bannotify.Notifier
+	reload  *sync.Mutex // the Service's: list edits and reloads in turn
+	edits   *listEdits  // replayed by each build, under reload
+}
+
+var (
+	_ admin.Backend = (*adminBackend)(nil)
+	_ admin.Auditor = (*adminBackend)(nil)
+)
+
 // Rules lists the rules in force (named rules and the descriptor rules
 // of domains), with their failure policy and jails.
-func (s *Service) Rules() []admin.RuleView {
-	st := s.state.Load()
+func (a *adminBackend) Rules() []admin.RuleView {
+	st := a.state()
 	jails := map[string][]string{}
 	for _, j := range st.cfg.Guard.Jails {
 		for _, r := range j.Rules {
@@ -45,20 +67,9 @@ func (s *Service) Rules() []admin.RuleView {
 	}
 	var out []admin.RuleView
 	for _, ru := range st.engine.Rules() {
-		ar := admin.RuleView{Name: ru.ID, Mode: "enforce", Failure: "none (memory store)", Jails: jails[ru.ID]}
-		if s.st.policies != nil {
+		ar := admin.RuleView{Name: ru.ID, Mode: "enforce", Failure: "none (memory store)", Jails: jails[ru.ID], Limits: limitsView(ru)}
+		if a.stores.policies != nil {
 			ar.Failure = st.policies[scopeOf(ru)].String()
-		}
-		switch {
-		case ru.Unlimited:
-			ar.Limits = []string{"unlimited"}
-		case ru.Deny:
-			ar.Limits = []string{"deny"}
-		}
-		if !ru.Unlimited && !ru.Deny {
-			for _, l := range ru.Limits {
-				ar.Limits = append(ar.Limits, l.String())
-			}
 		}
 		if ru.Shadow {
 			ar.Mode = "shadow"
@@ -68,10 +79,25 @@ func (s *Service) Rules() []admin.RuleView {
 	return out
 }
 
+// limitsView writes the limits of ru as the admin API lists them.
+func limitsView(ru *rules.Rule) []string {
+	switch {
+	case ru.Unlimited:
+		return []string{"unlimited"}
+	case ru.Deny:
+		return []string{"deny"}
+	}
+	out := make([]string, len(ru.Limits))
+	for i, l := range ru.Limits {
+		out[i] = l.String()
+	}
+	return out
+}
+
 // Peek reports what a take of one unit by key under the named rule would
 // get, taking nothing.
-func (s *Service) Peek(ctx context.Context, rule, key string) (admin.Decision, error) {
-	st := s.state.Load()
+func (a *adminBackend) Peek(ctx context.Context, rule, key string) (admin.Decision, error) {
+	st := a.state()
 	if _, ok := st.cfg.Rule(rule); !ok {
 		return admin.Decision{}, fmt.Errorf("named rule %q: %w", rule, admin.ErrNotFound)
 	}
@@ -84,16 +110,9 @@ func (s *Service) Peek(ctx context.Context, rule, key string) (admin.Decision, e
 		ResetAfter: c.ResetAfter, RetryAfter: c.RetryAfter}, nil
 }
 
-func (s *Service) now() time.Time {
-	if s.opts.Clock != nil {
-		return s.opts.Clock()
-	}
-	return time.Now()
-}
-
 // Bans lists the bans in force that the service enforces.
-func (s *Service) Bans(ctx context.Context) ([]wire.Ban, error) {
-	bans, err := s.st.registry.List(ctx, s.now())
+func (a *adminBackend) Bans(ctx context.Context) ([]wire.Ban, error) {
+	bans, err := a.stores.registry.List(ctx, a.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -113,46 +132,104 @@ func adminBan(b guard.Ban) wire.Ban {
 	return out
 }
 
-// Ban bans key in jail for d, or the jail's own length when d is 0. key
-// is written as in the allow and deny lists: an address, a network, or
-// "key:" and a key (a bare key is a key too).
-func (s *Service) Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (wire.Ban, error) {
-	j := s.state.Load().jails[jail]
+// Ban bans e in jail for d, or the jail's own length when d is 0.
+func (a *adminBackend) Ban(ctx context.Context, jail string, e guard.Entry, d time.Duration, reason string) (wire.Ban, error) {
+	j := a.state().jails[jail]
 	if j == nil {
 		return wire.Ban{}, fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
 	}
 	if reason == "" {
 		reason = "banned by an admin"
 	}
-	b, err := j.Ban(ctx, banKey(key), d, reason)
+	b, err := j.Ban(ctx, banKey(e), d, reason)
 	return adminBan(b), err
 }
 
-// Lift ends the ban of key, written as Ban reads it, in jail. It returns
-// admin.ErrNotFound if the jail has no such ban in force.
-func (s *Service) Lift(ctx context.Context, jail, key string) error {
-	j := s.state.Load().jails[jail]
+// Lift ends the ban of e in jail. It returns admin.ErrNotFound if the
+// jail has no such ban in force.
+func (a *adminBackend) Lift(ctx context.Context, jail string, e guard.Entry) error {
+	j := a.state().jails[jail]
 	if j == nil {
 		return fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
 	}
-	err := j.Lift(ctx, banKey(key))
+	err := j.Lift(ctx, banKey(e))
 	if errors.Is(err, guard.ErrNotBanned) {
-		return fmt.Errorf("no ban of %s in jail %q: %w", key, jail, admin.ErrNotFound)
+		return fmt.Errorf("no ban of %s in jail %q: %w", e, jail, admin.ErrNotFound)
 	}
 	return err
 }
 
-// banKey reads an admin's ban entry as the lists write theirs (see
-// guard.ParseEntry), where a bare key is a key too.
-func banKey(entry string) string {
-	e, err := guard.ParseEntry(entry)
-	if err != nil {
-		return entry // a bare key
-	}
+// banKey returns the key a jail bans e under: its network, or its key.
+func banKey(e guard.Entry) string {
 	if k, ok := e.Key(); ok {
 		return k
 	}
 	return e.String()
+}
+
+// List returns the entries of the allow or deny list: networks, then
+// keys.
+func (a *adminBackend) List(name string) ([]guard.Entry, error) {
+	l, err := a.state().list(name)
+	if err != nil {
+		return nil, err
+	}
+	return l.Entries(), nil
+}
+
+// Add adds e to the allow or deny list (see edit).
+func (a *adminBackend) Add(name string, e guard.Entry) error {
+	return a.edit(listEdit{list: name, entry: e, add: true})
+}
+
+// Remove removes e from the allow or deny list (see edit).
+func (a *adminBackend) Remove(name string, e guard.Entry) error {
+	return a.edit(listEdit{list: name, entry: e})
+}
+
+// edit makes e. Edits apply at once and are replayed onto the lists of
+// every configuration a reload builds, until the process restarts: put
+// lasting entries in the file. At most maxEdits entries are kept edited.
+func (a *adminBackend) edit(e listEdit) error {
+	a.reload.Lock() // a reload meanwhile would build lists without it
+	defer a.reload.Unlock()
+	st := a.state()
+	if _, err := st.list(e.list); err != nil {
+		return err
+	}
+	if err := a.edits.room(e); err != nil {
+		return err
+	}
+	if err := st.apply(e); err != nil {
+		return err
+	}
+	a.edits.record(e)
+	return nil
+}
+
+// Denials lists the latest denials of the rules, newest first.
+func (a *adminBackend) Denials() []admin.Denial {
+	ds := a.denials.list()
+	out := make([]admin.Denial, len(ds))
+	for i, d := range ds {
+		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: httpapi.Seconds(d.RetryAfter)}
+	}
+	return out
+}
+
+// Feed returns the feed of the dashboard's snapshots; nil when the admin
+// API is off.
+func (a *adminBackend) Feed() *admin.Feed {
+	if a.live == nil {
+		return nil
+	}
+	return a.live.feed
+}
+
+// Audit returns the audit trail's entries with Seq above after and Time
+// not before since, oldest first, at most limit.
+func (a *adminBackend) Audit(after uint64, since time.Time, limit int) notify.Page {
+	return a.notes.Audit(after, since, limit)
 }
 
 func (st *state) list(name string) (*guard.List, error) {
@@ -165,43 +242,17 @@ func (st *state) list(name string) (*guard.List, error) {
 	return nil, fmt.Errorf("list %q (want allow or deny): %w", name, admin.ErrNotFound)
 }
 
-// List returns the entries of the allow or deny list: networks, then
-// "key:" entries.
-func (s *Service) List(name string) ([]string, error) {
-	l, err := s.state.Load().list(name)
-	if err != nil {
-		return nil, err
-	}
-	out := []string{}
-	for _, e := range l.Entries() {
-		out = append(out, e.String())
-	}
-	return out, nil
-}
-
-// Edit adds entry to the allow or deny list, or removes it. Edits apply
-// at once and are replayed onto the lists of every configuration a
-// reload builds, until the process restarts: put lasting entries in the
-// file. At most maxEdits entries are kept edited.
-func (s *Service) Edit(name, entry string, add bool) error {
-	s.reload.Lock() // a reload meanwhile would build lists without it
-	defer s.reload.Unlock()
-	st := s.state.Load()
-	if _, err := st.list(name); err != nil {
-		return err
-	}
-	en, err := guard.ParseEntry(entry)
+// apply makes edit e to the state's list.
+func (st *state) apply(e listEdit) error {
+	l, err := st.list(e.list)
 	if err != nil {
 		return err
 	}
-	e := listEdit{list: name, entry: en, add: add}
-	if err := s.edits.room(e); err != nil {
-		return err
+	if e.add {
+		l.Add(e.entry)
+	} else {
+		l.Remove(e.entry)
 	}
-	if err := st.apply(e); err != nil {
-		return err
-	}
-	s.edits.record(e)
 	return nil
 }
 
@@ -212,7 +263,7 @@ const maxEdits = 10_000
 type listEdit struct {
 	list  string
 	entry guard.Entry
-	add   bool
+	add   bool // else a removal
 }
 
 // listEdits are the edits made through the admin API, latest last, one
@@ -234,33 +285,3 @@ func (es *listEdits) record(e listEdit) {
 
 // same reports whether o edits the entry e edits.
 func (e listEdit) same(o listEdit) bool { return o.list == e.list && o.entry == e.entry }
-
-// apply makes edit e to the state's list.
-func (st *state) apply(e listEdit) error {
-	l, err := st.list(e.list)
-	if err != nil {
-		return err
-	}
-	if e.add {
-		l.Add(e.entry)
-	} else {
-		l.Remove(e.entry)
-	}
-	return nil
-}
-
-// Denials lists the latest denials of the rules, newest first.
-func (s *Service) Denials() []admin.Denial {
-	ds := s.denials.list()
-	out := make([]admin.Denial, len(ds))
-	for i, d := range ds {
-		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: httpapi.Seconds(d.RetryAfter)}
-	}
-	return out
-}
-
-// Audit returns the audit trail's entries with Seq above after and Time
-// not before since, oldest first, at most limit (see notify.Trail.Page).
-func (s *Service) Audit(after uint64, since time.Time, limit int) notify.Page {
-	return s.notes.Audit(after, since, limit)
-}

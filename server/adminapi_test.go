@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func TestAdminAuth(t *testing.T) {
 			t.Errorf("%s: 401 body %q, WWW-Authenticate %q; want %q and a challenge", tt.name, w.Body, w.Header().Get("WWW-Authenticate"), unauthorized)
 		}
 	}
-	if lists, _ := s.List("deny"); strings.Contains(strings.Join(lists, ","), "10.0.0.1") {
+	if lists, _ := s.admin.List("deny"); slices.Contains(lists, banEntry("10.0.0.1")) {
 		t.Error("an unauthorized request edited the deny list")
 	}
 

@@ -178,7 +178,7 @@ store: {type: memory, memory: {max_bytes: 8388608}}
 			}
 		}
 	}
-	bans, err := s.Bans(t.Context())
+	bans, err := s.admin.Bans(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

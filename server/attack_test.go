@@ -50,7 +50,7 @@ func newServiceWith(t testing.TB, text string, o Options) *Service {
 func TestAttackKeyFloodKeepsBans(t *testing.T) {
 	s, _ := newService(t, serviceConfig+"store: {type: memory, memory: {max_bytes: 1048576}}\n")
 	ctx := t.Context()
-	if _, err := s.Ban(ctx, ManualJail, "203.0.113.66", time.Hour, "admin"); err != nil {
+	if _, err := s.admin.Ban(ctx, ManualJail, banEntry("203.0.113.66"), time.Hour, "admin"); err != nil {
 		t.Fatal(err)
 	}
 	const jailed = "203.0.113.67"
@@ -111,7 +111,7 @@ func TestAttackFullStore(t *testing.T) {
 			estimated++
 		}
 	}
-	bans, err := s.Bans(t.Context())
+	bans, err := s.admin.Bans(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestAttackIPv6Rotation(t *testing.T) {
 	if w := auth(t, h, "?rule=api", "2001:db8:5:6:ffff::1"); w.Code != http.StatusForbidden {
 		t.Errorf("a new address of the jailed /64 = %d, want 403", w.Code)
 	}
-	bans, _ := s.Bans(t.Context())
+	bans, _ := s.admin.Bans(t.Context())
 	if len(bans) != 1 || bans[0].Key != "2001:db8:5:6::/64" {
 		t.Errorf("bans = %+v, want one of 2001:db8:5:6::/64", bans)
 	}
@@ -560,7 +560,7 @@ func banSteering(t *testing.T, order string) {
 			t.Fatalf("offender %s (at %s) = %d, want 403 banned", a, probe, w.Code)
 		}
 	}
-	bans, err := s.Bans(t.Context())
+	bans, err := s.admin.Bans(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,10 +178,10 @@ func TestDashboardBrowser(t *testing.T) {
 	api, adm := httptest.NewServer(s.Handler()), httptest.NewServer(s.AdminHandler())
 	t.Cleanup(api.Close)
 	t.Cleanup(adm.Close)
-	t.Cleanup(s.Feed().Close) // ends the page's stream, which adm.Close would wait for
+	t.Cleanup(s.admin.Feed().Close) // ends the page's stream, which adm.Close would wait for
 	// A key that is markup must show as text.
 	const evil = `<img src=x id=pwned onerror="document.title='pwned'">`
-	if _, err := s.Ban(t.Context(), ManualJail, "key:"+evil, time.Hour, "markup"); err != nil {
+	if _, err := s.admin.Ban(t.Context(), ManualJail, banEntry("key:"+evil), time.Hour, "markup"); err != nil {
 		t.Fatal(err)
 	}
 	// A ban merged at capacity, as a registry at capacity makes it (or a

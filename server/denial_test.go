@@ -24,7 +24,7 @@ import (
 // structured-field parser (httpsfv) reads as lists.
 func TestOneDenialFormat(t *testing.T) {
 	s, _ := newService(t, serviceConfig)
-	if _, err := s.Ban(t.Context(), ManualJail, "203.0.113.66", time.Hour, "admin"); err != nil {
+	if _, err := s.admin.Ban(t.Context(), ManualJail, banEntry("203.0.113.66"), time.Hour, "admin"); err != nil {
 		t.Fatal(err)
 	}
 	mw := middlewares(t)

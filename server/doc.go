@@ -37,7 +37,19 @@
 //	               bans, store failures, breakers, HTTP requests)
 //
 // and, on its own listener when the configuration sets an admin token,
-// the admin API and dashboard (package server/admin) at /admin/.
+// the admin API and dashboard (package server/admin) at /admin/, over
+// what [Service.Admin] returns.
+//
+// # What a Service is made of
+//
+// A Service is the composition root: it opens the stores, builds each
+// configuration, swaps it in on reload, routes the requests and closes
+// it all. What it builds is held by parts that receive what they need:
+// the engine, the guard and the APIs of the configuration in force; the
+// admin API's view of them (the rules, bans, lists and denials); the
+// dashboard's live series; and the ban notifications (package
+// server/bannotify: the audit trail, the webhooks and commands, and the
+// watch for lapsed bans).
 //
 // # Logs
 //

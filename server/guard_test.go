@@ -140,7 +140,7 @@ func TestGuardOnEveryAPI(t *testing.T) {
 			if ban := got[4]; ban.guard != "banned" || ban.wait < 10*time.Minute || ban.wait > 11*time.Minute+time.Second {
 				t.Errorf("banned check = %+v, want the ban's 10m (+10%% jitter) to wait", ban)
 			}
-			bans, err := s.Bans(t.Context())
+			bans, err := s.admin.Bans(t.Context())
 			if err != nil || len(bans) != 1 || bans[0].Jail != "abuse" || bans[0].Key != ip {
 				t.Fatalf("Bans() = %+v, %v; want one ban of %s in abuse", bans, err, ip)
 			}
@@ -274,7 +274,7 @@ func TestGuardSameEverywhere(t *testing.T) {
 	s, _ := newService(t, sameConfig)
 	ctx := t.Context()
 	for _, b := range []struct{ jail, key string }{{ManualJail, "203.0.113.0/24"}, {"abuse", "198.18.0.5"}, {"abuse", "mallory-key"}} {
-		if _, err := s.Ban(ctx, b.jail, b.key, time.Hour, "test"); err != nil {
+		if _, err := s.admin.Ban(ctx, b.jail, banEntry(b.key), time.Hour, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/guard"
 )
 
 // t0 starts every test clock: a real date, well clear of Unix 0.
@@ -40,4 +42,13 @@ func do(t *testing.T, h http.Handler, method, path, body string) *httptest.Respo
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
+}
+
+// banEntry reads key as the admin API reads the key of a ban: an
+// address, a network or "key:NAME", else a bare key.
+func banEntry(key string) guard.Entry {
+	if e, err := guard.ParseEntry(key); err == nil {
+		return e
+	}
+	return guard.KeyEntry(key)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net/netip"
 	"sync"
@@ -35,11 +36,18 @@ const (
 // second of each rule (read from its Prometheus counters, never counted
 // twice) over the last liveSeconds, and the keys each rule denied most
 // over the last minute (counted by the rule's meter, in a
-// topkeys.Window). The Service samples it every liveTick, and only while
-// a dashboard streams builds a Snapshot, once for all of them.
+// topkeys.Window). It samples them every liveTick, from start to close,
+// and only while a dashboard streams builds a Snapshot, once for all of
+// them, with the bans and the state of the top keys.
 type live struct {
-	feed *admin.Feed
-	m    *metrics
+	feed    *admin.Feed
+	m       *metrics
+	state   func() *state                             // the configuration in force
+	bans    func(context.Context) ([]wire.Ban, error) // the bans in force
+	clock   func() time.Time
+	log     *slog.Logger
+	stop    context.CancelFunc // stops sampling
+	stopped chan struct{}      // closed when sampling stopped
 
 	mu      sync.Mutex
 	last    time.Time                  // of the latest sample
@@ -61,8 +69,11 @@ type liveRule struct {
 	top     *topkeys.Window
 }
 
-func newLive(m *metrics, now time.Time) *live {
-	return &live{feed: admin.NewFeed(), m: m, last: now, windows: map[string]*topkeys.Window{}}
+// newLive returns the dashboard's series of the scopes of the metrics m,
+// none yet, to sample from start.
+func newLive(m *metrics, state func() *state, bans func(context.Context) ([]wire.Ban, error), clock func() time.Time, log *slog.Logger) *live {
+	return &live{feed: admin.NewFeed(), m: m, state: state, bans: bans, clock: clock, log: log,
+		last: clock(), windows: map[string]*topkeys.Window{}}
 }
 
 // window returns the top keys of scope, made on first use.
@@ -205,50 +216,65 @@ func (l *live) health(r *liveRule) string {
 	return "ok"
 }
 
-// runLive samples the dashboard's series every liveTick, and pushes a
-// snapshot while a dashboard streams, until ctx ends.
-func (s *Service) runLive(ctx context.Context) {
-	t := time.NewTicker(liveTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.tickLive(ctx, s.now())
+// start samples the series of the configuration in force every
+// liveTick, and pushes a snapshot while a dashboard streams, until close.
+func (l *live) start() {
+	l.use(l.state())
+	ctx, stop := context.WithCancel(context.Background())
+	l.stop, l.stopped = stop, make(chan struct{})
+	go func() {
+		defer close(l.stopped)
+		t := time.NewTicker(liveTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				l.tick(ctx, l.clock())
+			}
 		}
-	}
+	}()
 }
 
-// tickLive takes the sample of now and, while a dashboard streams,
+// close stops sampling, and ends the dashboards' streams.
+func (l *live) close() {
+	if l.stop != nil {
+		l.stop()
+		<-l.stopped
+	}
+	l.feed.Close()
+}
+
+// tick takes the sample of now and, while a dashboard streams,
 // publishes the snapshot of now.
-func (s *Service) tickLive(ctx context.Context, now time.Time) {
-	s.live.sample(now)
-	if !s.live.feed.Watched() {
+func (l *live) tick(ctx context.Context, now time.Time) {
+	l.sample(now)
+	if !l.feed.Watched() {
 		return
 	}
-	snap := s.live.snapshot(now)
+	snap := l.snapshot(now)
 	ctx, cancel := context.WithTimeout(ctx, liveCalls)
 	defer cancel()
-	bans, err := s.Bans(ctx)
+	bans, err := l.bans(ctx)
 	if err != nil {
 		snap.BansError = "the store failed; bans cannot be listed now"
 	}
 	snap.BansTotal = len(bans)
 	snap.Bans = bans[:min(len(bans), admin.MaxSnapshotBans)]
-	s.keyStates(ctx, snap, bans)
-	if err := s.live.feed.Publish(snap); err != nil {
-		s.log.Warn("dashboard snapshot", "err", err)
+	l.keyStates(ctx, snap, bans)
+	if err := l.feed.Publish(snap); err != nil {
+		l.log.Warn("dashboard snapshot", "err", err)
 	}
 }
 
 // keyStates fills in the state of each top key: banned, else what a
 // peek of its named rule says (a domain's keys stay unknown).
-func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.Ban) {
-	cfg := s.Config()
+func (l *live) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.Ban) {
+	st := l.state()
 	for i := range snap.Rules {
 		r := &snap.Rules[i]
-		_, named := cfg.Rule(r.Name)
+		_, named := st.cfg.Rule(r.Name)
 		for j := range r.Top {
 			t := &r.Top[j]
 			if b := banOf(bans, t.Key); b != nil {
@@ -258,7 +284,7 @@ func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wi
 			if !named || ctx.Err() != nil {
 				continue
 			}
-			if d, err := s.peekRule(ctx, r.Name, t.Key); err == nil {
+			if d, err := peekRule(ctx, st.engine, r.Name, t.Key); err == nil {
 				t.State = "allowed"
 				if !d.Allowed {
 					t.State, t.RetryAfter = "denied", httpapi.Seconds(d.RetryAfter)
@@ -270,8 +296,8 @@ func (s *Service) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wi
 
 // peekRule returns the decision of the named rule on a take of key,
 // taking nothing: for a shadow rule, what it would decide.
-func (s *Service) peekRule(ctx context.Context, rule, key string) (sluice.Decision, error) {
-	res, err := s.Engine().Check(ctx, rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}, Op: sluice.OpPeek})
+func peekRule(ctx context.Context, e *rules.Engine, rule, key string) (sluice.Decision, error) {
+	res, err := e.Check(ctx, rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}, Op: sluice.OpPeek})
 	if err != nil || len(res.Statuses) == 0 {
 		return sluice.Decision{Allowed: true}, err
 	}
@@ -293,13 +319,4 @@ func banOf(bans []wire.Ban, key string) *wire.Ban {
 		}
 	}
 	return nil
-}
-
-// Feed returns the feed of the dashboard's snapshots; nil when the admin
-// API is off.
-func (s *Service) Feed() *admin.Feed {
-	if s.live == nil {
-		return nil
-	}
-	return s.live.feed
 }

@@ -126,12 +126,12 @@ func benchmarkLiveTick(b *testing.B, dashboards int) {
 			_, _ = e.Check(ctx, rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(fmt.Sprintf("203.0.113.%d", i%20))}, Op: sluice.OpTake})
 		}
 		if i < 100 {
-			_, _ = s.Ban(ctx, ManualJail, fmt.Sprintf("198.18.0.%d", i), time.Hour, "bench")
+			_, _ = s.admin.Ban(ctx, ManualJail, banEntry(fmt.Sprintf("198.18.0.%d", i)), time.Hour, "bench")
 		}
 	}
 	srv := httptest.NewServer(s.AdminHandler())
 	b.Cleanup(srv.Close)
-	b.Cleanup(s.Feed().Close)
+	b.Cleanup(s.admin.Feed().Close)
 	for range dashboards {
 		req, _ := http.NewRequest("GET", srv.URL+"/admin/api/events", nil)
 		req.Header.Set("Authorization", "Bearer "+adminToken)
@@ -149,7 +149,7 @@ func benchmarkLiveTick(b *testing.B, dashboards int) {
 	cpu := cputime.Self()
 	for b.Loop() {
 		clk.Advance(time.Second)
-		s.tickLive(ctx, clk.Now())
+		s.live.tick(ctx, clk.Now())
 	}
 	b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
 }

@@ -50,11 +50,11 @@ func snapshotAt(t *testing.T, s *Service, now time.Time) *admin.Snapshot {
 	t.Helper()
 	s.live.sample(now)
 	snap := s.live.snapshot(now)
-	bans, err := s.Bans(t.Context())
+	bans, err := s.admin.Bans(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.keyStates(t.Context(), snap, bans)
+	s.live.keyStates(t.Context(), snap, bans)
 	return snap
 }
 
@@ -240,7 +240,7 @@ func TestLiveStream(t *testing.T) {
 	}
 	// Closing the feed, as sluice serve does on shutdown, ends the
 	// streams, which a server's Shutdown would otherwise wait for.
-	s.Feed().Close()
+	s.admin.Feed().Close()
 	for i, r := range streams {
 		if _, err := nextSnapshot(r); err == nil {
 			for err == nil {

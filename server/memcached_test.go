@@ -35,7 +35,7 @@ func TestMemcachedFleetBans(t *testing.T) {
 	}
 	fleet := []*Service{start(), start()}
 	const ip = "203.0.113.9"
-	if _, err := fleet[0].Ban(t.Context(), ManualJail, ip, time.Hour, "test"); err != nil {
+	if _, err := fleet[0].admin.Ban(t.Context(), ManualJail, banEntry(ip), time.Hour, "test"); err != nil {
 		t.Fatal(err)
 	}
 	within := func(want int, h http.Handler) int { // the registry polls every second
@@ -55,19 +55,19 @@ func TestMemcachedFleetBans(t *testing.T) {
 		if code := within(http.StatusForbidden, s.Handler()); code != http.StatusForbidden {
 			t.Errorf("server %d: banned address = %d, want 403", i, code)
 		}
-		bans, err := s.Bans(t.Context())
+		bans, err := s.admin.Bans(t.Context())
 		if err != nil || len(bans) != 1 || bans[0].Key != ip || bans[0].Reason != "test" {
 			t.Errorf("server %d: Bans() = %+v, %v; want the ban made on server 0", i, bans, err)
 		}
 	}
-	if err := fleet[1].Lift(t.Context(), ManualJail, ip); err != nil {
+	if err := fleet[1].admin.Lift(t.Context(), ManualJail, banEntry(ip)); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range fleet {
 		if code := within(http.StatusOK, s.Handler()); code != http.StatusOK {
 			t.Errorf("server %d: lifted address = %d, want 200", i, code)
 		}
-		if bans, _ := s.Bans(t.Context()); len(bans) != 0 {
+		if bans, _ := s.admin.Bans(t.Context()); len(bans) != 0 {
 			t.Errorf("server %d: Bans() after lift = %+v, want none", i, bans)
 		}
 	}

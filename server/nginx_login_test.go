@@ -179,7 +179,7 @@ func TestNginxLoginAttack(t *testing.T) {
 	if slowed.Load() == 0 {
 		t.Error("no attempt was slowed down by its delay")
 	}
-	bans, err := s.Bans(t.Context())
+	bans, err := s.admin.Bans(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestRedisTLSAndACL(t *testing.T) {
 			t.Errorf("check %d over TLS = %d, want %d", i, code, want)
 		}
 	}
-	if _, err := s.Ban(t.Context(), ManualJail, "198.51.100.1", time.Hour, "test"); err != nil {
+	if _, err := s.admin.Ban(t.Context(), ManualJail, banEntry("198.51.100.1"), time.Hour, "test"); err != nil {
 		t.Fatalf("Ban over TLS: %v", err)
 	}
 	keys, err := testserver.RedisDoAll(r.Addr, []string{"SELECT", "3"}, []string{"KEYS", "*"})

@@ -87,8 +87,7 @@ type Service struct {
 	tel     *telemetry
 	notes   *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
 	live    *live               // the dashboard's rates and top keys; nil when the admin API is off
-	stop    context.CancelFunc  // stops sampling them
-	stopped chan struct{}       // closed when sampling stopped
+	admin   *adminBackend       // what the admin API manages
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -130,8 +129,10 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
 	s.notes = bannotify.New(bannotify.Config{Registry: st.registry, Registerer: s.m.reg, Logger: s.log, Clock: s.now})
+	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
 	if c.Admin.Enabled() {
-		s.live = newLive(s.m, s.now())
+		s.live = newLive(s.m, s.state.Load, s.admin.Bans, s.now, s.log)
+		s.admin.live = s.live
 	}
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
 		return nil, errors.Join(err, st.close())
@@ -144,7 +145,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.state.Store(next)
 	s.notes.Use(next.sinks)
 	s.m.watchIPv6(func() httplimit.AdaptiveStats { return s.state.Load().auth.IPv6Stats() })
-	s.startLive(next)
+	if s.live != nil {
+		s.live.start()
+	}
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
 		return nil, errors.Join(err, s.Close())
@@ -257,7 +260,7 @@ func (s *Service) buildAPIs(n *state, c *config.Config) error {
 		return err
 	}
 	if c.Admin.Enabled() {
-		n.admin, err = admin.Handler(s, c.Admin.Token)
+		n.admin, err = admin.Handler(s.admin, c.Admin.Token)
 	}
 	return err
 }
@@ -389,19 +392,12 @@ func (s *Service) swap(c *config.Config) error {
 	return nil
 }
 
-// startLive samples the dashboard's series of st every second, when the
-// admin API is on, until Close.
-func (s *Service) startLive(st *state) {
-	if s.live == nil {
-		return
+// now returns the time of the service's clock (Options.Clock).
+func (s *Service) now() time.Time {
+	if s.opts.Clock != nil {
+		return s.opts.Clock()
 	}
-	s.live.use(st)
-	ctx, stop := context.WithCancel(context.Background())
-	s.stop, s.stopped = stop, make(chan struct{})
-	go func() {
-		defer close(s.stopped)
-		s.runLive(ctx)
-	}()
+	return time.Now()
 }
 
 // healthz answers 200 while the process serves.
@@ -441,10 +437,8 @@ func probe(w http.ResponseWriter, r *http.Request) bool {
 // (for up to 5 s), then closes the store. Requests still being served may
 // fail.
 func (s *Service) Close() error {
-	if s.stop != nil {
-		s.stop()
-		<-s.stopped
-		s.live.feed.Close()
+	if s.live != nil {
+		s.live.close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // flush what telemetry holds
 	defer cancel()

@@ -203,7 +203,7 @@ func TestForwardAuthGuard(t *testing.T) {
 	if w.Code != http.StatusForbidden || w.Header().Get("Retry-After") == "" {
 		t.Errorf("banned under api = %d (Retry-After %q), want 403 with Retry-After", w.Code, w.Header().Get("Retry-After"))
 	}
-	bans, err := s.Bans(context.Background())
+	bans, err := s.admin.Bans(context.Background())
 	if err != nil || len(bans) != 1 || bans[0].Jail != "abuse" || bans[0].Key != ip {
 		t.Fatalf("Bans() = %+v, %v, want one ban of %s in abuse", bans, err, ip)
 	}

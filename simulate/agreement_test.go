@@ -128,7 +128,7 @@ func TestAgreesWithServe(t *testing.T) {
 	for _, rs := range rp.routes {
 		bans += rs.Bans
 	}
-	bansServed, err := svc.Bans(context.Background())
+	bansServed, err := svc.Admin().Bans(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,7 @@ func (ls *listeners) start(ctx context.Context, f serveFlags, cfg *config.Config
 		}
 		// The dashboards' streams never end on their own: end them on
 		// shutdown, which would otherwise wait for them.
-		ls.https[len(ls.https)-1].RegisterOnShutdown(svc.Feed().Close)
+		ls.https[len(ls.https)-1].RegisterOnShutdown(svc.Admin().Feed().Close)
 	}
 	return nil
 }

@@ -61,6 +61,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/guard/notify"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/wire"
@@ -79,14 +80,17 @@ type Backend interface {
 	Peek(ctx context.Context, rule, key string) (Decision, error)
 	// Bans lists the bans in force.
 	Bans(ctx context.Context) ([]wire.Ban, error)
-	// Ban bans key in jail for d (zero: the jail's own length).
-	Ban(ctx context.Context, jail, key string, d time.Duration, reason string) (wire.Ban, error)
-	// Lift ends the ban of key in jail.
-	Lift(ctx context.Context, jail, key string) error
+	// Ban bans the network or key e in jail for d (zero: the jail's own
+	// length).
+	Ban(ctx context.Context, jail string, e guard.Entry, d time.Duration, reason string) (wire.Ban, error)
+	// Lift ends the ban of e in jail.
+	Lift(ctx context.Context, jail string, e guard.Entry) error
 	// List returns the entries of the list named "allow" or "deny".
-	List(name string) ([]string, error)
-	// Edit adds an entry to a list, or removes it.
-	Edit(name, entry string, add bool) error
+	List(name string) ([]guard.Entry, error)
+	// Add adds entry e to the list named "allow" or "deny".
+	Add(name string, e guard.Entry) error
+	// Remove removes entry e from the list named "allow" or "deny".
+	Remove(name string, e guard.Entry) error
 	// Denials lists the latest denials, newest first.
 	Denials() []Denial
 	// Feed returns the feed of the dashboard's snapshots; nil: none, and
@@ -283,7 +287,7 @@ func (h *handler) ban(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "jail and key are required")
 		return
 	}
-	b, err := h.b.Ban(r.Context(), req.Jail, req.Key, d, req.Reason)
+	b, err := h.b.Ban(r.Context(), req.Jail, banEntry(req.Key), d, req.Reason)
 	if err != nil {
 		writeFailure(w, err)
 		return
@@ -297,7 +301,7 @@ func (h *handler) lift(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "jail and key query parameters are required")
 		return
 	}
-	if err := h.b.Lift(r.Context(), jail, key); err != nil {
+	if err := h.b.Lift(r.Context(), jail, banEntry(key)); err != nil {
 		writeFailure(w, err)
 		return
 	}
@@ -310,7 +314,11 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeFailure(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]string{"entries": entries})
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.String()
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"entries": out})
 }
 
 func (h *handler) edit(w http.ResponseWriter, r *http.Request) {
@@ -328,11 +336,30 @@ func (h *handler) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "entry is required")
 		return
 	}
-	if err := h.b.Edit(r.PathValue("list"), entry, r.Method == http.MethodPost); err != nil {
+	e, err := guard.ParseEntry(entry)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	edit := h.b.Add
+	if r.Method == http.MethodDelete {
+		edit = h.b.Remove
+	}
+	if err := edit(r.PathValue("list"), e); err != nil {
 		writeFailure(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// banEntry reads the key of a ban as the admin API takes it: as the
+// lists write their entries (guard.ParseEntry), where a bare name is a
+// key too.
+func banEntry(key string) guard.Entry {
+	if e, err := guard.ParseEntry(key); err == nil {
+		return e
+	}
+	return guard.KeyEntry(key)
 }
 
 // decode reads one JSON object of at most maxBody bytes into v, refusing
