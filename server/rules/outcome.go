@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -214,8 +215,8 @@ func (e *Engine) Report(ctx context.Context, o OutcomeRequest, outcome string) (
 	}
 	st := res.Statuses[0]
 	if failed && st.Guard == guard.Pass && e.guard != nil && e.guard.Counts(ru.Name) {
-		q := query{r: req}
-		if _, err := e.guard.Strike(ctx, ru.Name, q.actor(0), st.Decision); err != nil {
+		a, _ := req.Descriptors[0].actor(netip.Addr{})
+		if _, err := e.guard.Strike(ctx, ru.Name, a, st.Decision); err != nil {
 			e.log.WarnContext(ctx, "jail not told of a failure", "rule", ru.Name, "err", err)
 		}
 	}
