@@ -154,12 +154,23 @@ func (e *Engine) Reserve(ctx context.Context, o OutcomeRequest) (OutcomeResult, 
 	return out, nil
 }
 
-// Settle commits (refund false) or refunds the reservation o names, once:
-// a retry reports Duplicate and changes nothing. A refund gives o.Cost
-// back as a reward (the oldest units still counted, never more than were
-// spent). The error wraps ErrNoReservation when the reservation is
-// unknown or expired.
-func (e *Engine) Settle(ctx context.Context, o OutcomeRequest, refund bool) (OutcomeResult, error) {
+// Commit commits the reservation o names, once: a retry reports
+// Duplicate and changes nothing. What was taken stays counted. The error
+// wraps ErrNoReservation when the reservation is unknown or expired.
+func (e *Engine) Commit(ctx context.Context, o OutcomeRequest) (OutcomeResult, error) {
+	return e.settle(ctx, o, sluice.OpPeek)
+}
+
+// Refund refunds the reservation o names, once, as Commit commits it: it
+// gives o.Cost back as a reward (the oldest units still counted, never
+// more than were spent).
+func (e *Engine) Refund(ctx context.Context, o OutcomeRequest) (OutcomeResult, error) {
+	return e.settle(ctx, o, sluice.OpInsert)
+}
+
+// settle ends the reservation o names, once: with op OpPeek (commit:
+// nothing changes) or OpInsert (refund: o.Cost given back).
+func (e *Engine) settle(ctx context.Context, o OutcomeRequest, op sluice.Op) (OutcomeResult, error) {
 	ru, err := e.outcomeRule(&o)
 	if err != nil {
 		return OutcomeResult{}, err
@@ -176,9 +187,11 @@ func (e *Engine) Settle(ctx context.Context, o OutcomeRequest, refund bool) (Out
 	if err != nil {
 		return OutcomeResult{}, err
 	}
-	op, cost := sluice.OpPeek, 1
-	if first && refund {
-		op, cost = sluice.OpInsert, -o.Cost
+	cost := 1
+	if !first {
+		op = sluice.OpPeek
+	} else if op == sluice.OpInsert {
+		cost = -o.Cost
 	}
 	res, err := e.Check(ctx, Request{Domain: o.Rule, Descriptors: []Descriptor{Key(o.Key)}, Cost: cost, Op: op})
 	if err != nil {
