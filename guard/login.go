@@ -257,6 +257,9 @@ type Attempt struct {
 	// attempt (answer as for a wrong password: it does not lapse), or the
 	// Allow list let it skip the limits.
 	Listed bool
+	// Guard is what the guard decided of the attempt (see
+	// LoginConfig.Guard): Pass when the login's own rules did.
+	Guard Action
 	// Reason says which rule decided, for logs; never show it to the
 	// client.
 	Reason string
@@ -327,6 +330,7 @@ func (l *Login) ipKey(ip netip.Addr) string {
 // screen asks the guard about a, and reports whether it decided it.
 func (l *Login) screen(a *Attempt) bool {
 	v := l.guard.Check(UserActor(a.try.IP, a.try.Username))
+	a.Guard = v.Action
 	switch v.Action {
 	case Exempt:
 		a.Allowed, a.Listed, a.Reason = true, true, "address on the allow list"

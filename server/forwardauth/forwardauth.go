@@ -206,7 +206,7 @@ func (h *Handler) answer(w http.ResponseWriter, res rules.Result, denyStatus int
 	st := res.Statuses[0]
 	switch st.Guard {
 	case guard.Exempt:
-		w.Header().Set("X-Sluice-Exempt", "allow-list")
+		w.Header().Set(ExemptHeader, st.Guard.String())
 		w.WriteHeader(http.StatusOK)
 		return
 	case guard.Refuse, guard.Banned:

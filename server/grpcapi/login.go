@@ -39,6 +39,9 @@ func (s *Service) LoginBegin(ctx context.Context, req *sluicepb.LoginRequest) (*
 	}
 	out := &sluicepb.LoginResponse{Allowed: a.Allowed, Delay: durationpb.New(a.Delay), RetryAfter: durationpb.New(a.RetryAfter),
 		Captcha: a.Captcha, KnownGood: a.KnownGood, Reason: a.Reason}
+	if a.Guard != guard.Pass {
+		out.Guard = a.Guard.String()
+	}
 	if a.Allowed {
 		out.Ticket = a.Ticket().String()
 	}

@@ -53,6 +53,9 @@ func (h *Handler) loginBegin(w http.ResponseWriter, r *http.Request) *apiError {
 func NewLoginResponse(a *guard.Attempt) wire.LoginResponse {
 	resp := wire.LoginResponse{Allowed: a.Allowed, Delay: Seconds(a.Delay), RetryAfter: Seconds(a.RetryAfter),
 		Captcha: a.Captcha, KnownGood: a.KnownGood, Reason: a.Reason}
+	if a.Guard != guard.Pass {
+		resp.Guard = a.Guard.String()
+	}
 	if a.Allowed {
 		resp.Ticket = a.Ticket().String()
 	}
