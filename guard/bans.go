@@ -186,10 +186,10 @@ func parseNet(s string) (netip.Prefix, bool) {
 	}
 	if strings.IndexByte(s, '/') < 0 {
 		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
+		if err != nil {
 			return netip.Prefix{}, false
 		}
-		a = a.Unmap()
+		a = a.WithZone("").Unmap() // a zone names a link, not another host
 		return netip.PrefixFrom(a, a.BitLen()), true
 	}
 	p, err := netip.ParsePrefix(s)
