@@ -186,10 +186,10 @@ func parseNet(s string) (netip.Prefix, bool) {
 	}
 	if strings.IndexByte(s, '/') < 0 {
 		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
+		if err != nil {
 			return netip.Prefix{}, false
 		}
-		a = a.Unmap()
+		a = a.WithZone("").Unmap() // a zone names a link, not another host
 		return netip.PrefixFrom(a, a.BitLen()), true
 	}
 	p, err := netip.ParsePrefix(s)
@@ -484,10 +484,14 @@ func sortBans(bans []Ban) {
 // a network is covered by the bans of every network that contains it;
 // another key only by its own bans.
 func (s *BanSet) Match(jail, key string, now time.Time) (Ban, bool) {
+	return s.matchKey(jail, parseBanKey(key), now)
+}
+
+// matchKey is Match of a key already parsed.
+func (s *BanSet) matchKey(jail string, k banKey, now time.Time) (Ban, bool) {
 	if s.count.Load() == 0 {
 		return Ban{}, false
 	}
-	k := parseBanKey(key)
 	if k.net.IsValid() {
 		return s.matchNet(jail, k.net, now)
 	}
@@ -513,7 +517,7 @@ func (s *BanSet) matchActor(a Actor, now time.Time) (Ban, bool) {
 	var best Ban
 	found := false
 	if a.Key != "" {
-		best, found = s.Match("", a.Key, now)
+		best, found = s.matchKey("", a.banKey(), now)
 	}
 	if b, ok := s.MatchAddr("", a.Addr, now); ok && (!found || b.Until.After(best.Until)) {
 		best, found = b, true

@@ -16,6 +16,13 @@ import (
 const DefaultIPv6Prefix = 64
 
 // An Actor is who a request is from, as a Guard judges it.
+//
+// Type an actor once, where its request arrives, with NewActor (or
+// UserActor, for a login): the guard, its bans and its jails then read
+// what its key is (an address, a network, or an opaque key) from it,
+// instead of each parsing the key again. An Actor written as a literal
+// works too, at the cost of a parse of its key by each call that needs
+// it; an actor's Key must not change once typed.
 type Actor struct {
 	// Addr is the client's address, when known: the allow and deny
 	// lists' networks and the bans of networks are matched against it.
@@ -26,6 +33,40 @@ type Actor struct {
 	// are matched against it, and the bans of networks too when it is an
 	// address or a network.
 	Key string
+
+	typed bool   // bk holds Key as bans key it
+	user  bool   // Key is a login's username
+	bk    banKey // Key's network (when an address or a network), or its ban key
+}
+
+// NewActor returns the actor whose key is key, typed once: from a client
+// at addr, or, when addr is not valid and key is an address, at key.
+func NewActor(addr netip.Addr, key string) Actor {
+	a := Actor{Addr: addr.Unmap().WithZone(""), Key: key, typed: true, bk: parseBanKey(key)}
+	if !a.Addr.IsValid() && a.bk.net.IsValid() && a.bk.net.IsSingleIP() {
+		a.Addr = a.bk.net.Addr()
+	}
+	return a
+}
+
+// UserActor returns the actor of a login: the client at addr, trying to
+// sign in as username (any bytes), whose key is the username as a Login
+// counts it (trimmed, lower case). The deny list's keys and the bans of
+// keys judge a username as any key; the allow list's keys never exempt
+// one, for an account exempt from a login's limits would be open to a
+// botnet.
+func UserActor(addr netip.Addr, username string) Actor {
+	a := NewActor(addr, normalizeUser(username))
+	a.user = true
+	return a
+}
+
+// banKey returns a's key as the bans key it.
+func (a Actor) banKey() banKey {
+	if a.typed {
+		return a.bk
+	}
+	return parseBanKey(a.Key)
 }
 
 // Action is what a Guard does with a request.
@@ -154,7 +195,7 @@ func (g *Guard) Check(a Actor) Verdict {
 		return Verdict{Action: Exempt}
 	case a.Addr.IsValid() && g.deny.Contains(a.Addr):
 		return Verdict{Action: Refuse}
-	case a.Key != "" && g.allow.ContainsKey(a.Key):
+	case a.Key != "" && !a.user && g.allow.ContainsKey(a.Key):
 		return Verdict{Action: Exempt}
 	case a.Key != "" && g.deny.ContainsKey(a.Key):
 		return Verdict{Action: Refuse}
@@ -191,7 +232,7 @@ func (g *Guard) JailKey(a Actor) string {
 		return a.Key
 	}
 	addr := a.Addr.Unmap().WithZone("")
-	if p, ok := parseNet(a.Key); ok && p.Contains(addr) {
+	if p := a.banKey().net; p.IsValid() && p.Contains(addr) {
 		return a.Key
 	}
 	if addr.Is6() && g.v6 < 128 {

@@ -247,3 +247,43 @@ func TestMiddleware(t *testing.T) {
 		}
 	}
 }
+
+// TestActorForms: an actor typed by NewActor is judged as the address it
+// names in every textual form a client may give (IPv4-mapped, with a
+// zone, upper case), or as an opaque key when it names none (leading
+// zeros, which netip refuses as ambiguous: such a key counts under its
+// own name, as the limits count it), with the client's address beside it.
+func TestActorForms(t *testing.T) {
+	j, err := guard.NewJail(newStore(t), guard.JailConfig{Name: "manual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ban := range []string{"203.0.113.7", "2001:db8:1::/48", "fe80::/64"} {
+		if _, err := j.Ban(context.Background(), ban, time.Hour, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := guard.NewGuard(guard.GuardConfig{Jails: []*guard.Jail{j}})
+	for _, tt := range []struct {
+		addr, key string
+		want      guard.Action
+	}{
+		{"", "203.0.113.7", guard.Banned},
+		{"", "::ffff:203.0.113.7", guard.Banned},
+		{"", "2001:DB8:1:2::9", guard.Banned},
+		{"", "2001:db8:1:2::/64", guard.Banned},
+		{"", "fe80::1%eth0", guard.Banned},
+		{"", "203.000.113.007", guard.Pass}, // no address: a key of its own
+		{"::ffff:203.0.113.7", "alice", guard.Banned},
+		{"198.51.100.1", "203.0.113.7", guard.Banned},
+		{"198.51.100.1", "alice", guard.Pass},
+	} {
+		addr, _ := netip.ParseAddr(tt.addr)
+		if got := g.Check(guard.NewActor(addr, tt.key)).Action; got != tt.want {
+			t.Errorf("Check(NewActor(%q, %q)) = %v, want %v", tt.addr, tt.key, got, tt.want)
+		}
+		if got := g.Check(guard.Actor{Addr: addr, Key: tt.key}).Action; addr.IsValid() && got != tt.want {
+			t.Errorf("Check(Actor{%q, %q}), untyped = %v, want %v", tt.addr, tt.key, got, tt.want)
+		}
+	}
+}

@@ -63,9 +63,11 @@ func TestMiddlewareKeys(t *testing.T) {
 	}
 }
 
-// TestLoginLists: denied usernames (as typed or hashed) and addresses are
-// refused before any limit, whatever the password; allowed addresses skip
-// the limits and the jail; allowed keys change nothing.
+// TestLoginLists: the lists judge a login as they judge every door, in
+// the guard's one order: allowed addresses skip the limits and the jail,
+// whatever the username; denied usernames (as typed, normalised) and
+// addresses are refused before any limit, whatever the password; allowed
+// keys change nothing for a username.
 func TestLoginLists(t *testing.T) {
 	ctx := context.Background()
 	c := newClock()
@@ -73,8 +75,7 @@ func TestLoginLists(t *testing.T) {
 	var allow, deny guard.List
 	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.now})
 	l := newLogin(t, s, c, guard.LoginConfig{Allow: &allow, Deny: &deny, Jail: j, PerIPUser: sluice.PerHour(3)})
-	fill(t, &deny, "key:root", "198.51.100.0/24")
-	deny.AddKey(l.HashUser("mallory"))
+	fill(t, &deny, "key:root", "key:mallory", "198.51.100.0/24")
 	fill(t, &allow, "192.0.2.0/24", "key:bob") // key:bob is not consulted by Login
 	office := netip.MustParseAddr("192.0.2.10")
 	for _, tt := range []struct {
@@ -86,7 +87,7 @@ func TestLoginLists(t *testing.T) {
 		{ip(1), " ROOT", false, "denied by list"},
 		{ip(1), "Mallory", false, "denied by list"},
 		{netip.MustParseAddr("::ffff:198.51.100.9"), "alice", false, "denied by list"},
-		{office, "root", false, "denied by list"}, // deny wins
+		{office, "root", true, "address on the allow list"}, // the address first, as on every door
 		{office, "alice", true, "address on the allow list"},
 		{ip(1), "alice", true, ""},
 	} {

@@ -53,22 +53,31 @@ type LoginConfig struct {
 	// no cap. Each success costs about KnownGoodAddrs+7 store calls, and
 	// each attempt from a known address one more.
 	KnownGoodAddrs int
-	// Allow lets attempts from its networks skip every limit and the jail
-	// (the office, a monitoring probe): nothing is reserved, and their
-	// failures are not counted. Its keys are not consulted: an account
-	// exempt from the limits would be open to a botnet. Edits take effect
-	// at once. Default none.
+	// Guard judges every attempt first, as it judges every other door of
+	// a service, in its one order (see Guard): the allow and deny lists
+	// by address, then by the username (whose allow-list keys exempt
+	// nothing, see UserActor), then the bans of every jail of the Guard,
+	// of the address, its networks and the username. The Login's own
+	// rules (known-good addresses, its limits, the delay) come after.
+	// Default nil: a Guard of Allow, Deny and Jail.
+	Guard *Guard
+	// Allow, without Guard, lets attempts from its networks skip every
+	// limit and the jail (the office, a monitoring probe): nothing is
+	// reserved, and their failures are not counted. Its keys are not
+	// consulted: an account exempt from the limits would be open to a
+	// botnet. Edits take effect at once. Default none.
 	Allow *List
-	// Deny refuses, before any limit, attempts from its networks and on
-	// the usernames among its keys, whatever the password: a frozen
-	// account, or names no one logs in as from the web. A username key is
-	// written in lower case without surrounding spaces ("key:root"), as
-	// typed names are normalised before the lookup, or as HashUser
-	// returns it. Edits take effect at once. Default none.
+	// Deny, without Guard, refuses, before any limit, attempts from its
+	// networks and on the usernames among its keys, whatever the
+	// password: a frozen account, or names no one logs in as from the
+	// web. A username key is written in lower case without surrounding
+	// spaces ("key:root"), as typed names are normalised before the
+	// lookup. Edits take effect at once. Default none.
 	Deny *List
 	// Jail, if set, is fed each failure by address, so that an address
 	// failing too often is banned, for Login and for whatever else checks
-	// the jail (guard.Middleware). Default none.
+	// the jail (guard.Middleware); without Guard, its bans refuse
+	// attempts. Default none.
 	Jail *Jail
 	// Secret keys the hash of usernames (HMAC-SHA-256), so that no
 	// plaintext username, nor a hash reversible by trying a list of
@@ -121,6 +130,7 @@ type Attack struct {
 // Create Logins with NewLogin. A Login is safe for concurrent use.
 type Login struct {
 	c                             LoginConfig
+	guard                         *Guard
 	perIPUser, perIP, user, world *sluice.Limiter
 	known                         *knownGood
 	told                          *flag
@@ -162,7 +172,14 @@ func (c *LoginConfig) setDefaults() {
 // NewLogin returns a Login keeping its state in store.
 func NewLogin(store sluice.Store, c LoginConfig) (*Login, error) {
 	c.setDefaults()
-	l := &Login{c: c, newHash: sha256.New}
+	l := &Login{c: c, guard: c.Guard, newHash: sha256.New}
+	if l.guard == nil {
+		var jails []*Jail
+		if c.Jail != nil {
+			jails = []*Jail{c.Jail}
+		}
+		l.guard = NewGuard(GuardConfig{Allow: c.Allow, Deny: c.Deny, Jails: jails, IPv6Prefix: c.IPv6Prefix, Clock: c.Clock})
+	}
 	if c.Secret != nil {
 		secret := append([]byte(nil), c.Secret...)
 		l.newHash = func() hash.Hash { return hmac.New(sha256.New, secret) }
@@ -240,6 +257,9 @@ type Attempt struct {
 	// attempt (answer as for a wrong password: it does not lapse), or the
 	// Allow list let it skip the limits.
 	Listed bool
+	// Guard is what the guard decided of the attempt (see
+	// LoginConfig.Guard): Pass when the login's own rules did.
+	Guard Action
 	// Reason says which rule decided, for logs; never show it to the
 	// client.
 	Reason string
@@ -262,12 +282,10 @@ type Attempt struct {
 // not Allowed has reserved nothing. Errors are store failures (wrapping
 // sluice.ErrStore); the Attempt is then nil.
 //
-// The Deny list is checked first (a denied attempt has RetryAfter zero:
-// it does not lapse; answer it as a wrong password), then the Allow list
-// (an allowed address skips the limits and the jail), then the jail.
-// Unlike guard.Guard, which lets the allow list win, Login refuses a
-// denied username even from an allowed address: a username on the deny
-// list is one no one may log in as (root), from anywhere.
+// The Guard judges the attempt first (see LoginConfig.Guard): an address
+// it exempts skips the limits and the jail; a denied one has RetryAfter
+// zero (it does not lapse: answer it as a wrong password); a banned one
+// waits out the ban.
 func (l *Login) Begin(ctx context.Context, try Try) (*Attempt, error) {
 	try.IP = try.IP.Unmap().WithZone("")
 	a := &Attempt{l: l, try: try, user: l.HashUser(try.Username), ip: l.ipKey(try.IP)}
@@ -309,27 +327,19 @@ func (l *Login) ipKey(ip netip.Addr) string {
 	return ip.String()
 }
 
-// screen applies the lists and the jail to a, and reports whether they
-// decided it.
+// screen asks the guard about a, and reports whether it decided it.
 func (l *Login) screen(a *Attempt) bool {
-	ip := a.try.IP
-	if d := l.c.Deny; d != nil && (d.Contains(ip) || d.ContainsKey(normalizeUser(a.try.Username)) || d.ContainsKey(a.user)) {
-		a.Listed, a.Reason = true, "denied by list"
-		return true
-	}
-	if l.c.Allow != nil && l.c.Allow.Contains(ip) {
+	v := l.guard.Check(UserActor(a.try.IP, a.try.Username))
+	a.Guard = v.Action
+	switch v.Action {
+	case Exempt:
 		a.Allowed, a.Listed, a.Reason = true, true, "address on the allow list"
-		return true
+	case Refuse:
+		a.Listed, a.Reason = true, "denied by list"
+	case Banned:
+		a.RetryAfter, a.Reason = v.Left, "banned by jail "+v.Ban.Jail
 	}
-	if l.c.Jail == nil {
-		return false
-	}
-	now := l.c.Jail.now()
-	b, banned := l.c.Jail.Registry().Bans().MatchAddr(l.c.Jail.Name(), ip, now)
-	if banned {
-		a.RetryAfter, a.Reason = b.Until.Sub(now), "address banned by jail "+l.c.Jail.Name()
-	}
-	return banned
+	return v.Action != Pass
 }
 
 // reservePerIP reserves a's failure under the limits per address and

@@ -124,26 +124,45 @@ type Settlement struct {
 	Ban    Ban
 }
 
-// Settle ends the attempt of try that Begin allowed with the ticket
-// written ticket (see Ticket.String), in this process or another: as a
-// failure (see Attempt.Fail) when failed, else as a success (see
-// Attempt.Succeed). What a service's APIs do with the outcome of a login.
-// The error wraps ErrInvalidTicket (a sluice.ErrInvalidRequest) for a
-// malformed or stale ticket, and sluice.ErrStore when the store failed.
-func (l *Login) Settle(ctx context.Context, try Try, ticket string, failed bool) (Settlement, error) {
+// Fail ends as a failure (see Attempt.Fail) the attempt of try that
+// Begin allowed with the ticket written ticket (see Ticket.String), in
+// this process or another: what a service's APIs do with a wrong
+// password. The error wraps ErrInvalidTicket (a sluice.ErrInvalidRequest)
+// for a malformed or stale ticket, and sluice.ErrStore when the store
+// failed.
+func (l *Login) Fail(ctx context.Context, try Try, ticket string) (Settlement, error) {
+	a, s, err := l.settle(ctx, try, ticket)
+	if err != nil {
+		return s, err
+	}
+	s.Ban, s.Banned, err = a.Fail(ctx)
+	return s, err
+}
+
+// Succeed ends as a success (see Attempt.Succeed) the attempt of try
+// that Begin allowed with the ticket written ticket, as Fail does for a
+// failure.
+func (l *Login) Succeed(ctx context.Context, try Try, ticket string) (Settlement, error) {
+	a, s, err := l.settle(ctx, try, ticket)
+	if err != nil {
+		return s, err
+	}
+	return s, a.Succeed(ctx)
+}
+
+// An Ending ends a login attempt by its ticket: (*Login).Fail or
+// (*Login).Succeed, for an API that serves both alike.
+type Ending func(l *Login, ctx context.Context, try Try, ticket string) (Settlement, error)
+
+// settle resumes the attempt of try's ticket, for Fail or Succeed.
+func (l *Login) settle(ctx context.Context, try Try, ticket string) (*Attempt, Settlement, error) {
 	t, err := ParseTicket(ticket)
 	if err != nil {
-		return Settlement{}, err
+		return nil, Settlement{}, err
 	}
 	a, err := l.Resume(ctx, try, t)
 	if err != nil {
-		return Settlement{}, err
+		return nil, Settlement{}, err
 	}
-	s := Settlement{Duplicate: a.Settled}
-	if failed {
-		s.Ban, s.Banned, err = a.Fail(ctx)
-	} else {
-		err = a.Succeed(ctx)
-	}
-	return s, err
+	return a, Settlement{Duplicate: a.Settled}, nil
 }

@@ -21,7 +21,7 @@ func (s *Service) buildLogins(n *state, c *config.Config) (map[string]*guard.Log
 			PerIPUser: lc.PerIPUser, PerIP: lc.PerIP, PerUser: lc.PerUser, Global: lc.Global,
 			CaptchaAfter: lc.CaptchaAfter, Delay: lc.Delay, MaxDelay: lc.MaxDelay,
 			KnownGoodFor: lc.KnownGoodFor, KnownGoodAddrs: lc.KnownGoodAddrs,
-			Allow: n.allow, Deny: n.deny, Jail: n.jails[lc.Jail],
+			Guard: n.guard, Jail: n.jails[lc.Jail],
 			Namespace: s.opts.Namespace + ":login:" + lc.Name, Clock: s.opts.Clock, IPv6Prefix: lc.IPv6Prefix,
 		}
 		if lc.Secret != "" {

@@ -94,6 +94,7 @@ type Service struct {
 type state struct {
 	cfg      *config.Config
 	engine   *rules.Engine
+	guard    *guard.Guard // asked first by every door: rate checks, logins, leases
 	api      *httpapi.Handler
 	auth     *forwardauth.Handler
 	jails    map[string]*guard.Jail // by name, ManualJail included
@@ -214,6 +215,7 @@ func (s *Service) build(c *config.Config) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.guard = g
 	stores := map[string]sluice.Store{}
 	for _, name := range scopes(c) {
 		n.policies[name] = c.Failure.PolicyOf(name)
@@ -246,8 +248,12 @@ func (s *Service) build(c *config.Config) (*state, error) {
 // (the concurrency rules, the login rules) and the APIs themselves.
 func (s *Service) buildAPIs(n *state, c *config.Config) error {
 	ls, _ := s.st.primary.(sluice.LeaseStore) // memory, Redis and memcached are
+	lc := leaseapi.Config{Store: ls, Rules: c.Concurrency, Namespace: s.opts.Namespace, Metrics: s.leaseM, Guard: n.guard}
+	if s.st.policies != nil { // a shared store, which may fail
+		lc.Policy, lc.Timeout, lc.Local = c.Failure.PolicyOf, c.Failure.Timeout, s.st.localLeases
+	}
 	var err error
-	if n.leases, err = leaseapi.New(leaseapi.Config{Store: ls, Rules: c.Concurrency, Namespace: s.opts.Namespace, Metrics: s.leaseM}); err != nil {
+	if n.leases, err = leaseapi.New(lc); err != nil {
 		return err
 	}
 	if n.logins, err = s.buildLogins(n, c); err != nil {

@@ -40,9 +40,16 @@ type stores struct {
 	// jails keeps the jails' counts of failures and offences: for the
 	// memory store, a memory store of their own (see
 	// config.Guard.MaxStrikes); else the primary's fail-closed store.
-	jails   sluice.Store
-	closers []io.Closer
+	jails sluice.Store
+	// localLeases holds, for a shared store, the leases of the
+	// concurrency rules that fail local while it fails.
+	localLeases sluice.LeaseStore
+	closers     []io.Closer
 }
+
+// localLeaseBytes is the MaxBytes of the memory store of local leases:
+// an eighth of it for leases, tens of thousands.
+const localLeaseBytes = 32 << 20
 
 // strikeBytes is the memory the jails' store holds per actor whose
 // failures it counts: a sliding log of a few failures with its key in
@@ -145,7 +152,15 @@ func openRedis(ctx context.Context, c *config.Config, namespace string, m *metri
 		return nil, errors.Join(err, st.close())
 	}
 	st.jails = st.policies[sluice.FailClosed]
+	st.openLocalLeases()
 	return st, nil
+}
+
+// openLocalLeases opens the memory store of the leases that fail local.
+func (st *stores) openLocalLeases() {
+	ls := memory.New(memory.Config{MaxBytes: localLeaseBytes})
+	st.localLeases = ls
+	st.closers = append(st.closers, ls)
 }
 
 // openMemcached opens the memcached store and, per failure policy, a
@@ -179,6 +194,7 @@ func openMemcached(ctx context.Context, c *config.Config, namespace string, m *m
 		st.closers = append(st.closers, rt)
 	}
 	st.jails = st.policies[sluice.FailClosed]
+	st.openLocalLeases()
 	return st, nil
 }
 

@@ -268,7 +268,7 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) 
 			}
 			continue
 		}
-		rs.tally(e.Time, req.Descriptors[0].Entries[0].Value, res)
+		rs.tally(e.Time, req.Descriptors[0].Actor.Key, res)
 	}
 }
 

@@ -40,6 +40,10 @@ type LeaseResponse struct {
 	// renewed.
 	Expires *time.Time `json:"expires,omitempty"`
 	// RetryAfter, for a refused acquire, is how long in seconds until the
-	// earliest holder's lease expires.
+	// earliest holder's lease expires, or the key's ban ends.
 	RetryAfter float64 `json:"retry_after"`
+	// Guard is, when the guard decided an acquire instead of the rule,
+	// "allow-list" (a lease that counts nothing), "deny-list" or
+	// "banned".
+	Guard string `json:"guard,omitempty"`
 }

@@ -41,6 +41,9 @@ type LoginResponse struct {
 	// Reason says which rule decided, for logs: never show it to the
 	// person logging in.
 	Reason string `json:"reason,omitempty"`
+	// Guard is "allow-list", "deny-list" or "banned" when the guard
+	// decided, as for every other call.
+	Guard string `json:"guard,omitempty"`
 }
 
 // SettleResponse is the answer to POST /v1/login/fail and succeed.

@@ -136,18 +136,19 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "domain is required")
 	}
+	e := s.engine()
 	r := rules.Request{
 		Domain:      req.GetDomain(),
 		Descriptors: make([]rules.Descriptor, len(req.GetDescriptors())),
 		Cost:        int(req.GetHitsAddend()),
 	}
+	named := e.IsNamed(r.Domain)
 	for i, d := range req.GetDescriptors() {
 		var err error
-		if r.Descriptors[i], err = descriptor(d); err != nil {
+		if r.Descriptors[i], err = descriptor(d, named); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
 	}
-	e := s.engine()
 	res, err := e.Check(ctx, r)
 	switch {
 	case errors.Is(err, rules.ErrUnknownDomain) && len(r.Descriptors) > 0:
@@ -163,11 +164,17 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	return s.response(res), nil
 }
 
-// descriptor converts an Envoy descriptor.
-func descriptor(d *rlv3.RateLimitDescriptor) (rules.Descriptor, error) {
-	out := rules.Descriptor{Entries: make([]rules.Entry, len(d.GetEntries()))}
-	for i, e := range d.GetEntries() {
-		out.Entries[i] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+// descriptor converts an Envoy descriptor, of a named rule if named: the
+// value of its one entry is then the actor's key, typed here.
+func descriptor(d *rlv3.RateLimitDescriptor, named bool) (rules.Descriptor, error) {
+	var out rules.Descriptor
+	if es := d.GetEntries(); named && len(es) == 1 && d.GetLimit() == nil {
+		out = rules.Key(es[0].GetValue())
+	} else { // (a limit override keys its state by the entries as they are)
+		out.Entries = make([]rules.Entry, len(es))
+		for i, e := range es {
+			out.Entries[i] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
 	}
 	if d.GetIsNegativeHits() {
 		return out, errors.New("negative hits are not supported")

@@ -74,6 +74,7 @@ const UnknownClient = "unknown"
 // New; a Handler is safe for concurrent use.
 type Handler struct {
 	c        config.ForwardAuth
+	parts    []keyPart // c.Key, compiled; nil when the key is the address alone
 	ip       *httplimit.ClientIP
 	adaptive *httplimit.AdaptivePrefix // with IPv6Adaptive: the ip key
 	engine   *rules.Engine
@@ -89,6 +90,7 @@ type Handler struct {
 func New(c config.ForwardAuth, engine *rules.Engine, logins map[string]Login, store sluice.Store, log *slog.Logger) (*Handler, error) {
 	h := &Handler{
 		c:      c,
+		parts:  compileKey(c.Key),
 		ip:     &httplimit.ClientIP{TrustedProxies: c.TrustedProxies, IPv6Prefix: c.IPv6Prefix},
 		engine: engine,
 		log:    log,
@@ -204,7 +206,7 @@ func (h *Handler) answer(w http.ResponseWriter, res rules.Result, denyStatus int
 	st := res.Statuses[0]
 	switch st.Guard {
 	case guard.Exempt:
-		w.Header().Set("X-Sluice-Exempt", "allow-list")
+		w.Header().Set(ExemptHeader, st.Guard.String())
 		w.WriteHeader(http.StatusOK)
 		return
 	case guard.Refuse, guard.Banned:
@@ -244,39 +246,79 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, rule string, er
 // key builds the key of a request from the configured parts, joined by
 // '|'.
 func (h *Handler) key(r *http.Request, ip string) string {
-	if len(h.c.Key) == 1 && h.c.Key[0] == "ip" {
+	if h.parts == nil {
 		return ip
 	}
 	var b strings.Builder
-	for i, part := range h.c.Key {
+	for i, p := range h.parts {
 		if i > 0 {
 			b.WriteByte('|')
 		}
-		b.WriteString(h.part(r, part, ip))
+		b.WriteString(p.of(r, ip))
 	}
 	return b.String()
 }
 
-// part returns one part of a request's key.
-func (h *Handler) part(r *http.Request, part, ip string) string {
-	switch part {
-	case "ip":
+// A keyPart is a part of forward-auth's key (config.ForwardAuth.Key),
+// compiled when the configuration is built.
+type keyPart struct {
+	kind   partKind
+	header string // for partHeader: the header's canonical name
+}
+
+type partKind uint8
+
+const (
+	partIP partKind = iota
+	partMethod
+	partURI
+	partPath
+	partHost
+	partHeader
+)
+
+// compileKey compiles the parts of a key, as config validated them; nil
+// for the client's address alone, the default.
+func compileKey(parts []string) []keyPart {
+	if len(parts) == 0 || len(parts) == 1 && parts[0] == "ip" {
+		return nil
+	}
+	kinds := map[string]partKind{"ip": partIP, "method": partMethod, "uri": partURI, "path": partPath, "host": partHost}
+	out := make([]keyPart, len(parts))
+	for i, p := range parts {
+		k, ok := kinds[p]
+		if !ok {
+			name, _ := strings.CutPrefix(p, "header:")
+			out[i] = keyPart{kind: partHeader, header: http.CanonicalHeaderKey(name)}
+			continue
+		}
+		out[i] = keyPart{kind: k}
+	}
+	return out
+}
+
+// of returns the part of r's key, whose client's address key is ip.
+func (p keyPart) of(r *http.Request, ip string) string {
+	switch p.kind {
+	case partIP:
 		return ip
-	case "method":
+	case partMethod:
 		return first(r, methodHeaders, r.Method)
-	case "uri":
+	case partURI:
 		return first(r, uriHeaders, "")
-	case "path":
+	case partPath:
 		u := first(r, uriHeaders, "")
 		if i := strings.IndexAny(u, "?#"); i >= 0 {
 			u = u[:i]
 		}
 		return u
-	case "host":
+	case partHost:
 		return first(r, hostHeaders, r.Host)
 	}
-	name, _ := strings.CutPrefix(part, "header:")
-	return r.Header.Get(name)
+	if v := r.Header[p.header]; len(v) > 0 { // the name is canonical already
+		return v[0]
+	}
+	return ""
 }
 
 // first returns the value of the first of headers that r has, or def.

@@ -220,7 +220,7 @@ func TestCheck(t *testing.T) {
 		r.RemoteAddr = netip.AddrPortFrom(netip.MustParseAddr(client), 1).String()
 		q, res, err := h.Check(r.Context(), r, "api")
 		want := []string{"203.0.113.7", "2001:db8::/64"}[i]
-		if err != nil || !res.Allowed || len(q.Descriptors) != 1 || q.Descriptors[0].Entries[0].Value != want || q.Client != netip.MustParseAddr(client) {
+		if err != nil || !res.Allowed || len(q.Descriptors) != 1 || q.Descriptors[0].Actor.Key != want || q.Client != netip.MustParseAddr(client) {
 			t.Errorf("Check(%s) = %+v, %+v, %v; want one descriptor of %s, allowed", client, q, res, err, want)
 		}
 	}

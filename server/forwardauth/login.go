@@ -43,6 +43,9 @@ const (
 	// KnownGoodHeader is "true" when the address logged in to the
 	// account before.
 	KnownGoodHeader = "X-Sluice-Known-Good"
+	// ExemptHeader is "allow-list" on an answer of every kind when the
+	// guard exempted the client: nothing was counted.
+	ExemptHeader = "X-Sluice-Exempt"
 )
 
 // login begins an attempt of the login named name for r, and answers it:
@@ -74,6 +77,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, name string, den
 	if a.KnownGood {
 		w.Header().Set(KnownGoodHeader, "true")
 	}
+	if a.Guard == guard.Exempt {
+		w.Header().Set(ExemptHeader, a.Guard.String())
+	}
 	w.Header().Set(TicketHeader, a.Ticket().String())
 	if left := h.hold(r, a.Delay, l.MaxHold); left > 0 {
 		w.Header().Set(DelayHeader, strconv.FormatFloat(left.Seconds(), 'f', 3, 64))
@@ -85,7 +91,11 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, name string, den
 // (403, the same whatever the password), or by its limits (denyStatus,
 // with Retry-After).
 func (h *Handler) refuseLogin(w http.ResponseWriter, a *guard.Attempt, denyStatus int) {
-	if a.RetryAfter <= 0 {
+	switch {
+	case a.Guard != guard.Pass: // as for every other door
+		guard.WriteRefusal(w, guard.Verdict{Action: a.Guard, Left: a.RetryAfter})
+		return
+	case a.RetryAfter <= 0:
 		guard.WriteRefusal(w, guard.Verdict{Action: guard.Refuse})
 		return
 	}

@@ -86,14 +86,14 @@ func (s *Service) Reserve(ctx context.Context, req *sluicepb.OutcomeRequest) (*s
 // Commit keeps a reserved take.
 func (s *Service) Commit(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
 	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) {
-		return e.Settle(ctx, o, false)
+		return e.Commit(ctx, o)
 	})
 }
 
 // Refund gives a reserved take back.
 func (s *Service) Refund(ctx context.Context, req *sluicepb.OutcomeRequest) (*sluicepb.OutcomeResponse, error) {
 	return s.outcome(ctx, req, func(e *rules.Engine, o rules.OutcomeRequest) (rules.OutcomeResult, error) {
-		return e.Settle(ctx, o, true)
+		return e.Refund(ctx, o)
 	})
 }
 

@@ -39,6 +39,9 @@ func (s *Service) LoginBegin(ctx context.Context, req *sluicepb.LoginRequest) (*
 	}
 	out := &sluicepb.LoginResponse{Allowed: a.Allowed, Delay: durationpb.New(a.Delay), RetryAfter: durationpb.New(a.RetryAfter),
 		Captcha: a.Captcha, KnownGood: a.KnownGood, Reason: a.Reason}
+	if a.Guard != guard.Pass {
+		out.Guard = a.Guard.String()
+	}
 	if a.Allowed {
 		out.Ticket = a.Ticket().String()
 	}
@@ -47,22 +50,22 @@ func (s *Service) LoginBegin(ctx context.Context, req *sluicepb.LoginRequest) (*
 
 // LoginFail settles an attempt as failed.
 func (s *Service) LoginFail(ctx context.Context, req *sluicepb.LoginRequest) (*sluicepb.SettleResponse, error) {
-	return s.settle(ctx, req, true)
+	return s.settle(ctx, req, (*guard.Login).Fail)
 }
 
 // LoginSucceed settles an attempt as succeeded.
 func (s *Service) LoginSucceed(ctx context.Context, req *sluicepb.LoginRequest) (*sluicepb.SettleResponse, error) {
-	return s.settle(ctx, req, false)
+	return s.settle(ctx, req, (*guard.Login).Succeed)
 }
 
-// settle resumes the attempt of req's ticket and fails it (failed) or
-// makes it succeed.
-func (s *Service) settle(ctx context.Context, req *sluicepb.LoginRequest, failed bool) (*sluicepb.SettleResponse, error) {
+// settle settles the attempt of req's ticket with end: (*guard.Login).Fail
+// or Succeed.
+func (s *Service) settle(ctx context.Context, req *sluicepb.LoginRequest, end guard.Ending) (*sluicepb.SettleResponse, error) {
 	l, try, err := s.attempt(req)
 	if err != nil {
 		return nil, err
 	}
-	st, err := l.Settle(ctx, try, req.GetTicket(), failed)
+	st, err := end(l, ctx, try, req.GetTicket())
 	if errors.Is(err, sluice.ErrInvalidRequest) {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	} else if err != nil {

@@ -81,8 +81,8 @@ func New(c Config) (*Handler, error) {
 	h.mux.HandleFunc("/v1/refund", h.post(h.outcome(h.refund)))
 	h.mux.HandleFunc("/v1/report", h.post(h.outcome(h.report)))
 	h.mux.HandleFunc("/v1/login/begin", h.post(h.loginBegin))
-	h.mux.HandleFunc("/v1/login/fail", h.post(h.loginSettle(true)))
-	h.mux.HandleFunc("/v1/login/succeed", h.post(h.loginSettle(false)))
+	h.mux.HandleFunc("/v1/login/fail", h.post(h.loginSettle((*guard.Login).Fail)))
+	h.mux.HandleFunc("/v1/login/succeed", h.post(h.loginSettle((*guard.Login).Succeed)))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		jsonhttp.Error(w, http.StatusNotFound, "no endpoint "+r.URL.Path+" (want /v1/check, /v1/reset, /v1/insert, /v1/reserve, /v1/commit, /v1/refund, /v1/report or /v1/login/{begin,fail,succeed})")
 	})

@@ -53,14 +53,18 @@ func (h *Handler) loginBegin(w http.ResponseWriter, r *http.Request) *apiError {
 func NewLoginResponse(a *guard.Attempt) wire.LoginResponse {
 	resp := wire.LoginResponse{Allowed: a.Allowed, Delay: Seconds(a.Delay), RetryAfter: Seconds(a.RetryAfter),
 		Captcha: a.Captcha, KnownGood: a.KnownGood, Reason: a.Reason}
+	if a.Guard != guard.Pass {
+		resp.Guard = a.Guard.String()
+	}
 	if a.Allowed {
 		resp.Ticket = a.Ticket().String()
 	}
 	return resp
 }
 
-// loginSettle serves fail (failed) and succeed.
-func (h *Handler) loginSettle(failed bool) func(http.ResponseWriter, *http.Request) *apiError {
+// loginSettle serves fail and succeed, which end ends the attempt with:
+// (*guard.Login).Fail or Succeed.
+func (h *Handler) loginSettle(end guard.Ending) func(http.ResponseWriter, *http.Request) *apiError {
 	return func(w http.ResponseWriter, r *http.Request) *apiError {
 		var req wire.LoginRequest
 		if err := h.decode(w, r, &req); err != nil {
@@ -70,7 +74,7 @@ func (h *Handler) loginSettle(failed bool) func(http.ResponseWriter, *http.Reque
 		if aerr != nil {
 			return aerr
 		}
-		st, err := l.Settle(r.Context(), try, req.Ticket, failed)
+		st, err := end(l, r.Context(), try, req.Ticket)
 		if errors.Is(err, sluice.ErrInvalidRequest) {
 			return badRequest("%v", err)
 		} else if err != nil {

@@ -75,11 +75,11 @@ func (h *Handler) reserve(r *http.Request, o rules.OutcomeRequest, _ string) (ru
 }
 
 func (h *Handler) commit(r *http.Request, o rules.OutcomeRequest, _ string) (rules.OutcomeResult, error) {
-	return h.engine.Settle(r.Context(), o, false)
+	return h.engine.Commit(r.Context(), o)
 }
 
 func (h *Handler) refund(r *http.Request, o rules.OutcomeRequest, _ string) (rules.OutcomeResult, error) {
-	return h.engine.Settle(r.Context(), o, true)
+	return h.engine.Refund(r.Context(), o)
 }
 
 func (h *Handler) report(r *http.Request, o rules.OutcomeRequest, outcome string) (rules.OutcomeResult, error) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/wire/sluicepb"
 )
 
@@ -65,6 +66,9 @@ func grpcResponse(res Result, err error) (*sluicepb.LeaseResponse, error) {
 		return nil, status.Error(codes.Unavailable, msg)
 	}
 	out := &sluicepb.LeaseResponse{Ok: res.OK, Rule: res.Rule, Id: res.ID, InUse: int64(res.InUse), Limit: int64(res.Limit)}
+	if res.Guard != guard.Pass {
+		out.Guard = res.Guard.String()
+	}
 	if !res.Expires.IsZero() {
 		out.Expires = timestamppb.New(res.Expires)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/jsonhttp"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -110,6 +111,9 @@ func errorStatus(err error) (int, string) {
 func response(res Result) wire.LeaseResponse {
 	out := wire.LeaseResponse{OK: res.OK, Rule: res.Rule, ID: res.ID, InUse: res.InUse, Limit: res.Limit,
 		RetryAfter: math.Ceil(float64(res.RetryAfter)/float64(time.Millisecond)) / 1000}
+	if res.Guard != guard.Pass {
+		out.Guard = res.Guard.String()
+	}
 	if !res.Expires.IsZero() {
 		e := res.Expires.UTC()
 		out.Expires = &e

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/testing/leasetest"
 	"github.com/sluicehq/sluice/server/leaseapi"
 	"github.com/sluicehq/sluice/store/memory"
@@ -343,5 +346,96 @@ func TestWait(t *testing.T) {
 	}
 	if _, err := newGRPC(t, l).c.Acquire(t.Context(), &sluicepb.AcquireRequest{Rule: "reports", Key: "k", Wait: durationpb.New(-time.Second)}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("gRPC Acquire with a negative wait: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// TestGuard: the guard judges the key of each acquire before its rule:
+// an allow-listed key gets a free lease, which counts nothing and whose
+// release and extend succeed; a denied key, none, with no wait; a banned
+// key, none, with the ban's time left. Releases are not judged.
+func TestGuard(t *testing.T) {
+	var allow, deny guard.List
+	allow.AddKey("ci-runner")
+	deny.AddPrefix(netip.MustParsePrefix("198.51.100.0/24"))
+	j, err := guard.NewJail(memory.New(memory.Config{}), guard.JailConfig{Name: "manual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Ban(t.Context(), "tenant-bad", time.Hour, "test"); err != nil {
+		t.Fatal(err)
+	}
+	ms := memory.New(memory.Config{})
+	t.Cleanup(func() { ms.Close() })
+	l, err := leaseapi.New(leaseapi.Config{Store: ms, Rules: rules,
+		Guard: guard.NewGuard(guard.GuardConfig{Allow: &allow, Deny: &deny, Jails: []*guard.Jail{j}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for range 3 { // more than the rule's 2: an exempt key counts nothing
+		res, err := l.Acquire(ctx, leaseapi.AcquireRequest{Rule: "reports", Key: "ci-runner"})
+		if err != nil || !res.OK || res.Guard != guard.Exempt || res.ID == "" || res.InUse != 0 {
+			t.Fatalf("exempt Acquire = %+v, %v; want a free lease", res, err)
+		}
+		for _, call := range []func(context.Context, string, string, string) (leaseapi.Result, error){l.Release, l.Extend} {
+			if r, err := call(ctx, "reports", "ci-runner", res.ID); err != nil || !r.OK {
+				t.Errorf("release or extend of a free lease = %+v, %v; want ok", r, err)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		key  string
+		want guard.Action
+	}{{"198.51.100.7", guard.Refuse}, {"tenant-bad", guard.Banned}} {
+		res, err := l.Acquire(ctx, leaseapi.AcquireRequest{Rule: "reports", Key: tt.key})
+		if err != nil || res.OK || res.Guard != tt.want || res.ID != "" || (res.RetryAfter > 0) != (tt.want == guard.Banned) {
+			t.Errorf("Acquire(%s) = %+v, %v; want refused by %v", tt.key, res, err, tt.want)
+		}
+	}
+}
+
+// TestFailurePolicy: when the store fails, each rule does as its policy
+// says: closed answers the error; open grants a free lease; local grants
+// leases of the local store, up to the rule's limit, which release and
+// extend find there.
+func TestFailurePolicy(t *testing.T) {
+	local := memory.New(memory.Config{})
+	t.Cleanup(func() { local.Close() })
+	policies := map[string]sluice.FailurePolicy{"reports": sluice.FailLocal, "exports": sluice.FailOpen}
+	l, err := leaseapi.New(leaseapi.Config{Store: failing{}, Rules: append(rules, config.ConcurrencyRule{Name: "audits", Limit: 1, TTL: time.Minute}),
+		Policy: func(r string) sluice.FailurePolicy {
+			if p, ok := policies[r]; ok {
+				return p
+			}
+			return sluice.FailClosed
+		}, Local: local, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if res, err := l.Acquire(ctx, leaseapi.AcquireRequest{Rule: "audits", Key: "k"}); !errors.Is(err, sluice.ErrStore) || res.OK {
+		t.Errorf("closed: Acquire = %+v, %v; want the store's error", res, err)
+	}
+	if res, err := l.Acquire(ctx, leaseapi.AcquireRequest{Rule: "exports", Key: "k"}); err != nil || !res.OK || res.ID == "" {
+		t.Errorf("open: Acquire = %+v, %v; want a free lease", res, err)
+	}
+	var ids []string
+	for i := range 3 {
+		res, err := l.Acquire(ctx, leaseapi.AcquireRequest{Rule: "reports", Key: "k"})
+		if err != nil || res.OK != (i < 2) {
+			t.Fatalf("local: Acquire %d = %+v, %v; want the local store's 2", i, res, err)
+		}
+		if res.OK {
+			ids = append(ids, res.ID)
+		}
+	}
+	if res, err := l.Extend(ctx, "reports", "k", ids[0]); err != nil || !res.OK {
+		t.Errorf("local: Extend = %+v, %v; want renewed in the local store", res, err)
+	}
+	if res, err := l.Release(ctx, "reports", "k", ids[0]); err != nil || !res.OK || res.InUse != 1 {
+		t.Errorf("local: Release = %+v, %v; want released in the local store, 1 left", res, err)
+	}
+	if res, err := l.Release(ctx, "reports", "k", "local~"+ids[1][len("local~"):]+"x"); err != nil || res.OK {
+		t.Errorf("local: Release of a forged id = %+v, %v; want nothing released", res, err)
 	}
 }

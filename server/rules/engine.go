@@ -399,7 +399,7 @@ func (e *Engine) domain(r Request) (*domain, error) {
 	}
 	for i, desc := range r.Descriptors {
 		switch {
-		case len(desc.Entries) == 0:
+		case len(desc.Entries) == 0 && !desc.named:
 			return nil, fmt.Errorf("rules: %w: descriptor %d has no entries", sluice.ErrInvalidRequest, i)
 		case desc.Cost < 0 && r.Op != sluice.OpInsert:
 			return nil, fmt.Errorf("rules: %w: descriptor %d: cost %d must be at least 1 (0 means 1)", sluice.ErrInvalidRequest, i, desc.Cost)
@@ -435,7 +435,7 @@ func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Requ
 	for i, desc := range q.r.Descriptors {
 		st := &q.res.Statuses[i]
 		st.Decision.Allowed, st.Allowed = true, true
-		ru, key := q.d.match(desc.Entries, buf[:0])
+		ru, key := q.rule(i, buf[:0])
 		if desc.Override != nil {
 			var err error
 			if ru, key, err = e.override(q.d, desc); err != nil {
@@ -463,13 +463,30 @@ func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Requ
 	return reqs, idx, nil
 }
 
+// rule returns the rule of descriptor i of q, and for a descriptor of a
+// domain its state key appended to buf; nil when no rule applies.
+func (q *query) rule(i int, buf []byte) (*Rule, []byte) {
+	desc := &q.r.Descriptors[i]
+	if q.d.named == nil {
+		return q.d.match(desc.Entries, buf)
+	}
+	if _, ok := desc.key(); !ok {
+		return nil, buf
+	}
+	return q.d.named, buf
+}
+
 // judge asks the guard about the actor of descriptor i of a named rule,
 // and reports whether its verdict decided the status st.
 func (e *Engine) judge(q *query, i int, st *Status) bool {
-	if q.d.named == nil || e.guard == nil || q.r.Op == sluice.OpReset || len(q.r.Descriptors[i].Entries) != 1 {
+	if q.d.named == nil || e.guard == nil || q.r.Op == sluice.OpReset {
 		return false
 	}
-	v := e.guard.Check(q.actor(i))
+	a, ok := q.r.Descriptors[i].actor(q.r.Client)
+	if !ok {
+		return false
+	}
+	v := e.guard.Check(a)
 	if v.Action == guard.Pass {
 		return false
 	}
@@ -480,25 +497,14 @@ func (e *Engine) judge(q *query, i int, st *Status) bool {
 	return true
 }
 
-// actor is who descriptor i of a named rule is about: its value is the
-// key, and the request's client (or the key, when it is an address) the
-// address.
-func (q *query) actor(i int) guard.Actor {
-	a := guard.Actor{Addr: q.r.Client, Key: q.r.Descriptors[i].Entries[0].Value}
-	if !a.Addr.IsValid() {
-		a.Addr, _ = netip.ParseAddr(a.Key)
-	}
-	return a
-}
-
 // request builds the store request of descriptor i under rule ru, whose
 // state key is key, or reports false when its cost is more than the rule
 // allows (the status says so).
 func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
 	desc := q.r.Descriptors[i]
 	var sk string
-	if q.d.named != nil && desc.Override == nil {
-		sk = stateKeyOf(desc.Entries[0].Value) // key is the value: spare a copy
+	if k, ok := desc.key(); ok && q.d.named != nil && desc.Override == nil {
+		sk = stateKeyOf(k) // spare a copy
 	} else {
 		sk = stateKey(key)
 	}
@@ -692,7 +698,7 @@ func (e *Engine) refund(ctx context.Context, q *query, reqs []sluice.Request, id
 // once, as long as the domain keeps no more than maxOverrides of them.
 func (e *Engine) override(d *domain, desc Descriptor) (*Rule, []byte, error) {
 	o := e.overrides[d]
-	key := entriesKey(desc.Entries, make([]byte, 0, 64))
+	key := entriesKey(desc.entries(), make([]byte, 0, 64))
 	if ru := (*o.rules.Load())[*desc.Override]; ru != nil {
 		return ru, key, nil
 	}

@@ -33,11 +33,14 @@ func (e *Engine) strike(ctx context.Context, q *query) {
 		return
 	}
 	for i, st := range q.res.Statuses {
-		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed ||
-			q.r.Descriptors[i].NoHits || len(q.r.Descriptors[i].Entries) != 1 {
+		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed || q.r.Descriptors[i].NoHits {
 			continue
 		}
-		if _, err := e.guard.Strike(ctx, st.Rule.Name, q.actor(i), st.Decision); err != nil {
+		a, ok := q.r.Descriptors[i].actor(q.r.Client)
+		if !ok {
+			continue
+		}
+		if _, err := e.guard.Strike(ctx, st.Rule.Name, a, st.Decision); err != nil {
 			e.log.WarnContext(ctx, "jail not told of a denial", "rule", st.Rule.Name, "err", err)
 		}
 	}

@@ -3,10 +3,12 @@ package rules
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"net/netip"
 	"strings"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/guard"
 )
 
 // An Entry is one key/value pair of a descriptor, such as
@@ -15,11 +17,19 @@ type Entry struct {
 	Key, Value string
 }
 
-// A Descriptor is what a client asks about: a list of entries that is
-// matched against a domain's tree, one entry per level.
+// A Descriptor is what a client asks about: of a domain, a list of
+// entries that is matched against the domain's tree, one entry per
+// level; of a named rule, an actor (see Key).
 type Descriptor struct {
-	// Entries are the key/value pairs, outermost first.
+	// Entries are the key/value pairs, outermost first, of a descriptor
+	// of a domain. A descriptor of a named rule that has no Actor may
+	// give its key as the value of its one entry, as Envoy's do.
 	Entries []Entry
+	// Actor is, for a descriptor of a named rule made by Key, who it is
+	// about, typed where the request was decoded: its Key is the rule's
+	// key for it, and the guard judges it (with the request's Client,
+	// when known, as its address).
+	Actor guard.Actor
 	// Cost overrides the request's cost for this descriptor when it is
 	// positive. Default 0: the request's.
 	Cost int
@@ -33,28 +43,66 @@ type Descriptor struct {
 	// proxy's own configuration). Its state is keyed by the domain and
 	// the entries. Default nil.
 	Override *sluice.Limit
+
+	named bool // made by Key: Actor is the actor
+
 }
 
-// Key returns the descriptor a named rule expects: one entry whose value
-// is the actor (an IP address, a user name, an API key).
-func Key(actor string) Descriptor {
-	return Descriptor{Entries: []Entry{{Key: "key", Value: actor}}}
+// Key returns the descriptor of a named rule about the actor whose key
+// is key (an IP address, a network, a user name, an API key), typed once
+// here: the engine, its guard and its jails read the key's kind from it.
+func Key(key string) Descriptor {
+	return Descriptor{Actor: guard.NewActor(netip.Addr{}, key), named: true}
 }
 
-// Named returns a request of the named rule about one actor: the
-// descriptor of Key(actor), built in one allocation instead of two.
-func Named(rule, actor string) Request {
-	one := new(struct {
-		d [1]Descriptor
-		e [1]Entry
-	})
-	one.e[0] = Entry{Key: "key", Value: actor}
-	one.d[0] = Descriptor{Entries: one.e[:]}
-	return Request{Domain: rule, Descriptors: one.d[:]}
+// Named returns a request of the named rule about the actor whose key is
+// key: the descriptor of Key(key), in one allocation.
+func Named(rule, key string) Request {
+	one := new([1]Descriptor)
+	one[0] = Key(key)
+	return Request{Domain: rule, Descriptors: one[:]}
+}
+
+// key returns the key of d, a descriptor of a named rule, and reports
+// false when d names none (see actor).
+func (d *Descriptor) key() (string, bool) {
+	switch {
+	case d.named:
+		return d.Actor.Key, true
+	case len(d.Entries) == 1:
+		return d.Entries[0].Value, true
+	}
+	return "", false
+}
+
+// entries returns the entries of d: for one made by Key, its key as the
+// value of one entry "key", as a descriptor from Envoy would give it.
+func (d *Descriptor) entries() []Entry {
+	if d.named && len(d.Entries) == 0 {
+		return []Entry{{Key: "key", Value: d.Actor.Key}}
+	}
+	return d.Entries
+}
+
+// actor returns the actor of d, a descriptor of a named rule, from a
+// client at addr (invalid when unknown), and reports false when d names
+// none: neither made by Key nor of one entry.
+func (d *Descriptor) actor(addr netip.Addr) (guard.Actor, bool) {
+	switch {
+	case d.named:
+		a := d.Actor
+		if addr.IsValid() {
+			a.Addr = addr.Unmap().WithZone("")
+		}
+		return a, true
+	case len(d.Entries) == 1: // an Envoy descriptor of a named rule
+		return guard.NewActor(addr, d.Entries[0].Value), true
+	}
+	return guard.Actor{}, false
 }
 
 // domain is a domain's tree, or a named rule (which matches any
-// descriptor of one entry, its value being the actor).
+// descriptor that names an actor: see Descriptor.actor).
 type domain struct {
 	name   string
 	prefix string // store prefix of its descriptor states
@@ -110,12 +158,6 @@ func (d *domain) build(n *node, parent string, ds []config.Descriptor, rules map
 // returns nil when no rule applies: no node at the descriptor's depth, or
 // a node without a rate limit.
 func (d *domain) match(entries []Entry, buf []byte) (*Rule, []byte) {
-	if d.named != nil {
-		if len(entries) != 1 {
-			return nil, buf
-		}
-		return d.named, append(buf, entries[0].Value...)
-	}
 	n := &d.root
 	for i, e := range entries {
 		next := n.exact[e]

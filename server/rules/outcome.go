@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -153,12 +154,23 @@ func (e *Engine) Reserve(ctx context.Context, o OutcomeRequest) (OutcomeResult, 
 	return out, nil
 }
 
-// Settle commits (refund false) or refunds the reservation o names, once:
-// a retry reports Duplicate and changes nothing. A refund gives o.Cost
-// back as a reward (the oldest units still counted, never more than were
-// spent). The error wraps ErrNoReservation when the reservation is
-// unknown or expired.
-func (e *Engine) Settle(ctx context.Context, o OutcomeRequest, refund bool) (OutcomeResult, error) {
+// Commit commits the reservation o names, once: a retry reports
+// Duplicate and changes nothing. What was taken stays counted. The error
+// wraps ErrNoReservation when the reservation is unknown or expired.
+func (e *Engine) Commit(ctx context.Context, o OutcomeRequest) (OutcomeResult, error) {
+	return e.settle(ctx, o, sluice.OpPeek)
+}
+
+// Refund refunds the reservation o names, once, as Commit commits it: it
+// gives o.Cost back as a reward (the oldest units still counted, never
+// more than were spent).
+func (e *Engine) Refund(ctx context.Context, o OutcomeRequest) (OutcomeResult, error) {
+	return e.settle(ctx, o, sluice.OpInsert)
+}
+
+// settle ends the reservation o names, once: with op OpPeek (commit:
+// nothing changes) or OpInsert (refund: o.Cost given back).
+func (e *Engine) settle(ctx context.Context, o OutcomeRequest, op sluice.Op) (OutcomeResult, error) {
 	ru, err := e.outcomeRule(&o)
 	if err != nil {
 		return OutcomeResult{}, err
@@ -175,9 +187,11 @@ func (e *Engine) Settle(ctx context.Context, o OutcomeRequest, refund bool) (Out
 	if err != nil {
 		return OutcomeResult{}, err
 	}
-	op, cost := sluice.OpPeek, 1
-	if first && refund {
-		op, cost = sluice.OpInsert, -o.Cost
+	cost := 1
+	if !first {
+		op = sluice.OpPeek
+	} else if op == sluice.OpInsert {
+		cost = -o.Cost
 	}
 	res, err := e.Check(ctx, Request{Domain: o.Rule, Descriptors: []Descriptor{Key(o.Key)}, Cost: cost, Op: op})
 	if err != nil {
@@ -214,8 +228,8 @@ func (e *Engine) Report(ctx context.Context, o OutcomeRequest, outcome string) (
 	}
 	st := res.Statuses[0]
 	if failed && st.Guard == guard.Pass && e.guard != nil && e.guard.Counts(ru.Name) {
-		q := query{r: req}
-		if _, err := e.guard.Strike(ctx, ru.Name, q.actor(0), st.Decision); err != nil {
+		a, _ := req.Descriptors[0].actor(netip.Addr{})
+		if _, err := e.guard.Strike(ctx, ru.Name, a, st.Decision); err != nil {
 			e.log.WarnContext(ctx, "jail not told of a failure", "rule", ru.Name, "err", err)
 		}
 	}

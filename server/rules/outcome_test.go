@@ -40,7 +40,7 @@ func TestReserveCommitRefund(t *testing.T) {
 		t.Fatalf("remaining after a reservation of 2 (retried) = %d, want 3", got)
 	}
 	for i := range 3 {
-		res, err := e.Settle(ctx, o, true)
+		res, err := e.Refund(ctx, o)
 		if err != nil || res.Duplicate != (i > 0) {
 			t.Fatalf("refund %d = %+v, %v; want duplicate %v", i, res, err, i > 0)
 		}
@@ -48,10 +48,10 @@ func TestReserveCommitRefund(t *testing.T) {
 	if got := remaining(t, e, "alice"); got != 5 {
 		t.Errorf("remaining after the refund (sent 3 times) = %d, want 5", got)
 	}
-	if _, err := e.Settle(ctx, OutcomeRequest{Rule: "login", Key: "alice", Cost: 2, ID: "never"}, false); !errors.Is(err, ErrNoReservation) {
+	if _, err := e.Commit(ctx, OutcomeRequest{Rule: "login", Key: "alice", Cost: 2, ID: "never"}); !errors.Is(err, ErrNoReservation) {
 		t.Errorf("commit of an unknown id = %v, want ErrNoReservation", err)
 	}
-	if _, err := e.Settle(ctx, OutcomeRequest{Rule: "login", Key: "bob", Cost: 2, ID: "req-1"}, true); !errors.Is(err, ErrNoReservation) {
+	if _, err := e.Refund(ctx, OutcomeRequest{Rule: "login", Key: "bob", Cost: 2, ID: "req-1"}); !errors.Is(err, ErrNoReservation) {
 		t.Errorf("refund of the id for another key = %v, want ErrNoReservation", err)
 	}
 
@@ -59,10 +59,10 @@ func TestReserveCommitRefund(t *testing.T) {
 	if _, err := e.Reserve(ctx, o2); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Settle(ctx, o2, false); err != nil || res.Duplicate {
+	if res, err := e.Commit(ctx, o2); err != nil || res.Duplicate {
 		t.Fatalf("commit = %+v, %v", res, err)
 	}
-	if res, err := e.Settle(ctx, o2, true); err != nil || !res.Duplicate {
+	if res, err := e.Refund(ctx, o2); err != nil || !res.Duplicate {
 		t.Errorf("refund after a commit = %+v, %v; want a duplicate that gives nothing back", res, err)
 	}
 	if got := remaining(t, e, "carol"); got != 4 {
@@ -74,7 +74,7 @@ func TestReserveCommitRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.t = clk.t.Add(ReservationTTL)
-	if _, err := e.Settle(ctx, o3, true); !errors.Is(err, ErrNoReservation) {
+	if _, err := e.Refund(ctx, o3); !errors.Is(err, ErrNoReservation) {
 		t.Errorf("refund after the TTL = %v, want ErrNoReservation", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestReserveDenied(t *testing.T) {
 	if res, err := e.Reserve(ctx, o); err != nil || res.Status.Allowed || !res.Expires.IsZero() {
 		t.Fatalf("Reserve over the limit = %+v, %v; want denied, no reservation", res, err)
 	}
-	if _, err := e.Settle(ctx, o, true); !errors.Is(err, ErrNoReservation) {
+	if _, err := e.Refund(ctx, o); !errors.Is(err, ErrNoReservation) {
 		t.Errorf("refund of a denied reservation = %v, want ErrNoReservation", err)
 	}
 	clk.t = clk.t.Add(time.Minute)

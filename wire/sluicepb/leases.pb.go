@@ -170,8 +170,11 @@ type LeaseResponse struct {
 	// When the lease expires (granted or renewed).
 	Expires *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires,proto3" json:"expires,omitempty"`
 	// A refusal: the longest a caller waits for a holder's lease to
-	// expire.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// expire, or for the key's ban to end.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// "allow-list", "deny-list" or "banned" when the guard decided an
+	// acquire instead of the rule.
+	Guard         string `protobuf:"bytes,8,opt,name=guard,proto3" json:"guard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -255,6 +258,13 @@ func (x *LeaseResponse) GetRetryAfter() *durationpb.Duration {
 	return nil
 }
 
+func (x *LeaseResponse) GetGuard() string {
+	if x != nil {
+		return x.Guard
+	}
+	return ""
+}
+
 var File_leases_proto protoreflect.FileDescriptor
 
 const file_leases_proto_rawDesc = "" +
@@ -268,7 +278,7 @@ const file_leases_proto_rawDesc = "" +
 	"\bLeaseRef\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\tR\x02id\"\xe2\x01\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\xf8\x01\n" +
 	"\rLeaseResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x0e\n" +
@@ -277,7 +287,8 @@ const file_leases_proto_rawDesc = "" +
 	"\x05limit\x18\x05 \x01(\x03R\x05limit\x124\n" +
 	"\aexpires\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12:\n" +
 	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter2\xbb\x01\n" +
+	"retryAfter\x12\x14\n" +
+	"\x05guard\x18\b \x01(\tR\x05guard2\xbb\x01\n" +
 	"\x06Leases\x12>\n" +
 	"\aAcquire\x12\x19.sluice.v1.AcquireRequest\x1a\x18.sluice.v1.LeaseResponse\x128\n" +
 	"\aRelease\x12\x13.sluice.v1.LeaseRef\x1a\x18.sluice.v1.LeaseResponse\x127\n" +

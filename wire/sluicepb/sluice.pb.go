@@ -484,7 +484,10 @@ type LoginResponse struct {
 	Captcha    bool                 `protobuf:"varint,5,opt,name=captcha,proto3" json:"captcha,omitempty"`
 	KnownGood  bool                 `protobuf:"varint,6,opt,name=known_good,json=knownGood,proto3" json:"known_good,omitempty"`
 	// Which rule decided, for logs: never show it to the person logging in.
-	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// "allow-list", "deny-list" or "banned" when the guard decided, as for
+	// every other call.
+	Guard         string `protobuf:"bytes,8,opt,name=guard,proto3" json:"guard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -564,6 +567,13 @@ func (x *LoginResponse) GetKnownGood() bool {
 func (x *LoginResponse) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *LoginResponse) GetGuard() string {
+	if x != nil {
+		return x.Guard
 	}
 	return ""
 }
@@ -666,7 +676,7 @@ const file_sluice_proto_rawDesc = "" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12%\n" +
 	"\x0ecaptcha_solved\x18\x04 \x01(\bR\rcaptchaSolved\x12\x16\n" +
-	"\x06ticket\x18\x05 \x01(\tR\x06ticket\"\xff\x01\n" +
+	"\x06ticket\x18\x05 \x01(\tR\x06ticket\"\x95\x02\n" +
 	"\rLoginResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x16\n" +
 	"\x06ticket\x18\x02 \x01(\tR\x06ticket\x12/\n" +
@@ -676,7 +686,8 @@ const file_sluice_proto_rawDesc = "" +
 	"\acaptcha\x18\x05 \x01(\bR\acaptcha\x12\x1d\n" +
 	"\n" +
 	"known_good\x18\x06 \x01(\bR\tknownGood\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"s\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x14\n" +
+	"\x05guard\x18\b \x01(\tR\x05guard\"s\n" +
 	"\x0eSettleResponse\x12\x1c\n" +
 	"\tduplicate\x18\x01 \x01(\bR\tduplicate\x12\x16\n" +
 	"\x06banned\x18\x02 \x01(\bR\x06banned\x12+\n" +
