@@ -45,8 +45,17 @@ var envoyUnits = [...]struct {
 	EnvoyWeek:    {"week", 7 * 24 * time.Hour},
 }
 
-// envoyLongest are the units longest first, for EnvoyUnitOf.
-var envoyLongest = [...]EnvoyUnit{EnvoyYear, EnvoyMonth, EnvoyWeek, EnvoyDay, EnvoyHour, EnvoyMinute, EnvoySecond}
+// envoyLongest are the units longest first, with their lengths, for
+// EnvoyUnitOf: a lookup on every answer to Envoy.
+var envoyLongest = func() (out [len(envoyUnits) - 1]struct {
+	u EnvoyUnit
+	d time.Duration
+}) {
+	for i, u := range [...]EnvoyUnit{EnvoyYear, EnvoyMonth, EnvoyWeek, EnvoyDay, EnvoyHour, EnvoyMinute, EnvoySecond} {
+		out[i].u, out[i].d = u, envoyUnits[u].d
+	}
+	return out
+}()
 
 // Period returns the length of u, 0 for EnvoyUnknown and for a number
 // that is no unit.
@@ -83,9 +92,9 @@ func ParseEnvoyUnit(name string) (EnvoyUnit, bool) {
 // minutes. It returns EnvoyUnknown and 0 for a period no unit divides
 // (1500 ms).
 func EnvoyUnitOf(period time.Duration) (EnvoyUnit, int64) {
-	for _, u := range envoyLongest {
-		if d := envoyUnits[u].d; period >= d && period%d == 0 {
-			return u, int64(period / d)
+	for _, e := range envoyLongest {
+		if period >= e.d && period%e.d == 0 {
+			return e.u, int64(period / e.d)
 		}
 	}
 	return EnvoyUnknown, 0
