@@ -516,6 +516,20 @@ func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
 	return g, err
 }
 
+// listEntries reads the entries of the guard's list name, as
+// guard.ParseEntry does; the error says which entry is none.
+func listEntries(v *validator, name string, in []string) ([]guard.Entry, error) {
+	var out []guard.Entry
+	for i, s := range in {
+		e, err := guard.ParseEntry(s)
+		if err != nil {
+			return nil, v.errorf(at("guard", name, i), "%q is not an address, a network or key:NAME", s)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
 	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes}
@@ -525,18 +539,12 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 	if g.MaxStrikes < 0 {
 		return g, v.errorf(at("guard", "max_strikes"), "max_strikes %d must not be negative", g.MaxStrikes)
 	}
-	for _, list := range []struct {
-		name    string
-		entries []string
-		into    *[]guard.Entry
-	}{{"allow", f.Allow, &g.Allow}, {"deny", f.Deny, &g.Deny}} {
-		for i, s := range list.entries {
-			e, err := guard.ParseEntry(s)
-			if err != nil {
-				return g, v.errorf(at("guard", list.name, i), "%q is not an address, a network or key:NAME", s)
-			}
-			*list.into = append(*list.into, e)
-		}
+	var err error
+	if g.Allow, err = listEntries(v, "allow", f.Allow); err != nil {
+		return g, err
+	}
+	if g.Deny, err = listEntries(v, "deny", f.Deny); err != nil {
+		return g, err
 	}
 	seen := map[string]int{}
 	for i, fj := range f.Jails {
