@@ -482,8 +482,6 @@ func (sh *shard) recall(t *table, l sluice.Limit, s []int64, r *sluice.Request, 
 	}
 }
 
-func nonzero(w int64) bool { return w != 0 }
-
 // setKey makes sh.key the name of r's state, Prefix+Key: what a request
 // that may add or drop states needs (and what sweeps spare meanwhile).
 func (sh *shard) setKey(r *sluice.Request) {
