@@ -28,6 +28,15 @@ func TestPythonClient(t *testing.T) {
 	runClientTests(t, "python", python, "-W", "ignore::ResourceWarning", "-m", "unittest", "discover", "-s", "tests", "-t", ".")
 }
 
+// TestPHPClient runs the tests of clients/php (php tests/run.php: the
+// client, and the PSR-15 middleware with nyholm/psr7's messages), which
+// need php-cli, php-curl, php-psr and php-nyholm-psr7.
+func TestPHPClient(t *testing.T) {
+	t.Parallel()
+	php := testserver.Binary(t, "php")
+	runClientTests(t, "php", php, "tests/run.php")
+}
+
 // pythonWith returns a python3 that imports every module of mods:
 // /usr/bin/python3 first, the one Debian's packages install for, then
 // python3 on PATH.
