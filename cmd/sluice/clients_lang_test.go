@@ -37,6 +37,15 @@ func TestPHPClient(t *testing.T) {
 	runClientTests(t, "php", php, "tests/run.php")
 }
 
+// TestRubyClient runs the tests of clients/ruby (minitest: the client,
+// and the Rack middleware through Rack::Test), which need ruby,
+// ruby-rack and ruby-rack-test.
+func TestRubyClient(t *testing.T) {
+	t.Parallel()
+	ruby := testserver.Binary(t, "ruby")
+	runClientTests(t, "ruby", ruby, "-Ilib", "-Itests", "tests/run.rb")
+}
+
 // pythonWith returns a python3 that imports every module of mods:
 // /usr/bin/python3 first, the one Debian's packages install for, then
 // python3 on PATH.
