@@ -34,7 +34,7 @@ final class Server
     private $proc = null;
     private array $pipes = [];
 
-    public function __construct()
+    public function __construct(private string $config = TESTDATA . '/sluice.yaml')
     {
         $this->start('127.0.0.1:0');
         Cleanup::add(fn () => $this->stop());
@@ -46,7 +46,7 @@ final class Server
         if ($bin === '') {
             throw new RuntimeException('no sluice binary: set SLUICE_BIN (go test ./cmd/sluice does)');
         }
-        $cmd = [$bin, 'serve', '-config', TESTDATA . '/sluice.yaml', '-listen', $listen, '-watch=false'];
+        $cmd = [$bin, 'serve', '-config', $this->config, '-listen', $listen, '-watch=false'];
         $this->proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']], $this->pipes);
         stream_set_timeout($this->pipes[1], 30);
         while (($line = fgets($this->pipes[1])) !== false) {

@@ -12,7 +12,8 @@ module Support
   class Server
     attr_reader :url
 
-    def initialize
+    def initialize(config = File.join(TESTDATA, "sluice.yaml"))
+      @config = config
       start("127.0.0.1:0")
     end
 
@@ -20,7 +21,7 @@ module Support
       bin = ENV["SLUICE_BIN"] || `command -v sluice`.strip
       raise "no sluice binary: set SLUICE_BIN (go test ./cmd/sluice does)" if bin.empty?
 
-      @io = IO.popen([bin, "serve", "-config", File.join(TESTDATA, "sluice.yaml"), "-listen", listen, "-watch=false",
+      @io = IO.popen([bin, "serve", "-config", @config, "-listen", listen, "-watch=false",
                       { err: File::NULL }])
       Timeout.timeout(30) do
         while (line = @io.gets)
