@@ -1,12 +1,12 @@
-"""The HTTP client of sluice serve: one keep-alive connection per caller
-thread at a time, a timeout on every call, and a failure policy."""
+"""The HTTP client of sluice serve: kept-alive connections from a small
+pool, a deadline on every call, and a failure policy."""
 
 import codecs
-import http.client
 import json
 import logging
 import math
 import socket
+import struct
 import threading
 import time
 import urllib.parse
@@ -312,7 +312,7 @@ class Client:
         if priority:
             body["class"] = priority
         try:
-            _, _, a = self._call("/v1/acquire", rule, body, extra=wait)
+            _, _, a = self._call("/v1/acquire", rule, body, extra=float(wait))
             if not isinstance(a.get("ok"), bool):
                 raise self._garbage("/v1/acquire", a)
         except Unavailable as e:
@@ -380,8 +380,7 @@ class Client:
                 if now - since < self._idle_timeout:
                     return conn, True
                 conn.close()
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        return cls(self._host, self._port, timeout=self.timeout), False
+        return None, False
 
     def _put(self, conn):
         with self._lock:
@@ -394,53 +393,50 @@ class Client:
         """Posts body to path and returns (status, headers, decoded JSON
         object). Raises Unavailable or InvalidRequest."""
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Host": self._hostheader}
-        deadline = time.monotonic() + self.timeout + extra
+        request = b"".join((b"POST ", self._prefix.encode() + path.encode(), b" HTTP/1.1\r\nHost: ",
+                            self._hostheader.encode(), b"\r\nContent-Type: application/json\r\nContent-Length: ",
+                            str(len(payload)).encode(), b"\r\n\r\n", payload))
+        timeout = self.timeout + extra
+        deadline = time.monotonic() + timeout
         for attempt in (1, 2):
             conn, reused = self._conn()
             try:
-                if extra:
-                    conn.timeout = self.timeout + extra
-                    if conn.sock is not None:
-                        conn.sock.settimeout(conn.timeout)
-                conn.request("POST", self._prefix + path, payload, headers)
-                resp = conn.getresponse()
-                data = resp.read(MAX_ANSWER + 1)
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                if conn is None:
+                    conn = _Connection(self._host, self._port, self._https, timeout)
+                status, reason, headers, data, keep = conn.round_trip(request, deadline, timeout)
+            except _Stale as e:
                 conn.close()
                 # A kept-alive connection the service closed while it was
                 # idle: try once more on a new one, time permitting.
                 if reused and attempt == 1 and time.monotonic() < deadline:
                     continue
+                raise Unavailable(f"sluice: {self.url}{path}: {e}") from e
+            except (socket.timeout, TimeoutError) as e:
+                if conn is not None:
+                    conn.close()
+                raise Unavailable(f"sluice: {self.url}{path}: no answer within {timeout:g}s") from e
+            except (OSError, ValueError) as e:
+                if conn is not None:
+                    conn.close()
                 raise Unavailable(f"sluice: {self.url}{path}: {e or type(e).__name__}") from e
-            except (OSError, http.client.HTTPException) as e:
-                conn.close()
-                if isinstance(e, (socket.timeout, TimeoutError)):
-                    raise Unavailable(f"sluice: {self.url}{path}: no answer within {self.timeout + extra:g}s") from e
-                raise Unavailable(f"sluice: {self.url}{path}: {e or type(e).__name__}") from e
-            if extra:
-                conn.timeout = self.timeout
-                if conn.sock is not None:
-                    conn.sock.settimeout(self.timeout)
-            if len(data) > MAX_ANSWER or resp.will_close:
-                conn.close()
-            else:
+            if keep:
                 self._put(conn)
-            break
-        return self._answer(path, rule, resp, data, want)
+            else:
+                conn.close()
+            return self._answer(path, rule, status, reason, headers, data, want)
+        raise AssertionError("unreachable")
 
-    def _answer(self, path, rule, resp, data, want):
-        status = resp.status
+    def _answer(self, path, rule, status, reason, headers, data, want):
         if status == want:
             if want == 204:
-                return status, resp.headers, {}
+                return status, headers, {}
             try:
                 a = json.loads(data)
             except ValueError:
                 a = None
             if not isinstance(a, dict):
                 raise self._garbage(path, data[:200])
-            return status, resp.headers, a
+            return status, headers, a
         detail = ""
         try:
             e = json.loads(data)
@@ -449,10 +445,148 @@ class Client:
         except ValueError:
             pass
         detail = detail or data[:200].decode("utf-8", "replace").strip()
-        msg = f"sluice: rule {rule!r}: {path}: {status} {resp.reason}: {detail}"
+        msg = f"sluice: rule {rule!r}: {path}: {status} {reason}: {detail}"
         if 400 <= status < 500 and status not in (408, 429):
             raise InvalidRequest(msg, status=status, rule=rule)
         raise Unavailable(msg)
+
+
+class _Stale(Exception):
+    """A reused connection was found closed before any answer."""
+
+
+class _Connection:
+    """One kept-alive HTTP/1.1 connection, spoken directly on a socket.
+    http.client parses every answer's header with the email package, and
+    a socket timeout polls before every read and write: each costs more
+    than the rest of the client. This connection blocks with the kernel's
+    own timeouts (SO_RCVTIMEO, SO_SNDTIMEO) and checks the call's
+    deadline between reads."""
+
+    def __init__(self, host, port, https, timeout):
+        sock = socket.create_connection((host, port), timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if https:
+            import ssl
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        sock.settimeout(None)
+        self.sock = sock
+        self.buf = b""
+        self.timeout = None
+        self._set_timeout(timeout)
+
+    def _set_timeout(self, timeout):
+        if timeout != self.timeout:
+            tv = struct.pack("ll", int(timeout), int(timeout % 1 * 1e6))
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+            self.timeout = timeout
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _more(self, deadline):
+        if time.monotonic() > deadline:
+            raise socket.timeout("deadline")
+        try:
+            data = self.sock.recv(65536)
+        except BlockingIOError as e:  # SO_RCVTIMEO ran out
+            raise socket.timeout("timed out") from e
+        if not data:
+            raise ValueError("the answer ended early")
+        if len(self.buf) + len(data) > MAX_ANSWER + 65536:
+            raise ValueError("an answer of more than 1 MiB")
+        self.buf += data
+
+    def _line(self, deadline):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i], self.buf[i + 2:]
+                return line
+            self._more(deadline)
+
+    def _take(self, n, deadline):
+        while len(self.buf) < n:
+            self._more(deadline)
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def round_trip(self, request, deadline, timeout):
+        """Sends request and reads the answer before deadline: (status,
+        reason, {RateLimit fields}, body, whether to keep the connection)."""
+        self._set_timeout(timeout)
+        self.buf = b""
+        try:
+            self.sock.sendall(request)
+            data = self.sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError) as e:
+            raise _Stale(e) from e
+        except BlockingIOError as e:
+            raise socket.timeout("timed out") from e
+        if not data:
+            raise _Stale("the service closed the connection")
+        self.buf = data
+        while b"\r\n\r\n" not in self.buf:
+            if len(self.buf) > 65536:
+                raise ValueError("an answer header of more than 64 KiB")
+            self._more(deadline)
+        parts = self._line(deadline).split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise ValueError(f"answered {data[:100]!r}, not HTTP")
+        status = int(parts[1])
+        reason = parts[2].strip().decode("latin-1") if len(parts) > 2 else ""
+        headers, length, chunked, keep = {}, None, False, True
+        while True:
+            h = self._line(deadline)
+            if not h:
+                break
+            name, _, value = h.partition(b":")
+            name = name.strip().lower()
+            value = value.strip()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = value.lower() == b"chunked"
+            elif name == b"connection":
+                keep = value.lower() != b"close"
+            elif name in _FIELDS:
+                headers[_FIELDS[name]] = value.decode("latin-1")
+        if chunked:
+            body = b""
+            while True:
+                size = int(self._line(deadline).split(b";")[0], 16)
+                if size == 0:
+                    while self._line(deadline):
+                        pass
+                    break
+                if len(body) + size > MAX_ANSWER:
+                    raise ValueError("an answer of more than 1 MiB")
+                body += self._take(size, deadline)
+                self._line(deadline)
+        elif length is not None:
+            if length > MAX_ANSWER or length < 0:
+                raise ValueError("an answer of more than 1 MiB")
+            body = self._take(length, deadline)
+        elif status in (204, 304):
+            body = b""
+        else:  # to the end of the connection
+            try:
+                while True:
+                    self._more(deadline)
+            except ValueError as e:
+                if "ended early" not in str(e):
+                    raise
+            body, keep = self.buf, False
+        if self.buf:
+            keep = False  # more than one answer: not ours to guess
+        return status, reason, headers, body, keep
+
+
+_FIELDS = {name.lower().encode(): name for name in RATELIMIT_FIELDS}
 
 
 def _num(a, name):
@@ -468,7 +602,7 @@ def _int(a, name):
 def _decision(a, headers, path) -> Decision:
     if not isinstance(a.get("allowed"), bool):
         raise Unavailable(f"sluice: {path} answered {str(a)[:200]!r}, not a decision")
-    fields = tuple((name, headers[name]) for name in RATELIMIT_FIELDS if headers.get(name))
+    fields = tuple((name, headers[name]) for name in RATELIMIT_FIELDS if name in headers)
     return Decision(
         allowed=a["allowed"], rule=str(a.get("rule", "")), limit=_int(a, "limit"),
         policy=str(a.get("policy", "")), remaining=_int(a, "remaining"),
