@@ -66,6 +66,10 @@ module Sluice
   class Client
     FIELDS = { "ratelimit" => "RateLimit", "ratelimit-policy" => "RateLimit-Policy" }.freeze
     MAX_ANSWER = 1 << 20
+    # Given in full, so that net/http neither adds its defaults nor wraps
+    # the answer in a decompressor: each costs more than a decision.
+    HEADERS = { "Content-Type" => "application/json", "Accept" => "application/json",
+                "Accept-Encoding" => "identity", "User-Agent" => "sluice-ruby/#{VERSION}" }.freeze
     NET_ERRORS = [IOError, SystemCallError, SocketError, Timeout::Error, Net::HTTPBadResponse,
                   Net::ProtocolError, OpenSSL::SSL::SSLError, EOFError].freeze
 
@@ -184,7 +188,7 @@ module Sluice
     def call(path, rule, body, want: 200)
       body[:key] = Client.normalize_key(body[:key]) if body.key?(:key)
       payload = JSON.generate(body)
-      req = Net::HTTP::Post.new(@uri.path.chomp("/") + path, "Content-Type" => "application/json")
+      req = Net::HTTP::Post.new(@uri.path.chomp("/") + path, HEADERS)
       req.body = payload
       2.times do |attempt|
         http, reused = checkout
