@@ -3,7 +3,7 @@
 # Measures the client's own cost per call against the bare round trip:
 # ruby -Ilib bench.rb URL [CALLS] [PASSES]. The bare round trip sends a
 # prepared POST /v1/check on a kept-alive socket and reads the answer;
-# the client's call (checked_insert) does the same through net/http and
+# the client's call (checked_insert) does the same through the client and
 # builds its Decision. Passes alternate; the medians are printed. The rule
 # "api" must allow far more than CALLS a second.
 require "socket"

@@ -6,7 +6,7 @@ Gem::Specification.new do |s|
   s.name = "sluice-client"
   s.version = Sluice::VERSION
   s.summary = "Client of sluice serve's HTTP API: check, insert, checked insert, and a Rack middleware"
-  s.description = "Asks a sluice serve rate limiter whether a key may act, over net/http with kept-alive " \
+  s.description = "Asks a sluice serve rate limiter whether a key may act, over sockets of the standard library with kept-alive " \
                   "connections, timeouts and a failure policy; Sluice::RackLimit limits Rack applications."
   s.license = "Apache-2.0"
   s.authors = ["sluice"]

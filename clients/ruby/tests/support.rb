@@ -2,6 +2,7 @@
 
 require "json"
 require "socket"
+require "timeout"
 
 # What the tests share: a real sluice serve on a free loopback port, the
 # script every client of clients/ plays, and servers that misbehave.

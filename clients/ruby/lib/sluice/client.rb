@@ -1,7 +1,9 @@
 # frozen_string_literal: true
 
 require "json"
-require "net/http"
+require "io/wait"
+require "openssl"
+require "socket"
 require "uri"
 
 module Sluice
@@ -56,6 +58,156 @@ module Sluice
     end
   end
 
+  # The RateLimit fields of the service's answers, to copy onto responses.
+  FIELDS = { "ratelimit" => "RateLimit", "ratelimit-policy" => "RateLimit-Policy" }.freeze
+  # The most of an answer a client reads.
+  MAX_ANSWER = 1 << 20
+
+  # One kept-alive HTTP/1.1 connection, spoken directly on a socket:
+  # net/http's own work per request cost several times the round trip to
+  # sluice serve. Reads wait for the call's deadline at most.
+  class Connection
+    class Stale < StandardError; end
+    class TimedOut < StandardError; end
+
+    def initialize(uri, timeout)
+      sock = Socket.tcp(uri.host, uri.port, connect_timeout: timeout)
+      sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
+      if uri.scheme == "https"
+        sock = OpenSSL::SSL::SSLSocket.new(sock, OpenSSL::SSL::SSLContext.new.tap(&:set_params))
+        sock.hostname = uri.host
+        sock.sync_close = true
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+        loop do
+          r = sock.connect_nonblock(exception: false)
+          break unless %i[wait_readable wait_writable].include?(r)
+
+          left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          ready = r == :wait_readable ? sock.to_io.wait_readable(left) : sock.to_io.wait_writable(left)
+          raise TimedOut if left <= 0 || !ready
+        end
+        sock.post_connection_check(uri.host)
+      end
+      @sock = sock
+      @buf = +""
+    end
+
+    def close
+      @sock.close
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    # Sends request and reads the answer before deadline: [status,
+    # reason, {RateLimit fields}, body, whether to keep the connection].
+    def round_trip(request, deadline)
+      @buf = +"".b
+      begin
+        @sock.write(request)
+        more(deadline, first: true)
+      rescue Errno::ECONNRESET, Errno::EPIPE => e
+        raise Stale, e.message
+      end
+      more(deadline) until @buf.include?("\r\n\r\n") || @buf.bytesize > 65_536
+      raise ArgumentError, "an answer header of more than 64 KiB" unless @buf.include?("\r\n\r\n")
+
+      status_line = line(deadline)
+      m = %r{\AHTTP/1\.\d (\d{3}) ?(.*)\z}.match(status_line)
+      raise ArgumentError, "answered #{status_line[0, 100].inspect}, not HTTP" unless m
+
+      headers = {}
+      length = nil
+      chunked = false
+      keep = true
+      while (h = line(deadline)) != ""
+        name, value = h.split(":", 2)
+        name = name.strip.downcase
+        value = value.to_s.strip
+        case name
+        when "content-length" then length = Integer(value, 10)
+        when "transfer-encoding" then chunked = value.casecmp?("chunked")
+        when "connection" then keep = !value.casecmp?("close")
+        else headers[FIELDS[name]] = value if FIELDS.key?(name)
+        end
+      end
+      body = if chunked
+               read_chunked(deadline)
+             elsif length
+               raise ArgumentError, "an answer of more than 1 MiB" if length > MAX_ANSWER || length.negative?
+
+               take(length, deadline)
+             elsif [204, 304].include?(m[1].to_i)
+               +""
+             else
+               keep = false
+               read_to_end(deadline)
+             end
+      keep = false unless @buf.empty?
+      [m[1].to_i, m[2], headers, body.force_encoding(Encoding::UTF_8), keep]
+    end
+
+    private
+
+    def more(deadline, first: false)
+      loop do
+        chunk = @sock.read_nonblock(65_536, exception: false)
+        case chunk
+        when :wait_readable, :wait_writable
+          left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          raise TimedOut if left <= 0 || !@sock.to_io.wait_readable(left)
+        when nil
+          raise Stale, "the service closed the connection" if first && @buf.empty?
+
+          raise EOFError, "the answer ended early"
+        else
+          @buf << chunk
+          raise ArgumentError, "an answer of more than 1 MiB" if @buf.bytesize > MAX_ANSWER + 65_536
+
+          return
+        end
+      end
+    end
+
+    def line(deadline)
+      until (i = @buf.index("\r\n"))
+        more(deadline)
+      end
+      l = @buf.byteslice(0, i)
+      @buf = @buf.byteslice(i + 2..)
+      l
+    end
+
+    def take(n, deadline)
+      more(deadline) while @buf.bytesize < n
+      data = @buf.byteslice(0, n)
+      @buf = @buf.byteslice(n..)
+      data
+    end
+
+    def read_chunked(deadline)
+      body = +"".b
+      loop do
+        size = Integer(line(deadline).split(";")[0].strip, 16)
+        if size.zero?
+          nil while line(deadline) != ""
+          return body
+        end
+        raise ArgumentError, "an answer of more than 1 MiB" if body.bytesize + size > MAX_ANSWER
+
+        body << take(size, deadline)
+        line(deadline)
+      end
+    end
+
+    def read_to_end(deadline)
+      loop { more(deadline) }
+    rescue EOFError
+      data = @buf
+      @buf = +""
+      data
+    end
+  end
+
   # A client of sluice serve at +url+. Each call is one round trip on a
   # kept-alive connection from a small pool (so threads do not share
   # one), bounded by +timeout+ seconds to connect, write and read. When
@@ -64,14 +216,7 @@ module Sluice
   # seconds, with +error+ set (and a warning to +logger+, if given).
   # Safe for use by many threads.
   class Client
-    FIELDS = { "ratelimit" => "RateLimit", "ratelimit-policy" => "RateLimit-Policy" }.freeze
-    MAX_ANSWER = 1 << 20
-    # Given in full, so that net/http neither adds its defaults nor wraps
-    # the answer in a decompressor: each costs more than a decision.
-    HEADERS = { "Content-Type" => "application/json", "Accept" => "application/json",
-                "Accept-Encoding" => "identity", "User-Agent" => "sluice-ruby/#{VERSION}" }.freeze
-    NET_ERRORS = [IOError, SystemCallError, SocketError, Timeout::Error, Net::HTTPBadResponse,
-                  Net::ProtocolError, OpenSSL::SSL::SSLError, EOFError].freeze
+    NET_ERRORS = [IOError, SystemCallError, SocketError, OpenSSL::SSL::SSLError, EOFError].freeze
 
     attr_reader :url, :timeout, :failure
 
@@ -146,7 +291,7 @@ module Sluice
 
     def close
       idle = @lock.synchronize { @idle.slice!(0..) }
-      idle.each { |h| h.finish if h.started? }
+      idle.each(&:close)
     end
 
     # Returns key as the service is sent it: any bytes, invalid UTF-8
@@ -165,59 +310,46 @@ module Sluice
     end
 
     def checkout
-      @lock.synchronize { @idle.pop }&.then { |h| [h, true] } || [new_http, false]
+      @lock.synchronize { @idle.pop }&.then { |c| [c, true] } || [nil, false]
     end
 
-    def checkin(http)
+    def checkin(conn)
       @lock.synchronize do
-        return @idle.push(http) if @idle.size < @max_idle
+        return @idle.push(conn) if @idle.size < @max_idle
       end
-      http.finish if http.started?
-    end
-
-    def new_http
-      h = Net::HTTP.new(@uri.host, @uri.port)
-      h.use_ssl = @uri.scheme == "https"
-      h.open_timeout = h.read_timeout = h.write_timeout = @timeout
-      h.ssl_timeout = @timeout if h.use_ssl?
-      h.keep_alive_timeout = 60
-      h.max_retries = 0
-      h
+      conn.close
     end
 
     def call(path, rule, body, want: 200)
       body[:key] = Client.normalize_key(body[:key]) if body.key?(:key)
       payload = JSON.generate(body)
-      req = Net::HTTP::Post.new(@uri.path.chomp("/") + path, HEADERS)
-      req.body = payload
+      request = "POST #{@uri.path.chomp("/")}#{path} HTTP/1.1\r\nHost: #{@uri.host}:#{@uri.port}\r\n" \
+                "Content-Type: application/json\r\nContent-Length: #{payload.bytesize}\r\n\r\n".b << payload.b
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @timeout
       2.times do |attempt|
-        http, reused = checkout
+        conn, reused = checkout
         begin
-          http.start unless http.started?
-          resp = http.request(req)
-        rescue EOFError, Errno::ECONNRESET, Errno::EPIPE => e
-          http.finish if http.started?
+          conn ||= Connection.new(@uri, @timeout)
+          status, reason, headers, data, keep = conn.round_trip(request, deadline)
+        rescue Connection::Stale => e
+          conn&.close
           # A kept-alive connection the service closed while it was idle.
           next if reused && attempt.zero?
 
           raise Unavailable, "sluice: #{@url}#{path}: #{e.message}"
-        rescue *NET_ERRORS => e
-          http.finish if http.started?
-          msg = e.is_a?(Timeout::Error) ? "no answer within #{@timeout}s" : e.message
-          raise Unavailable, "sluice: #{@url}#{path}: #{msg}"
+        rescue Connection::TimedOut
+          conn&.close
+          raise Unavailable, "sluice: #{@url}#{path}: no answer within #{@timeout}s"
+        rescue *NET_ERRORS, ArgumentError => e
+          conn&.close
+          raise Unavailable, "sluice: #{@url}#{path}: #{e.message}"
         end
-        checkin(http)
-        return answer(path, rule, resp, want)
+        keep ? checkin(conn) : conn.close
+        return answer(path, rule, status, reason, headers, data, want)
       end
     end
 
-    def answer(path, rule, resp, want)
-      status = resp.code.to_i
-      data = resp.body.to_s
-      raise Unavailable, "sluice: #{@url}#{path}: an answer of more than 1 MiB" if data.bytesize > MAX_ANSWER
-
-      headers = {}
-      FIELDS.each { |name, canon| headers[canon] = resp[name] if resp[name] }
+    def answer(path, rule, status, _reason, headers, data, want)
       if status == want
         return [{}, headers] if want == 204
 
