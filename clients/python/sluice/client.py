@@ -530,31 +530,31 @@ class _Connection:
         if not data:
             raise _Stale("the service closed the connection")
         self.buf = data
-        while b"\r\n\r\n" not in self.buf:
+        end = data.find(b"\r\n\r\n")
+        while end < 0:
             if len(self.buf) > 65536:
                 raise ValueError("an answer header of more than 64 KiB")
             self._more(deadline)
-        parts = self._line(deadline).split(None, 2)
+            end = self.buf.find(b"\r\n\r\n")
+        lines = self.buf[:end].split(b"\r\n")
+        self.buf = self.buf[end + 4:]
+        parts = lines[0].split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
             raise ValueError(f"answered {data[:100]!r}, not HTTP")
         status = int(parts[1])
         reason = parts[2].strip().decode("latin-1") if len(parts) > 2 else ""
         headers, length, chunked, keep = {}, None, False, True
-        while True:
-            h = self._line(deadline)
-            if not h:
-                break
-            name, _, value = h.partition(b":")
-            name = name.strip().lower()
-            value = value.strip()
+        for h in lines[1:]:
+            i = h.find(b":")
+            name = h[:i].strip().lower()
             if name == b"content-length":
-                length = int(value)
+                length = int(h[i + 1:])
             elif name == b"transfer-encoding":
-                chunked = value.lower() == b"chunked"
+                chunked = h[i + 1:].strip().lower() == b"chunked"
             elif name == b"connection":
-                keep = value.lower() != b"close"
+                keep = h[i + 1:].strip().lower() != b"close"
             elif name in _FIELDS:
-                headers[_FIELDS[name]] = value.decode("latin-1")
+                headers[_FIELDS[name]] = h[i + 1:].strip().decode("latin-1")
         if chunked:
             body = b""
             while True:
