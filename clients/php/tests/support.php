@@ -55,6 +55,7 @@ final class Server
                 return;
             }
         }
+        $this->stop(); // never leave a server behind
         throw new RuntimeException('sluice serve did not announce its address');
     }
 

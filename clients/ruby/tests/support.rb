@@ -30,6 +30,9 @@ module Support
         end
       end
       raise "sluice serve did not announce its address"
+    rescue StandardError, Timeout::Error
+      stop # never leave a server behind
+      raise
     end
 
     def stop
