@@ -2,8 +2,11 @@
 # setup.sh installs what sluice's tests and its quick start need on a Debian
 # machine that already has Go: redis-server and redis-cli, memcached, nginx,
 # caddy, node and npm, the firewall tools the export is checked with
-# (nftables, ipset, iptables), and chromium with chromium-driver (the
-# dashboard's tests drive a headless browser), from Debian packages; then the pinned dependencies of
+# (nftables, ipset, iptables), chromium with chromium-driver (the
+# dashboard's tests drive a headless browser), and what the clients of
+# clients/ are tested with (Django and Flask for /usr/bin/python3, php-cli
+# with php-curl, php-psr and nyholm/psr7, ruby with rack and rack-test),
+# from Debian packages; then the pinned dependencies of
 # the TypeScript client generated from the HTTP API's OpenAPI description
 # (npm ci in clients/typescript, from the npm registry). It is idempotent and
 # prints nothing when all are present. It runs apt-get as root, or through sudo
@@ -30,6 +33,8 @@ declare -A want=(
 	[iptables-restore]=iptables
 	[chromium]=chromium
 	[chromedriver]=chromium-driver
+	[php]=php-cli
+	[ruby]=ruby
 )
 missing=()
 for cmd in "${!want[@]}"; do
@@ -37,6 +42,19 @@ for cmd in "${!want[@]}"; do
 		missing+=("${want[$cmd]}")
 	fi
 done
+
+# Libraries the clients' tests load, which no command reveals: checked
+# with dpkg-query where there is one (elsewhere their tests say what is
+# missing).
+libraries=(python3-django python3-flask php-curl php-psr php-nyholm-psr7 ruby-rack ruby-rack-test)
+if command -v dpkg-query >/dev/null 2>&1; then
+	installed=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' "${libraries[@]}" 2>/dev/null || true)
+	for pkg in "${libraries[@]}"; do
+		if ! grep -q "^ii  *$pkg\$" <<<"$installed"; then
+			missing+=("$pkg")
+		fi
+	done
+fi
 
 # install_missing installs the Debian packages of the missing commands.
 install_missing() {

@@ -1,0 +1,611 @@
+"""The HTTP client of sluice serve: kept-alive connections from a small
+pool, a deadline on every call, and a failure policy."""
+
+import codecs
+import json
+import logging
+import math
+import socket
+import struct
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+__all__ = [
+    "Client",
+    "Decision",
+    "LoginAttempt",
+    "Lease",
+    "Settled",
+    "SluiceError",
+    "Unavailable",
+    "InvalidRequest",
+    "normalize_key",
+]
+
+log = logging.getLogger("sluice")
+
+# The most of an answer the client reads: a batch of 100 answers fits
+# many times over.
+MAX_ANSWER = 1 << 20
+
+# The service forwards these fields of the IETF RateLimit draft; the web
+# integrations copy them onto their responses.
+RATELIMIT_FIELDS = ("RateLimit", "RateLimit-Policy")
+
+
+class SluiceError(Exception):
+    """Base of the client's errors."""
+
+
+class Unavailable(SluiceError):
+    """The service did not decide: it could not be reached, did not answer
+    within the timeout, answered something that is not its JSON, or its
+    store failed (503). Decisions come back as the failure policy's, with
+    this error as their ``error``; calls that settle raise it."""
+
+
+class InvalidRequest(SluiceError, ValueError):
+    """The service refused the request (a 4xx): an unknown rule, a cost
+    above the rule's burst, an unknown reservation. The message names the
+    rule and repeats the service's reason."""
+
+    def __init__(self, message, status=0, rule=""):
+        super().__init__(message)
+        self.status = status
+        self.rule = rule
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The service's answer to a check, peek, insert or outcome call.
+
+    ``retry_after`` and ``reset_after`` are seconds (0 when allowed).
+    ``headers`` are the RateLimit and RateLimit-Policy fields the service
+    sent, to copy onto a response. ``error`` is set, to an
+    :class:`Unavailable`, when the service did not decide and the failure
+    policy did."""
+
+    allowed: bool
+    rule: str = ""
+    limit: int = 0
+    policy: str = ""
+    remaining: int = 0
+    reset_after: float = 0.0
+    retry_after: float = 0.0
+    shadowed: bool = False
+    guard: str = ""
+    duplicate: bool = False
+    expires: str = ""
+    headers: Tuple[Tuple[str, str], ...] = ()
+    error: Optional[Exception] = field(default=None, compare=False)
+
+    def __bool__(self):
+        return self.allowed
+
+    @property
+    def retry_after_seconds(self) -> int:
+        """The wait in whole seconds, rounded up, for a Retry-After field."""
+        return max(0, math.ceil(self.retry_after))
+
+
+@dataclass(frozen=True)
+class LoginAttempt:
+    """The answer to :meth:`Client.login_begin`. When ``allowed``, check
+    the password, wait ``delay`` seconds before answering the person, and
+    settle the attempt with :meth:`Client.login_settle`. When not, answer
+    as for a wrong password, or 429 with ``retry_after``."""
+
+    login: str
+    user: str
+    address: str
+    allowed: bool
+    ticket: str = ""
+    delay: float = 0.0
+    retry_after: float = 0.0
+    captcha: bool = False
+    known_good: bool = False
+    reason: str = ""
+    error: Optional[Exception] = field(default=None, compare=False)
+
+    def __bool__(self):
+        return self.allowed
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The answer to settling a login attempt."""
+
+    duplicate: bool = False
+    banned: bool = False
+    ban_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The answer to :meth:`Client.acquire`: ``ok`` when a place was
+    granted, ``id`` to release it with."""
+
+    rule: str
+    key: str
+    ok: bool
+    id: str = ""
+    in_use: int = 0
+    limit: int = 0
+    expires: str = ""
+    retry_after: float = 0.0
+    error: Optional[Exception] = field(default=None, compare=False)
+
+    def __bool__(self):
+        return self.ok
+
+
+def _per_byte(err):
+    # encoding/json in Go replaces each byte of invalid UTF-8 with U+FFFD;
+    # doing the same gives a key of any bytes the key the Go client sends.
+    return "\ufffd" * (err.end - err.start), err.end
+
+
+codecs.register_error("sluice-per-byte", _per_byte)
+
+
+def normalize_key(key) -> str:
+    """Returns key as the JSON string the service is sent: bytes and str
+    alike, any bytes accepted; invalid UTF-8 (and lone surrogates) become
+    U+FFFD, one per byte, as the Go client's keys do."""
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key).decode("utf-8", "sluice-per-byte")
+    if not isinstance(key, str):
+        raise TypeError(f"sluice: a key is str or bytes, not {type(key).__name__}")
+    try:
+        key.encode("utf-8")
+        return key
+    except UnicodeEncodeError:
+        try:
+            raw = key.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raw = key.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "sluice-per-byte")
+
+
+class _Throttled:
+    """Logs a warning at most once a second."""
+
+    def __init__(self):
+        self._last = 0.0
+
+    def warn(self, msg, *args):
+        now = time.monotonic()
+        if now - self._last >= 1.0:
+            self._last = now
+            log.warning(msg, *args)
+
+
+class Client:
+    """A client of sluice serve's HTTP JSON API at ``url``.
+
+    Every call is one HTTP round trip on a kept-alive connection (a small
+    pool, so threads do not share one), bounded by ``timeout`` seconds
+    for connecting and for each read. When the service does not decide
+    (down, slow, garbage, or its store failed), calls that decide return
+    the decision of ``failure``: ``"open"`` allows, ``"closed"`` denies
+    with ``retry_after`` = ``fail_retry_after``; either way with
+    ``error`` set and a warning logged (at most one a second). A request
+    the service refuses raises :class:`InvalidRequest` naming the rule.
+
+    A Client is safe for use by many threads.
+    """
+
+    def __init__(self, url="http://127.0.0.1:8080", *, timeout=0.5, failure="open",
+                 fail_retry_after=1.0, max_idle=16, idle_timeout=60.0):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"sluice: url {url!r}: want http://host:port")
+        if failure not in ("open", "closed"):
+            raise ValueError(f"sluice: failure {failure!r}: want 'open' or 'closed'")
+        if not timeout or timeout <= 0:
+            raise ValueError("sluice: timeout must be positive seconds")
+        self.url = url.rstrip("/")
+        self.timeout = float(timeout)
+        self.failure = failure
+        self.fail_retry_after = float(fail_retry_after)
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port or (443 if self._https else 80)
+        self._prefix = u.path.rstrip("/")
+        self._hostheader = u.netloc
+        self._idle = []  # (connection, time it became idle), most recent last
+        self._lock = threading.Lock()
+        self._max_idle = max_idle
+        # The service closes connections idle for 2 minutes: drop ours
+        # sooner, so that a call seldom picks one being closed.
+        self._idle_timeout = idle_timeout
+        self._warn = _Throttled()
+
+    # -- decisions -------------------------------------------------------
+
+    def check(self, rule, key, cost=1) -> Decision:
+        """Takes ``cost`` units of ``key`` under ``rule`` if they fit, and
+        says whether they did."""
+        return self._decide("/v1/check", rule, {"rule": rule, "key": normalize_key(key), "cost": cost})
+
+    def peek(self, rule, key, cost=1) -> Decision:
+        """Says whether ``cost`` units would fit, taking nothing."""
+        return self._decide("/v1/check", rule, {"rule": rule, "key": normalize_key(key), "cost": cost, "peek": True})
+
+    def insert(self, rule, key, cost=1) -> Decision:
+        """Counts ``cost`` whether or not it fits (a penalty; negative
+        gives units back), and says whether ``key`` may still act."""
+        return self._decide("/v1/insert", rule, {"rule": rule, "key": normalize_key(key), "cost": cost})
+
+    def reserve(self, rule, key, id, cost=1) -> Decision:
+        """Takes ``cost`` now and holds it, for a minute, until
+        :meth:`commit` or :meth:`refund` with the same arguments. ``id``
+        (1 to 128 bytes) makes a retried call count once."""
+        return self._decide("/v1/reserve", rule, self._outcome(rule, key, id, cost))
+
+    def commit(self, rule, key, id, cost=1) -> Decision:
+        """Keeps a reservation. Raises :class:`InvalidRequest` for an
+        unknown or expired one, :class:`Unavailable` when the service
+        does not answer."""
+        return self._settle_outcome("/v1/commit", rule, self._outcome(rule, key, id, cost))
+
+    def refund(self, rule, key, id, cost=1) -> Decision:
+        """Gives a reservation back; raises as :meth:`commit` does."""
+        return self._settle_outcome("/v1/refund", rule, self._outcome(rule, key, id, cost))
+
+    def report(self, rule, key, id, outcome="failure", cost=1) -> Decision:
+        """Reports the outcome of unreserved work once per ``id``:
+        ``"failure"`` counts ``cost`` whether or not it fits."""
+        body = self._outcome(rule, key, id, cost)
+        body["outcome"] = outcome
+        return self._decide("/v1/report", rule, body)
+
+    def reset(self, rule, key) -> None:
+        """Forgets ``key``'s state under ``rule``. Raises on failure."""
+        self._call("/v1/reset", rule, {"rule": rule, "key": normalize_key(key)}, want=204)
+
+    # -- logins ----------------------------------------------------------
+
+    def login_begin(self, login, user, address, captcha_solved=False) -> LoginAttempt:
+        """Begins an attempt of the service's login rule ``login``."""
+        body = {"login": login, "user": normalize_key(user), "address": address}
+        if captcha_solved:
+            body["captcha_solved"] = True
+        try:
+            _, _, a = self._call("/v1/login/begin", login, body)
+            if not isinstance(a.get("allowed"), bool):
+                raise self._garbage("/v1/login/begin", a)
+        except Unavailable as e:
+            self._warn.warn("%s (login %r); failing %s", e, login, self.failure)
+            return LoginAttempt(login, body["user"], address, self.failure == "open",
+                                retry_after=0 if self.failure == "open" else self.fail_retry_after, error=e)
+        return LoginAttempt(login, body["user"], address, a["allowed"], ticket=str(a.get("ticket", "")),
+                            delay=_num(a, "delay"), retry_after=_num(a, "retry_after"),
+                            captcha=bool(a.get("captcha")), known_good=bool(a.get("known_good")),
+                            reason=str(a.get("reason", "")))
+
+    def login_settle(self, attempt: LoginAttempt, success: bool) -> Settled:
+        """Settles an allowed attempt as succeeded or failed, once per
+        ticket. An attempt the failure policy allowed has no ticket and
+        nothing to settle. Raises :class:`Unavailable` when the service
+        does not answer."""
+        if not attempt.ticket:
+            return Settled()
+        path = "/v1/login/succeed" if success else "/v1/login/fail"
+        body = {"login": attempt.login, "user": attempt.user, "address": attempt.address, "ticket": attempt.ticket}
+        _, _, a = self._call(path, attempt.login, body)
+        return Settled(duplicate=bool(a.get("duplicate")), banned=bool(a.get("banned")),
+                       ban_seconds=_num(a, "ban_seconds"))
+
+    # -- leases ----------------------------------------------------------
+
+    def acquire(self, rule, key, wait=0.0, priority="") -> Lease:
+        """Asks for a place among the requests in flight for ``key`` under
+        the concurrency rule ``rule``, waiting up to ``wait`` seconds.
+        ``priority`` is "critical", "default" or "sheddable"."""
+        body = {"rule": rule, "key": normalize_key(key)}
+        if wait:
+            body["wait"] = wait
+        if priority:
+            body["class"] = priority
+        try:
+            _, _, a = self._call("/v1/acquire", rule, body, extra=float(wait))
+            if not isinstance(a.get("ok"), bool):
+                raise self._garbage("/v1/acquire", a)
+        except Unavailable as e:
+            self._warn.warn("%s (rule %r); failing %s", e, rule, self.failure)
+            return Lease(rule, body["key"], self.failure == "open", error=e)
+        return Lease(rule, body["key"], a["ok"], id=str(a.get("id", "")), in_use=_int(a, "in_use"),
+                     limit=_int(a, "limit"), expires=str(a.get("expires", "")), retry_after=_num(a, "retry_after"))
+
+    def release(self, lease: Lease) -> bool:
+        """Gives the lease's place back; True when it was live. A lease the
+        failure policy granted has no id and nothing to release."""
+        if not lease.id:
+            return False
+        _, _, a = self._call("/v1/release", lease.rule, {"rule": lease.rule, "key": lease.key, "id": lease.id})
+        return bool(a.get("ok"))
+
+    def close(self):
+        """Closes the idle connections."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- internals ---------------------------------------------------------
+
+    @staticmethod
+    def _outcome(rule, key, id, cost):
+        if not id:
+            raise ValueError("sluice: an outcome call needs an id of 1 to 128 bytes")
+        return {"rule": rule, "key": normalize_key(key), "cost": cost, "id": str(id)}
+
+    def _decide(self, path, rule, body) -> Decision:
+        try:
+            _, headers, a = self._call(path, rule, body)
+            return _decision(a, headers, path)
+        except Unavailable as e:
+            self._warn.warn("%s (rule %r); failing %s", e, rule, self.failure)
+            return self.failed(rule, e)
+
+    def failed(self, rule, error) -> Decision:
+        """The failure policy's decision for ``rule`` when the service did
+        not decide."""
+        if self.failure == "open":
+            return Decision(True, rule=rule, error=error)
+        return Decision(False, rule=rule, retry_after=self.fail_retry_after, error=error)
+
+    def _settle_outcome(self, path, rule, body) -> Decision:
+        _, headers, a = self._call(path, rule, body)
+        return _decision(a, headers, path)
+
+    def _garbage(self, path, data):
+        return Unavailable(f"sluice: {self.url}{path} answered {str(data)[:200]!r}, not the service's JSON")
+
+    def _conn(self):
+        now = time.monotonic()
+        with self._lock:
+            while self._idle:
+                conn, since = self._idle.pop()
+                if now - since < self._idle_timeout:
+                    return conn, True
+                conn.close()
+        return None, False
+
+    def _put(self, conn):
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append((conn, time.monotonic()))
+                return
+        conn.close()
+
+    def _call(self, path, rule, body, want=200, extra=0.0):
+        """Posts body to path and returns (status, headers, decoded JSON
+        object). Raises Unavailable or InvalidRequest."""
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        request = b"".join((b"POST ", self._prefix.encode() + path.encode(), b" HTTP/1.1\r\nHost: ",
+                            self._hostheader.encode(), b"\r\nContent-Type: application/json\r\nContent-Length: ",
+                            str(len(payload)).encode(), b"\r\n\r\n", payload))
+        timeout = self.timeout + extra
+        deadline = time.monotonic() + timeout
+        for attempt in (1, 2):
+            conn, reused = self._conn()
+            try:
+                if conn is None:
+                    conn = _Connection(self._host, self._port, self._https, timeout)
+                status, reason, headers, data, keep = conn.round_trip(request, deadline, timeout)
+            except _Stale as e:
+                conn.close()
+                # A kept-alive connection the service closed while it was
+                # idle: try once more on a new one, time permitting.
+                if reused and attempt == 1 and time.monotonic() < deadline:
+                    continue
+                raise Unavailable(f"sluice: {self.url}{path}: {e}") from e
+            except (socket.timeout, TimeoutError) as e:
+                if conn is not None:
+                    conn.close()
+                raise Unavailable(f"sluice: {self.url}{path}: no answer within {timeout:g}s") from e
+            except (OSError, ValueError) as e:
+                if conn is not None:
+                    conn.close()
+                raise Unavailable(f"sluice: {self.url}{path}: {e or type(e).__name__}") from e
+            if keep:
+                self._put(conn)
+            else:
+                conn.close()
+            return self._answer(path, rule, status, reason, headers, data, want)
+        raise AssertionError("unreachable")
+
+    def _answer(self, path, rule, status, reason, headers, data, want):
+        if status == want:
+            if want == 204:
+                return status, headers, {}
+            try:
+                a = json.loads(data)
+            except ValueError:
+                a = None
+            if not isinstance(a, dict):
+                raise self._garbage(path, data[:200])
+            return status, headers, a
+        detail = ""
+        try:
+            e = json.loads(data)
+            if isinstance(e, dict):
+                detail = str(e.get("detail") or e.get("error") or "")
+        except ValueError:
+            pass
+        detail = detail or data[:200].decode("utf-8", "replace").strip()
+        msg = f"sluice: rule {rule!r}: {path}: {status} {reason}: {detail}"
+        if 400 <= status < 500 and status not in (408, 429):
+            raise InvalidRequest(msg, status=status, rule=rule)
+        raise Unavailable(msg)
+
+
+class _Stale(Exception):
+    """A reused connection was found closed before any answer."""
+
+
+class _Connection:
+    """One kept-alive HTTP/1.1 connection, spoken directly on a socket.
+    http.client parses every answer's header with the email package, and
+    a socket timeout polls before every read and write: each costs more
+    than the rest of the client. This connection blocks with the kernel's
+    own timeouts (SO_RCVTIMEO, SO_SNDTIMEO) and checks the call's
+    deadline between reads."""
+
+    def __init__(self, host, port, https, timeout):
+        sock = socket.create_connection((host, port), timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if https:
+            import ssl
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        sock.settimeout(None)
+        self.sock = sock
+        self.buf = b""
+        self.timeout = None
+        self._set_timeout(timeout)
+
+    def _set_timeout(self, timeout):
+        if timeout != self.timeout:
+            tv = struct.pack("ll", int(timeout), int(timeout % 1 * 1e6))
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+            self.timeout = timeout
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _more(self, deadline):
+        if time.monotonic() > deadline:
+            raise socket.timeout("deadline")
+        try:
+            data = self.sock.recv(65536)
+        except BlockingIOError as e:  # SO_RCVTIMEO ran out
+            raise socket.timeout("timed out") from e
+        if not data:
+            raise ValueError("the answer ended early")
+        if len(self.buf) + len(data) > MAX_ANSWER + 65536:
+            raise ValueError("an answer of more than 1 MiB")
+        self.buf += data
+
+    def _line(self, deadline):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i], self.buf[i + 2:]
+                return line
+            self._more(deadline)
+
+    def _take(self, n, deadline):
+        while len(self.buf) < n:
+            self._more(deadline)
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def round_trip(self, request, deadline, timeout):
+        """Sends request and reads the answer before deadline: (status,
+        reason, {RateLimit fields}, body, whether to keep the connection)."""
+        self._set_timeout(timeout)
+        self.buf = b""
+        try:
+            self.sock.sendall(request)
+            data = self.sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError) as e:
+            raise _Stale(e) from e
+        except BlockingIOError as e:
+            raise socket.timeout("timed out") from e
+        if not data:
+            raise _Stale("the service closed the connection")
+        self.buf = data
+        end = data.find(b"\r\n\r\n")
+        while end < 0:
+            if len(self.buf) > 65536:
+                raise ValueError("an answer header of more than 64 KiB")
+            self._more(deadline)
+            end = self.buf.find(b"\r\n\r\n")
+        lines = self.buf[:end].split(b"\r\n")
+        self.buf = self.buf[end + 4:]
+        parts = lines[0].split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise ValueError(f"answered {data[:100]!r}, not HTTP")
+        status = int(parts[1])
+        reason = parts[2].strip().decode("latin-1") if len(parts) > 2 else ""
+        headers, length, chunked, keep = {}, None, False, True
+        for h in lines[1:]:
+            i = h.find(b":")
+            name = h[:i].strip().lower()
+            if name == b"content-length":
+                length = int(h[i + 1:])
+            elif name == b"transfer-encoding":
+                chunked = h[i + 1:].strip().lower() == b"chunked"
+            elif name == b"connection":
+                keep = h[i + 1:].strip().lower() != b"close"
+            elif name in _FIELDS:
+                headers[_FIELDS[name]] = h[i + 1:].strip().decode("latin-1")
+        if chunked:
+            body = b""
+            while True:
+                size = int(self._line(deadline).split(b";")[0], 16)
+                if size == 0:
+                    while self._line(deadline):
+                        pass
+                    break
+                if len(body) + size > MAX_ANSWER:
+                    raise ValueError("an answer of more than 1 MiB")
+                body += self._take(size, deadline)
+                self._line(deadline)
+        elif length is not None:
+            if length > MAX_ANSWER or length < 0:
+                raise ValueError("an answer of more than 1 MiB")
+            body = self._take(length, deadline)
+        elif status in (204, 304):
+            body = b""
+        else:  # to the end of the connection
+            try:
+                while True:
+                    self._more(deadline)
+            except ValueError as e:
+                if "ended early" not in str(e):
+                    raise
+            body, keep = self.buf, False
+        if self.buf:
+            keep = False  # more than one answer: not ours to guess
+        return status, reason, headers, body, keep
+
+
+_FIELDS = {name.lower().encode(): name for name in RATELIMIT_FIELDS}
+
+
+def _num(a, name):
+    v = a.get(name, 0)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _int(a, name):
+    v = a.get(name, 0)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
+def _decision(a, headers, path) -> Decision:
+    if not isinstance(a.get("allowed"), bool):
+        raise Unavailable(f"sluice: {path} answered {str(a)[:200]!r}, not a decision")
+    fields = tuple((name, headers[name]) for name in RATELIMIT_FIELDS if name in headers)
+    return Decision(
+        allowed=a["allowed"], rule=str(a.get("rule", "")), limit=_int(a, "limit"),
+        policy=str(a.get("policy", "")), remaining=_int(a, "remaining"),
+        reset_after=_num(a, "reset_after"), retry_after=_num(a, "retry_after"),
+        shadowed=bool(a.get("shadowed")), guard=str(a.get("guard", "")),
+        duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=fields)

@@ -1,0 +1,388 @@
+# frozen_string_literal: true
+
+require "json"
+require "io/wait"
+require "openssl"
+require "socket"
+require "uri"
+
+module Sluice
+  VERSION = "0.1.0"
+
+  # Base of the client's errors.
+  class Error < StandardError; end
+
+  # The service did not decide: it could not be reached, did not answer
+  # within the timeout, answered something that is not its JSON, or its
+  # store failed. Decisions come back as the failure policy's, with this
+  # error as their +error+; calls that settle raise it.
+  class Unavailable < Error; end
+
+  # The service refused the request (a 4xx): an unknown rule, a cost above
+  # the rule's burst, an unknown reservation. The message names the rule.
+  class InvalidRequest < Error
+    attr_reader :status, :rule
+
+    def initialize(message, status, rule)
+      super(message)
+      @status = status
+      @rule = rule
+    end
+  end
+
+  # A checked insert with a block found the key over its limit.
+  class RateLimited < Error
+    attr_reader :decision
+
+    def initialize(decision)
+      @decision = decision
+      super("sluice: rule '#{decision.rule}' over its limit #{decision.policy}; retry in #{decision.retry_after_seconds}s")
+    end
+
+    # The wait in seconds.
+    def retry_after
+      decision.retry_after
+    end
+  end
+
+  # The service's answer: times are seconds; +headers+ are the RateLimit
+  # and RateLimit-Policy fields it sent; +error+ is set when the failure
+  # policy decided.
+  Decision = Struct.new(:allowed, :rule, :limit, :policy, :remaining, :reset_after, :retry_after,
+                        :shadowed, :guard, :duplicate, :headers, :error, keyword_init: true) do
+    alias_method :allowed?, :allowed
+
+    # The wait in whole seconds, rounded up, for a Retry-After field.
+    def retry_after_seconds
+      [retry_after.to_f.ceil, 0].max
+    end
+  end
+
+  # The RateLimit fields of the service's answers, to copy onto responses.
+  FIELDS = { "ratelimit" => "RateLimit", "ratelimit-policy" => "RateLimit-Policy" }.freeze
+  # The most of an answer a client reads.
+  MAX_ANSWER = 1 << 20
+
+  # One kept-alive HTTP/1.1 connection, spoken directly on a socket:
+  # net/http's own work per request cost several times the round trip to
+  # sluice serve. Reads wait for the call's deadline at most.
+  class Connection
+    class Stale < StandardError; end
+    class TimedOut < StandardError; end
+
+    def initialize(uri, timeout)
+      sock = Socket.tcp(uri.host, uri.port, connect_timeout: timeout)
+      sock.setsockopt(Socket::IPPROTO_TCP, Socket::TCP_NODELAY, 1)
+      if uri.scheme == "https"
+        sock = OpenSSL::SSL::SSLSocket.new(sock, OpenSSL::SSL::SSLContext.new.tap(&:set_params))
+        sock.hostname = uri.host
+        sock.sync_close = true
+        deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+        loop do
+          r = sock.connect_nonblock(exception: false)
+          break unless %i[wait_readable wait_writable].include?(r)
+
+          left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          ready = r == :wait_readable ? sock.to_io.wait_readable(left) : sock.to_io.wait_writable(left)
+          raise TimedOut if left <= 0 || !ready
+        end
+        sock.post_connection_check(uri.host)
+      end
+      @sock = sock
+      @buf = +""
+    end
+
+    def close
+      @sock.close
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    # Sends request and reads the answer before deadline: [status,
+    # reason, {RateLimit fields}, body, whether to keep the connection].
+    def round_trip(request, deadline)
+      @buf = +"".b
+      begin
+        @sock.write(request)
+        more(deadline, first: true)
+      rescue Errno::ECONNRESET, Errno::EPIPE => e
+        raise Stale, e.message
+      end
+      more(deadline) until @buf.include?("\r\n\r\n") || @buf.bytesize > 65_536
+      raise ArgumentError, "an answer header of more than 64 KiB" unless @buf.include?("\r\n\r\n")
+
+      status_line = line(deadline)
+      m = %r{\AHTTP/1\.\d (\d{3}) ?(.*)\z}.match(status_line)
+      raise ArgumentError, "answered #{status_line[0, 100].inspect}, not HTTP" unless m
+
+      headers = {}
+      length = nil
+      chunked = false
+      keep = true
+      while (h = line(deadline)) != ""
+        name, value = h.split(":", 2)
+        name = name.strip.downcase
+        value = value.to_s.strip
+        case name
+        when "content-length" then length = Integer(value, 10)
+        when "transfer-encoding" then chunked = value.casecmp?("chunked")
+        when "connection" then keep = !value.casecmp?("close")
+        else headers[FIELDS[name]] = value if FIELDS.key?(name)
+        end
+      end
+      body = if chunked
+               read_chunked(deadline)
+             elsif length
+               raise ArgumentError, "an answer of more than 1 MiB" if length > MAX_ANSWER || length.negative?
+
+               take(length, deadline)
+             elsif [204, 304].include?(m[1].to_i)
+               +""
+             else
+               keep = false
+               read_to_end(deadline)
+             end
+      keep = false unless @buf.empty?
+      [m[1].to_i, m[2], headers, body.force_encoding(Encoding::UTF_8), keep]
+    end
+
+    private
+
+    def more(deadline, first: false)
+      loop do
+        chunk = @sock.read_nonblock(65_536, exception: false)
+        case chunk
+        when :wait_readable, :wait_writable
+          left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          raise TimedOut if left <= 0 || !@sock.to_io.wait_readable(left)
+        when nil
+          raise Stale, "the service closed the connection" if first && @buf.empty?
+
+          raise EOFError, "the answer ended early"
+        else
+          @buf << chunk
+          raise ArgumentError, "an answer of more than 1 MiB" if @buf.bytesize > MAX_ANSWER + 65_536
+
+          return
+        end
+      end
+    end
+
+    def line(deadline)
+      until (i = @buf.index("\r\n"))
+        more(deadline)
+      end
+      l = @buf.byteslice(0, i)
+      @buf = @buf.byteslice(i + 2..)
+      l
+    end
+
+    def take(n, deadline)
+      more(deadline) while @buf.bytesize < n
+      data = @buf.byteslice(0, n)
+      @buf = @buf.byteslice(n..)
+      data
+    end
+
+    def read_chunked(deadline)
+      body = +"".b
+      loop do
+        size = Integer(line(deadline).split(";")[0].strip, 16)
+        if size.zero?
+          nil while line(deadline) != ""
+          return body
+        end
+        raise ArgumentError, "an answer of more than 1 MiB" if body.bytesize + size > MAX_ANSWER
+
+        body << take(size, deadline)
+        line(deadline)
+      end
+    end
+
+    def read_to_end(deadline)
+      loop { more(deadline) }
+    rescue EOFError
+      data = @buf
+      @buf = +""
+      data
+    end
+  end
+
+  # A client of sluice serve at +url+. Each call is one round trip on a
+  # kept-alive connection from a small pool (so threads do not share
+  # one), bounded by +timeout+ seconds to connect, write and read. When
+  # the service does not decide, calls that decide return the decision of
+  # +failure+: :open allows, :closed denies for +fail_retry_after+
+  # seconds, with +error+ set (and a warning to +logger+, if given).
+  # Safe for use by many threads.
+  class Client
+    NET_ERRORS = [IOError, SystemCallError, SocketError, OpenSSL::SSL::SSLError, EOFError].freeze
+
+    attr_reader :url, :timeout, :failure
+
+    def initialize(url = "http://127.0.0.1:8080", timeout: 0.5, failure: :open, fail_retry_after: 1.0, max_idle: 16, logger: nil)
+      @uri = URI(url)
+      raise ArgumentError, "sluice: url #{url.inspect}: want http://host:port" unless %w[http https].include?(@uri.scheme) && @uri.host
+      raise ArgumentError, "sluice: failure #{failure.inspect}: want :open or :closed" unless %i[open closed].include?(failure.to_sym)
+      raise ArgumentError, "sluice: timeout must be positive seconds" unless timeout.to_f.positive?
+
+      @url = url.chomp("/")
+      @timeout = timeout.to_f
+      @failure = failure.to_sym
+      @fail_retry_after = fail_retry_after.to_f
+      @max_idle = max_idle
+      @logger = logger
+      @idle = []
+      @lock = Mutex.new
+    end
+
+    # Says whether +cost+ units of +key+ would fit under +rule+, taking
+    # nothing (the seed's check).
+    def check(rule, key, cost: 1)
+      decide("/v1/check", rule, rule: rule, key: key, cost: cost, peek: true)
+    end
+
+    # Counts +cost+ whether or not it fits (negative gives back), and says
+    # whether +key+ may still act (the seed's insert).
+    def insert(rule, key, cost: 1)
+      decide("/v1/insert", rule, rule: rule, key: key, cost: cost)
+    end
+
+    # Takes +cost+ if it fits (the seed's checked insert). With a block,
+    # runs it when allowed and returns its value, or raises RateLimited.
+    def checked_insert(rule, key, cost: 1)
+      d = decide("/v1/check", rule, rule: rule, key: key, cost: cost)
+      return d unless block_given?
+      raise RateLimited, d unless d.allowed
+
+      yield d
+    end
+
+    def reserve(rule, key, id, cost: 1)
+      decide("/v1/reserve", rule, rule: rule, key: key, cost: cost, id: id)
+    end
+
+    def commit(rule, key, id, cost: 1)
+      decision(*call("/v1/commit", rule, { rule: rule, key: key, cost: cost, id: id }), "/v1/commit")
+    end
+
+    def refund(rule, key, id, cost: 1)
+      decision(*call("/v1/refund", rule, { rule: rule, key: key, cost: cost, id: id }), "/v1/refund")
+    end
+
+    def report(rule, key, id, outcome: "failure", cost: 1)
+      decide("/v1/report", rule, rule: rule, key: key, cost: cost, id: id, outcome: outcome)
+    end
+
+    # Forgets +key+'s state under +rule+.
+    def reset(rule, key)
+      call("/v1/reset", rule, { rule: rule, key: key }, want: 204)
+      nil
+    end
+
+    # The failure policy's decision for +rule+ when the service did not decide.
+    def failed(rule, error)
+      @logger&.warn("#{error.message}; failing #{@failure}")
+      open = @failure == :open
+      Decision.new(allowed: open, rule: rule, limit: 0, policy: "", remaining: 0, reset_after: 0.0,
+                   retry_after: open ? 0.0 : @fail_retry_after, shadowed: false, guard: "", duplicate: false,
+                   headers: {}, error: error)
+    end
+
+    def close
+      idle = @lock.synchronize { @idle.slice!(0..) }
+      idle.each(&:close)
+    end
+
+    # Returns key as the service is sent it: any bytes, invalid UTF-8
+    # becoming U+FFFD, one per byte, as the Go client's keys do.
+    def self.normalize_key(key)
+      s = key.to_s.dup.force_encoding(Encoding::UTF_8)
+      s.valid_encoding? ? s : s.scrub { |bytes| "\uFFFD" * bytes.bytesize }
+    end
+
+    private
+
+    def decide(path, rule, body)
+      decision(*call(path, rule, body), path)
+    rescue Unavailable => e
+      failed(rule, e)
+    end
+
+    def checkout
+      @lock.synchronize { @idle.pop }&.then { |c| [c, true] } || [nil, false]
+    end
+
+    def checkin(conn)
+      @lock.synchronize do
+        return @idle.push(conn) if @idle.size < @max_idle
+      end
+      conn.close
+    end
+
+    def call(path, rule, body, want: 200)
+      body[:key] = Client.normalize_key(body[:key]) if body.key?(:key)
+      payload = JSON.generate(body)
+      request = "POST #{@uri.path.chomp("/")}#{path} HTTP/1.1\r\nHost: #{@uri.host}:#{@uri.port}\r\n" \
+                "Content-Type: application/json\r\nContent-Length: #{payload.bytesize}\r\n\r\n".b << payload.b
+      deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @timeout
+      2.times do |attempt|
+        conn, reused = checkout
+        begin
+          conn ||= Connection.new(@uri, @timeout)
+          status, reason, headers, data, keep = conn.round_trip(request, deadline)
+        rescue Connection::Stale => e
+          conn&.close
+          # A kept-alive connection the service closed while it was idle.
+          next if reused && attempt.zero?
+
+          raise Unavailable, "sluice: #{@url}#{path}: #{e.message}"
+        rescue Connection::TimedOut
+          conn&.close
+          raise Unavailable, "sluice: #{@url}#{path}: no answer within #{@timeout}s"
+        rescue *NET_ERRORS, ArgumentError => e
+          conn&.close
+          raise Unavailable, "sluice: #{@url}#{path}: #{e.message}"
+        end
+        keep ? checkin(conn) : conn.close
+        return answer(path, rule, status, reason, headers, data, want)
+      end
+    end
+
+    def answer(path, rule, status, _reason, headers, data, want)
+      if status == want
+        return [{}, headers] if want == 204
+
+        a = begin
+          JSON.parse(data)
+        rescue JSON::ParserError
+          nil
+        end
+        raise Unavailable, "sluice: #{@url}#{path} answered #{data[0, 200].inspect}, not the service's JSON" unless a.is_a?(Hash)
+
+        return [a, headers]
+      end
+      detail = begin
+        e = JSON.parse(data)
+        e.is_a?(Hash) ? (e["detail"] || e["error"]).to_s : ""
+      rescue JSON::ParserError
+        ""
+      end
+      detail = data[0, 200].strip if detail.empty?
+      msg = "sluice: rule '#{rule}': #{path}: #{status}: #{detail}"
+      raise InvalidRequest.new(msg, status, rule) if status >= 400 && status < 500 && ![408, 429].include?(status)
+
+      raise Unavailable, msg
+    end
+
+    def decision(a, headers, path)
+      raise Unavailable, "sluice: #{@url}#{path} answered no decision" unless [true, false].include?(a["allowed"])
+
+      num = ->(k) { a[k].is_a?(Numeric) ? a[k].to_f : 0.0 }
+      Decision.new(allowed: a["allowed"], rule: a["rule"].to_s, limit: num.call("limit").to_i, policy: a["policy"].to_s,
+                   remaining: num.call("remaining").to_i, reset_after: num.call("reset_after"),
+                   retry_after: num.call("retry_after"), shadowed: a["shadowed"] == true, guard: a["guard"].to_s,
+                   duplicate: a["duplicate"] == true, headers: headers, error: nil)
+    end
+  end
+end
