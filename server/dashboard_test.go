@@ -223,6 +223,14 @@ func TestDashboardBrowser(t *testing.T) {
 		return c && c.textContent === '+216 addresses' && c.classList.contains('warn');
 	})()`)
 	poll(t, b, "no collateral for a ban of what was banned", `document.querySelector('#bans tr[data-ban="192.0.2.0/24"] [data-f="collateral"]').textContent === '—'`)
+	// Strikes a jail could not count, as its store at its cap told it.
+	s.m.strikeLost("abuse", guard.StrikeForgotten)
+	s.m.strikeLost("abuse", guard.StrikeForgotten)
+	s.m.strikeLost("abuse", guard.StrikeEstimated)
+	poll(t, b, "the strikes the jails lost", `(() => {
+		const p = document.querySelector('#strikes-lost');
+		return p.textContent.includes('abuse: 1 estimated, 2 forgotten') && p.classList.contains('warn');
+	})()`)
 	poll(t, b, "the markup key shown as text", `[...document.querySelectorAll('#bans code')].some(c => c.textContent.includes('<img src=x'))`)
 	if title, pwned := eval[string](t, b, `document.title`), eval[bool](t, b, `!!document.getElementById('pwned')`); title == "pwned" || pwned {
 		t.Error("a ban's key ran as markup in the dashboard")

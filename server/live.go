@@ -262,6 +262,7 @@ func (l *live) tick(ctx context.Context, now time.Time) {
 	}
 	snap.BansTotal = len(bans)
 	snap.Bans = bans[:min(len(bans), admin.MaxSnapshotBans)]
+	snap.Jails = l.m.strikesLostByJail()
 	l.keyStates(ctx, snap, bans)
 	if err := l.feed.Publish(snap); err != nil {
 		l.log.Warn("dashboard snapshot", "err", err)

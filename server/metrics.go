@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/httpstatus"
 	"github.com/sluicehq/sluice/internal/topkeys"
+	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/store/fallback"
 )
 
@@ -45,6 +49,8 @@ type metrics struct {
 	lastReload  prometheus.Gauge
 	bans        *prometheus.CounterVec
 	strikesLost *prometheus.CounterVec
+	lostMu      sync.Mutex
+	lost        map[string]map[string]uint64 // strikesLost's counts, by jail and reason, for the dashboard
 	guard       *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -160,6 +166,28 @@ func (m *metrics) watchIPv6(stats func() httplimit.AdaptiveStats) {
 // strikeLost counts a failure jail lost, for why.
 func (m *metrics) strikeLost(jail string, why guard.StrikeLoss) {
 	m.strikesLost.WithLabelValues(jail, why.String()).Inc()
+	m.lostMu.Lock()
+	defer m.lostMu.Unlock()
+	if m.lost == nil {
+		m.lost = map[string]map[string]uint64{}
+	}
+	if m.lost[jail] == nil {
+		m.lost[jail] = map[string]uint64{}
+	}
+	m.lost[jail][why.String()]++
+}
+
+// strikesLostByJail returns what strikeLost counted, by jail in name
+// order: jails are a configuration's, and reasons three.
+func (m *metrics) strikesLostByJail() []admin.JailLive {
+	m.lostMu.Lock()
+	defer m.lostMu.Unlock()
+	out := make([]admin.JailLive, 0, len(m.lost))
+	for jail, by := range m.lost {
+		out = append(out, admin.JailLive{Name: jail, StrikesLost: maps.Clone(by)})
+	}
+	slices.SortFunc(out, func(a, b admin.JailLive) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // breakerOf names the breaker of a store (or memcached server) and a

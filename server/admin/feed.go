@@ -24,6 +24,18 @@ type Snapshot struct {
 	Bans      []wire.Ban `json:"bans"`
 	BansTotal int        `json:"bans_total"`
 	BansError string     `json:"bans_error,omitempty"`
+	// Jails are the jails that lost strikes since the service started,
+	// by name.
+	Jails []JailLive `json:"jails,omitempty"`
+}
+
+// A JailLive is a jail of a Snapshot: the failures it was told of and
+// did not count, or counted without those before, by reason
+// ("estimated", "forgotten", "store-error"; see guard.StrikeLoss), as
+// sluice_jail_strikes_lost_total counts them.
+type JailLive struct {
+	Name        string            `json:"name"`
+	StrikesLost map[string]uint64 `json:"strikes_lost"`
 }
 
 // MaxSnapshotBans bounds the bans a Snapshot lists; the admin API lists

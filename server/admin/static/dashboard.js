@@ -168,6 +168,19 @@
       }, "No bans.");
   }
 
+  // drawStrikes tells the failures the jails could not count (or counted
+  // without those before): a store at its cap forgot them, decided on an
+  // estimate, or failed.
+  function drawStrikes(jails) {
+    const p = $("#strikes-lost");
+    const lost = jails.map((j) => {
+      const by = Object.entries(j.strikes_lost).map(([why, n]) => `${n} ${why}`).join(", ");
+      return `${j.name}: ${by}`;
+    });
+    p.textContent = lost.length ? "⚠ Strikes not counted — " + lost.join("; ") + "." : "Every strike counted.";
+    p.className = lost.length ? "hint warn" : "hint";
+  }
+
   function drawRates(s) {
     for (const r of s.rules) {
       const row = $(`#rules tr[data-rule="${CSS.escape(r.name)}"]`);
@@ -253,6 +266,7 @@
     }
     drawTop(s);
     drawBans(s.bans || [], s.bans_total, s.bans_error);
+    drawStrikes(s.jails || []);
     const st = $("#status");
     st.dataset.state = "live";
     st.textContent = "live — updated " + new Date(s.time).toLocaleTimeString();
