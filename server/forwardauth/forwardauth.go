@@ -108,7 +108,7 @@ func New(c config.ForwardAuth, engine *rules.Engine, logins map[string]Login, st
 
 // The headers proxies describe the original request with.
 var (
-	uriHeaders    = []string{"X-Original-URI", "X-Forwarded-Uri", "X-Original-Url"}
+	uriHeaders    = []string{"X-Original-Uri", "X-Forwarded-Uri", "X-Original-Url"} // canonical: a lookup allocates none
 	methodHeaders = []string{"X-Original-Method", "X-Forwarded-Method"}
 	hostHeaders   = []string{"X-Forwarded-Host", "X-Original-Host"}
 )
@@ -261,14 +261,12 @@ func (h *Handler) key(r *http.Request, ip string) string {
 	if h.parts == nil {
 		return ip
 	}
-	var b strings.Builder
-	for i, p := range h.parts {
-		if i > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString(p.of(r, ip))
+	var buf [8]string
+	vals := buf[:0]
+	for _, p := range h.parts {
+		vals = append(vals, p.of(r, ip))
 	}
-	return b.String()
+	return strings.Join(vals, "|") // one allocation, sized once
 }
 
 // A keyPart is a part of forward-auth's key (config.ForwardAuth.Key),

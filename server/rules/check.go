@@ -146,9 +146,10 @@ func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
 	var dsBuf [2]sluice.Decision
 	if cap(statuses) < len(r.Descriptors) {
 		statuses = make([]Status, len(r.Descriptors))
+	} else {
+		statuses = statuses[:len(r.Descriptors)]
+		clear(statuses)
 	}
-	statuses = statuses[:len(r.Descriptors)]
-	clear(statuses)
 	q := query{d: d, now: e.now(), res: Result{Allowed: true, Statuses: statuses}}
 	reqs, idx, err := e.plan(&q, &r, reqBuf[:0], idxBuf[:0])
 	if err != nil {
