@@ -101,13 +101,13 @@ module Sluice
       nil
     end
 
-    # The status line's code and reason.
-    STATUS = %r{\AHTTP/1\.\d (\d{3}) ?(.*?)(?:\r\n|\z)}
+    # A status line; its code is bytes 9 to 11.
+    STATUS = %r{\AHTTP/1\.\d \d{3}[^\n]*?(?:\r\n|\z)}
 
     # Sends request and reads the answer before deadline: [status,
-    # reason, {RateLimit fields}, body, whether to keep the connection].
+    # {RateLimit fields}, body, whether to keep the connection].
     def round_trip(request, deadline)
-      @buf = +"".b
+      @buf = @buf.clear.force_encoding(Encoding::BINARY)
       begin
         @sock.write(request)
         more(deadline, first: true)
@@ -120,25 +120,24 @@ module Sluice
         more(deadline)
       end
       head = @buf.byteslice(0, eoh)
-      @buf = @buf.byteslice(eoh + 4, @buf.bytesize)
-      m = STATUS.match(head)
-      raise ArgumentError, "answered #{head[0, 100].inspect}, not HTTP" unless m
+      raise ArgumentError, "answered #{head[0, 100].inspect}, not HTTP" unless STATUS.match?(head)
 
       # The fields the client reads are searched for in the lowered
       # header (a loop over every line, each split, stripped and lowered,
       # was the most of its own cost); the last of each wins.
       low = head.downcase
-      length = field(low, head, "\r\ncontent-length:")&.then { |v| Integer(v.strip, 10) }
+      length = (v = field(low, head, "\r\ncontent-length:")) && Integer(v, 10)
       chunked = low.include?("\r\ntransfer-encoding:") && field(low, low, "\r\ntransfer-encoding:").strip == "chunked"
       keep = !low.include?("\r\nconnection:") || field(low, low, "\r\nconnection:").strip != "close"
       headers = {}
-      FIELD_NAMES.each { |name, search| (v = field(low, head, search)) && headers[name] = v.strip }
-      status = m[1].to_i
-      if !chunked && length && @buf.bytesize == length && length <= MAX_ANSWER
-        body = @buf # the whole answer came in one read
-        @buf = +""
-        return [status, m[2], headers, body.force_encoding(Encoding::UTF_8), keep]
+      FIELD_NAMES.each { |name, search| (v = field(low, head, search)) && headers[name] = v.strip! || v }
+      status = head.byteslice(9, 3).to_i
+      if !chunked && length && @buf.bytesize - eoh - 4 == length && length <= MAX_ANSWER
+        body = @buf.byteslice(eoh + 4, length) # the whole answer came in one read
+        @buf.clear
+        return [status, headers, body.force_encoding(Encoding::UTF_8), keep]
       end
+      @buf = @buf.byteslice(eoh + 4, @buf.bytesize)
       body = if chunked
                read_chunked(deadline)
              elsif length
@@ -152,7 +151,7 @@ module Sluice
                read_to_end(deadline)
              end
       keep = false unless @buf.empty?
-      [status, m[2], headers, body.force_encoding(Encoding::UTF_8), keep]
+      [status, headers, body.force_encoding(Encoding::UTF_8), keep]
     end
 
     private
@@ -337,7 +336,7 @@ module Sluice
     end
 
     def checkout
-      @lock.synchronize { @idle.pop }&.then { |c| [c, true] } || [nil, false]
+      @lock.synchronize { @idle.pop }
     end
 
     def checkin(conn)
@@ -352,13 +351,14 @@ module Sluice
       payload = JSON.generate(body)
       head = @heads[path] ||= "POST #{@uri.path.chomp("/")}#{path} HTTP/1.1\r\nHost: #{@uri.host}:#{@uri.port}\r\n" \
                               "Content-Type: application/json\r\nContent-Length: ".b.freeze
-      request = "#{head}#{payload.bytesize}\r\n\r\n".b << payload.b
+      request = head.dup << payload.bytesize.to_s << "\r\n\r\n" << payload.b
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + @timeout
       2.times do |attempt|
-        conn, reused = checkout
+        conn = checkout
+        reused = !conn.nil?
         begin
           conn ||= Connection.new(@uri, @timeout)
-          status, reason, headers, data, keep = conn.round_trip(request, deadline)
+          status, headers, data, keep = conn.round_trip(request, deadline)
         rescue Connection::Stale => e
           conn&.close
           # A kept-alive connection the service closed while it was idle.
@@ -373,11 +373,11 @@ module Sluice
           raise Unavailable, "sluice: #{@url}#{path}: #{e.message}"
         end
         keep ? checkin(conn) : conn.close
-        return answer(path, rule, status, reason, headers, data, want)
+        return answer(path, rule, status, headers, data, want)
       end
     end
 
-    def answer(path, rule, status, _reason, headers, data, want)
+    def answer(path, rule, status, headers, data, want)
       if status == want
         return [{}, headers] if want == 204
 
