@@ -187,7 +187,7 @@ func TestServeConfig(t *testing.T) {
 		{[]string{"serve", "-config", filepath.Join(dir, "missing.yaml")}, 1, "no such file"},
 		{[]string{"serve", "-listen", "256.0.0.1:0"}, 1, "256.0.0.1"},
 		{[]string{"serve", good}, 2, "unexpected argument"},
-		{[]string{"serve", "-nope"}, 2, "flag provided but not defined: -nope"},
+		{[]string{"serve", "-nope"}, 2, "unknown flag -nope"},
 	} {
 		_, _, err := runCmd(t, tt.args...)
 		if exitCode(err) != tt.code || !strings.Contains(err.Error(), tt.want) {

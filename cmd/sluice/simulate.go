@@ -16,7 +16,9 @@ import (
 	"github.com/sluicehq/sluice/simulate/loggen"
 )
 
-const simulateHelp = `usage: sluice simulate -config FILE [flags] [LOG...]
+const simulateHelp = `usage: sluice simulate -config FILE [-rule NAME[=/PATH]]... [-compare FILE]
+                       [-format F [-fields MAPPING]] [-user-header H] [-strict] [-max-line N]
+                       [-workers N] [-top N] [-json] [-html FILE] [LOG...]
        sluice simulate -generate N [-seed S] > access.log
 
 Replays access logs through the rules of FILE, deciding each request
