@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/suggest"
 )
 
@@ -80,11 +81,21 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
-// report writes err for a person: each line of it with one prefix,
-// "sluice: ". The help a person asked for and a denial of "check" (which
-// printed its answer) are no errors to report.
+// report writes err for a person: each line of it once, with one
+// prefix. The mistakes of a configuration file carry their own, the
+// file's name and place ("sluice.yaml:7:13: rules[1].limits[0]: ..."),
+// as a compiler's do; any other line gets "sluice: ". The help a person
+// asked for and a denial of "check" (which printed its answer) are no
+// errors to report.
 func report(w io.Writer, err error) {
 	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errDenied) {
+		return
+	}
+	var ce config.Errors
+	if errors.As(err, &ce) {
+		for _, e := range ce {
+			fmt.Fprintln(w, e)
+		}
 		return
 	}
 	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
