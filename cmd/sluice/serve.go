@@ -49,9 +49,10 @@ HTTP API and 127.0.0.1:8081 for the admin API; gRPC has none (these pages
 use 127.0.0.1:8082). Every address is bound before any is served: one
 that is taken stops sluice serve at once, naming it.
 
--grpc-headers adds the RateLimit, RateLimit-Policy and Retry-After
-fields to Envoy's answers, for Envoy to pass on to the client (and to
-/json's).
+A denial on gRPC carries its wait, in seconds, in the response metadata
+sluice-retry-after, for sluice's clients; -grpc-headers also adds the
+RateLimit, RateLimit-Policy and Retry-After fields to Envoy's answers,
+for Envoy to pass on to the client (and to /json's).
 
 Each listener serves TLS when the file gives it a tls block (tls,
 grpc.tls, admin.tls; with client_ca_file, mutual TLS). Certificates are
