@@ -425,7 +425,7 @@ func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Hand
 		return
 	}
 	st.sw = httpstatus.Writer{ResponseWriter: w}
-	next.ServeHTTP(&st.sw, r)
+	next.ServeHTTP(st.sw.Wrap(), r) // the writer's Hijacker, Flusher, ReaderFrom and Pusher kept
 	m.settle(context.WithoutCancel(r.Context()), as, st.sw.Code())
 }
 
