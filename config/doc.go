@@ -49,7 +49,7 @@
 //
 //	tls: {cert_file: tls.crt, key_file: tls.key, min_version: "1.3"}
 //	grpc:
-//	  listen: 0.0.0.0:8081
+//	  listen: 0.0.0.0:8082
 //	  tls: {cert_file: tls.crt, key_file: tls.key, client_ca_file: envoy-ca.crt}
 //	store:
 //	  type: redis
