@@ -17,8 +17,9 @@ import (
 // YAML against the configuration loader (alone, or added to the sample
 // when it is a part of a file), the nginx and Caddy blocks in front of a
 // real sluice serve of the sample rules, the README's curl lines against
-// their shown answers. Addresses are the only change: the snippets'
-// 127.0.0.1:8080 becomes the free port the test's server took.
+// their shown answers, the Go snippets compiled (docs_go_test.go).
+// Addresses are the only change: the snippets' 127.0.0.1:8080 becomes
+// the free port the test's server took.
 
 // A docBlock is a fenced block of a Markdown file.
 type docBlock struct {
