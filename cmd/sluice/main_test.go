@@ -305,7 +305,7 @@ func TestHelpAndUsage(t *testing.T) {
 	}
 	for _, cmd := range commands {
 		out, _, err := runCmd(t, cmd, "-h")
-		if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 || !strings.Contains(out, "usage: sluice "+cmd) || !strings.Contains(out, "Example:") {
+		if !errors.Is(err, flag.ErrHelp) || exitCode(err) != 0 || !strings.Contains(out, "usage: sluice "+cmd) || !strings.Contains(out, "Example") {
 			t.Errorf("%s -h = %q, %v; want its usage with an example, exit 0", cmd, out, err)
 		}
 	}
