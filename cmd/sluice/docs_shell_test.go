@@ -20,7 +20,8 @@ import (
 
 // A shell types a page's command lines, one at a time, into one sh, as
 // a reader does: variables and background jobs carry over from line to
-// line, sluice is this test binary, and after a line that starts a
+// line, sluice is this test binary, what a line prints on standard
+// output is its output (standard error is kept apart), and after a line that starts a
 // server (ending in &, or a sluice serve the reader would leave running)
 // it waits until the server's addresses accept connections.
 type shell struct {
@@ -33,6 +34,7 @@ type shell struct {
 	cmd    *exec.Cmd
 	nextRC int
 	pids   []int // of the servers started
+	stderr *lineWriter
 }
 
 // newShell starts sh in dir with env added, sluice on its PATH, until
@@ -57,7 +59,8 @@ func newShell(t *testing.T, dir string, env []string, subst *strings.Replacer, r
 	sh.cmd.Env = append(append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), env...)
 	sh.stdin, _ = sh.cmd.StdinPipe()
 	out, _ := sh.cmd.StdoutPipe()
-	sh.cmd.Stderr = sh.cmd.Stdout
+	sh.stderr = newLineWriter() // curl's progress meters, the servers' logs
+	sh.cmd.Stderr = sh.stderr
 	if err := sh.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +122,24 @@ func (sh *shell) run(line string) (string, int) {
 				}
 				return out.String(), n
 			}
-			out.WriteString(l + "\n")
+			if !announcement(l) {
+				out.WriteString(l + "\n")
+			}
 		case <-deadline:
 			sh.t.Fatalf("%s: no end within 30s:\n%s", line, out.String())
 		}
 	}
+}
+
+// announcement reports whether l is a background server's line of
+// where it listens, which may come out after the line that started it.
+func announcement(l string) bool {
+	for _, p := range []string{"sluice: listening on ", "sluice: admin on ", "sluice: grpc on "} {
+		if strings.HasPrefix(l, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // pid reads the process id of the server line started.
@@ -283,5 +299,39 @@ func TestDocsServiceCurl(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("typed %d curl lines of docs/service.md, want its 12", n)
+	}
+}
+
+// TestDocsAdminCurl types the admin API's curl lines of
+// docs/operations.md against sluice serve with the README's admin
+// section added to the sample: each answers JSON that reports no error,
+// or writes its profile to the file it names.
+func TestDocsAdminCurl(t *testing.T) {
+	testserver.Binary(t, "curl")
+	dir := t.TempDir()
+	http, admin := freeAddr(t), freeAddr(t)
+	subst := strings.NewReplacer("127.0.0.1:8080", http, "127.0.0.1:8081", admin)
+	add := blockAfter(t, "README.md", "yaml", "gives a file to start from; add:")
+	sample, _, err := runCmd(t, "config", "sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "sluice.yaml"), subst.Replace(sample)+strings.Replace(add.text, "admin:\n", "admin:\n  listen: "+admin+"\n", 1))
+	sh := newShell(t, dir, []string{"SLUICE_ADMIN_TOKEN=docs-test-token-0123456789"}, subst, http, admin)
+	if out, rc := sh.run("sluice serve -config sluice.yaml"); rc != 0 {
+		t.Fatalf("serve: exit %d\n%s", rc, out)
+	}
+	b := blockAfter(t, "docs/operations.md", "sh", "Bearer requests need")
+	for _, line := range commandLines(b.text) {
+		out, rc := sh.run(line)
+		last := strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:])
+		if rc != 0 || last != "" && !json.Valid([]byte(last)) || strings.Contains(last, `"error"`) {
+			t.Errorf("%v: %s = exit %d:\n%s", b, line, rc, out)
+		}
+	}
+	for _, f := range []string{"cpu.pprof", "heap.pprof"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v, want the profile", f, err)
+		}
 	}
 }
