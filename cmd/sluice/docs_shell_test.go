@@ -321,12 +321,16 @@ func TestDocsAdminCurl(t *testing.T) {
 	if out, rc := sh.run("sluice serve -config sluice.yaml"); rc != 0 {
 		t.Fatalf("serve: exit %d\n%s", rc, out)
 	}
-	b := blockAfter(t, "docs/operations.md", "sh", "Bearer requests need")
-	for _, line := range commandLines(b.text) {
-		out, rc := sh.run(line)
-		last := strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:])
-		if rc != 0 || last != "" && !json.Valid([]byte(last)) || strings.Contains(last, `"error"`) {
-			t.Errorf("%v: %s = exit %d:\n%s", b, line, rc, out)
+	for _, b := range []docBlock{
+		blockAfter(t, "docs/operations.md", "sh", "Bearer requests need"),
+		blockAfter(t, "docs/operations.md", "sh", "admin API serves it, oldest first:"),
+	} {
+		for _, line := range commandLines(b.text) {
+			out, rc := sh.run(line)
+			last := strings.TrimSpace(out[strings.LastIndexByte(strings.TrimSpace(out), '\n')+1:])
+			if rc != 0 || last != "" && !json.Valid([]byte(last)) || strings.Contains(last, `"error"`) {
+				t.Errorf("%v: %s = exit %d:\n%s", b, line, rc, out)
+			}
 		}
 	}
 	for _, f := range []string{"cpu.pprof", "heap.pprof"} {

@@ -204,3 +204,60 @@ func TestDocsPorts(t *testing.T) {
 		}
 	}
 }
+
+// notRun are the pastable blocks no test runs, by page and first line,
+// and why. Every other sh, nginx and Caddyfile block must be run by a
+// test of this package (the YAML and Go blocks all are).
+var notRun = map[string][]struct{ first, why string }{
+	"README.md": {
+		{"./scripts/setup.sh", "installs packages with sudo and runs the whole suite, this test among it"},
+		{"go install ./cmd/sluice", "writes to the user's GOPATH/bin (TestVersionInstalled installs into a directory of its own)"},
+		{"sluice simulate -config new.yaml", "needs the reader's own access logs and rule files"},
+		{"go get github.com/sluicehq/sluice@latest", "needs the network; go.mod pins what the tests build"},
+		{`curl -s --json '{"rule":"reports"`, `"id":"…" stands for the id that acquire answered`},
+	},
+	"docs/accuracy.md":      {{"go run ./cmd/sluice accuracy", "minutes of CPU: the accuracy package's tests check the same oracles"}},
+	"docs/benchmarks.md":    {{"", "benchmarks, minutes each on peers and servers: bench/'s own tests run its harness"}},
+	"docs/concurrency.md":   {{"curl -s --json", `"id":"Xq0…" stands for the id that acquire answered`}},
+	"docs/login-service.md": {{"location = /login", "TestNginxLoginAttack (server/nginx_login_test.go) runs this nginx configuration, from its own copy"}, {"curl -s --json", `"ticket":"8997…" stands for the ticket begin answered`}},
+	"docs/operations.md": {
+		{"sluice bans -server https://", "needs the reader's certificates (TestServeTLS covers bans over mutual TLS)"},
+		{"sluice bans add -for 1h", "ends by loading the firewall (nft -f -): root on the machine; the README's block runs the same commands"},
+		{"printf '%s.%s'", `computes a webhook's signature from the reader's $TS, $BODY and $SECRET`},
+		{"GOGC=400", "the same serve as the README's, with settings of the Go runtime"},
+	},
+	"docs/service.md":  {{"sluice bench", "loads a server for 10 s or 100,000 requests: TestBench runs bench"}},
+	"docs/simulate.md": {{"sluice simulate", "needs the reader's access logs (TestSimulateCommand replays a generated one)"}},
+}
+
+// TestDocsAccounted holds every pastable block to a test or to a reason
+// in notRun, so a new snippet is run or says why not.
+func TestDocsAccounted(t *testing.T) {
+	run := map[string]bool{} // file:line of the blocks the tests run
+	mark := func(b docBlock) { run[fmt.Sprintf("%s:%d", b.file, b.line)] = true }
+	mark(onlyBlock(t, "docs/operations.md", "nginx"))
+	mark(onlyBlock(t, "docs/operations.md", "caddyfile"))
+	mark(blockAfter(t, "README.md", "sh", "With the server of the quick start running"))
+	mark(blockAfter(t, "README.md", "sh", "From the shell:"))
+	mark(blockAfter(t, "README.md", "sh", "gives a file to start from; add:"))
+	mark(blockAfter(t, "docs/operations.md", "sh", "Bearer requests need"))
+	mark(blockAfter(t, "docs/operations.md", "sh", "admin API serves it, oldest first:"))
+	for _, b := range blocksOf(t, "docs/service.md", "sh") {
+		if strings.Contains(b.text, "curl ") {
+			mark(b)
+		}
+	}
+	for _, b := range docBlocks(t) {
+		if b.lang != "sh" && b.lang != "nginx" && b.lang != "caddyfile" || run[fmt.Sprintf("%s:%d", b.file, b.line)] {
+			continue
+		}
+		first := strings.TrimSpace(strings.SplitN(strings.TrimSpace(b.text), "\n", 2)[0])
+		accounted := false
+		for _, n := range notRun[b.file] {
+			accounted = accounted || strings.HasPrefix(first, n.first)
+		}
+		if !accounted {
+			t.Errorf("%v (%q) is run by no test: run it in a docs test of cmd/sluice, or say why not in notRun", b, first)
+		}
+	}
+}
