@@ -675,10 +675,12 @@ def _decision(a, headers, path) -> Decision:
             and type(d["limit"]) is int and type(d["policy"]) is str and type(d["remaining"]) is int
             and type(d["shadowed"]) is bool and type(d["guard"]) is str and type(d["duplicate"]) is bool
             and type(d["expires"]) is str):
+        # A whole number of seconds comes as an int (retry_after is 0
+        # when allowed): converted here, not by a call of _num.
         if type(d["reset_after"]) is not float:
-            d["reset_after"] = _num(d, "reset_after")
+            d["reset_after"] = float(d["reset_after"]) if type(d["reset_after"]) is int else _num(d, "reset_after")
         if type(d["retry_after"]) is not float:
-            d["retry_after"] = _num(d, "retry_after")
+            d["retry_after"] = float(d["retry_after"]) if type(d["retry_after"]) is int else _num(d, "retry_after")
         decision = _new(Decision)
         _setattr(decision, "__dict__", d)
         return decision
