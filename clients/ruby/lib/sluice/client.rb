@@ -130,7 +130,9 @@ module Sluice
       chunked = low.include?("\r\ntransfer-encoding:") && field(low, low, "\r\ntransfer-encoding:").strip == "chunked"
       keep = !low.include?("\r\nconnection:") || field(low, low, "\r\nconnection:").strip != "close"
       headers = {}
-      FIELD_NAMES.each { |name, search| (v = field(low, head, search)) && headers[name] = v.strip! || v }
+      # Each in turn, not by a block over FIELD_NAMES (a third slower).
+      (v = field(low, head, RATELIMIT)) && headers["RateLimit"] = v.strip! || v
+      (v = field(low, head, POLICY)) && headers["RateLimit-Policy"] = v.strip! || v
       status = (head.getbyte(9) * 100) + (head.getbyte(10) * 10) + head.getbyte(11) - (48 * 111) # STATUS: digits
       if !chunked && length && @buf.bytesize - eoh - 4 == length && length <= MAX_ANSWER
         body = @buf.byteslice(eoh + 4, length) # the whole answer came in one read
@@ -160,6 +162,8 @@ module Sluice
     # a field's name, with the CRLF before it and its colon (RFC 9112
     # allows no space before the colon).
     FIELD_NAMES = FIELDS.to_h { |low, name| [name, "\r\n#{low}:"] }.freeze
+    RATELIMIT = FIELD_NAMES.fetch("RateLimit")
+    POLICY = FIELD_NAMES.fetch("RateLimit-Policy")
 
     # The value in head of the last field whose search (see FIELD_NAMES)
     # is in low, head lowered; nil when there is none.
@@ -418,11 +422,22 @@ module Sluice
     def decision(a, headers, path)
       raise Unavailable, "sluice: #{@url}#{path} answered no decision" unless a["allowed"] == true || a["allowed"] == false # no array a call
 
-      Decision.new(allowed: a["allowed"], rule: a["rule"].to_s, limit: num(a["limit"]).to_i,
-                   policy: a["policy"].to_s, remaining: num(a["remaining"]).to_i,
-                   reset_after: num(a["reset_after"]), retry_after: num(a["retry_after"]),
-                   shadowed: a["shadowed"] == true, guard: a["guard"].to_s, duplicate: a["duplicate"] == true,
-                   headers: headers, error: nil)
+      # Decision.new with keywords builds a hash and walks it, twice the
+      # cost of the rest of this method: the members are set one by one
+      # instead (error stays nil).
+      d = Decision.allocate
+      d.allowed = a["allowed"]
+      d.rule = a["rule"].to_s
+      d.limit = num(a["limit"]).to_i
+      d.policy = a["policy"].to_s
+      d.remaining = num(a["remaining"]).to_i
+      d.reset_after = num(a["reset_after"])
+      d.retry_after = num(a["retry_after"])
+      d.shadowed = a["shadowed"] == true
+      d.guard = a["guard"].to_s
+      d.duplicate = a["duplicate"] == true
+      d.headers = headers
+      d
     end
 
     # A number of the answer as a Float; 0.0 for anything else.
