@@ -53,7 +53,7 @@ type QuotaHolder struct {
 // an edge such as Envoy starts a new, full token bucket whenever its
 // strategy changes, so shares that moved by a few units at every report
 // would each hand out a fresh burst.
-const Hysteresis = 20
+const Hysteresis = 40
 
 // Prune drops the holders whose shares have expired at now and returns
 // how many it dropped.

@@ -70,11 +70,11 @@ func TestQuotaShare(t *testing.T) {
 			{1, "a", 100, false, 100, true},
 			{1, "b", 900, false, 900, true},
 		}},
-		{"keeps a share within 1/20", []call{
+		{"keeps a share within 1/40", []call{
 			{0, "a", 400, false, 400, true},
-			{1, "a", 419, false, 400, true},
-			{2, "a", 381, false, 400, true},
-			{3, "a", 421, false, 421, true},
+			{1, "a", 409, false, 400, true},
+			{2, "a", 391, false, 400, true},
+			{3, "a", 411, false, 411, true},
 		}},
 		{"expired share is free again", []call{
 			{0, "a", UnknownDemand, false, 1000, true},

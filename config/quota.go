@@ -11,9 +11,6 @@ const (
 	// DefaultReportInterval is the report interval of the edges, as
 	// Envoy's filter is told it (reporting_interval).
 	DefaultReportInterval = time.Second
-	// DefaultQuotaBurst is how much of its share an edge may spend at
-	// once, as the time its share takes to earn that much.
-	DefaultQuotaBurst = 100 * time.Millisecond
 	// DefaultQuotaIdle is how long a bucket may report no request
 	// before it is abandoned.
 	DefaultQuotaIdle = time.Minute
@@ -46,9 +43,10 @@ type Quota struct {
 	// Burst is how much of its share an edge may spend at once, as the
 	// time its share takes to earn that much: an assignment's token
 	// bucket holds share × Burst / period tokens (at least 1). Every new
-	// assignment starts full, so Burst bounds what a change of shares
-	// can admit beyond the limit (docs/service.md). Default
-	// DefaultQuotaBurst.
+	// assignment starts full, and a share may change at every report, so
+	// Burst bounds what a change of shares can admit beyond the limit
+	// (docs/service.md): a tenth of ReportInterval is a tenth more at
+	// most. Default ReportInterval / 10.
 	Burst time.Duration
 	// Idle is how long a bucket may report no request before the
 	// service abandons it (and gives its share back). At least TTL.
@@ -155,7 +153,7 @@ func (f *fileQuota) settings(v *validator, q *Quota) error {
 	}
 	switch {
 	case q.Burst == 0:
-		q.Burst = DefaultQuotaBurst
+		q.Burst = q.ReportInterval / 10
 	case q.Burst < 0:
 		return v.errorf(at("quota", "burst"), "burst %v must be positive", q.Burst)
 	}

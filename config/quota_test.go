@@ -37,7 +37,7 @@ func TestParseQuota(t *testing.T) {
 			MaxBuckets: DefaultMaxBuckets, AllowUnknown: true,
 			Buckets: []QuotaBucket{{Name: "api", Domain: "edge", Match: map[string]string{"name": "api"}, Rule: "api", Actor: "tenant"}}}},
 		{"ttl and idle", "quota: {report_interval: 500ms, ttl: 2s, idle: 10s, max_buckets: 5}\n",
-			Quota{ReportInterval: 500 * time.Millisecond, TTL: 2 * time.Second, Burst: 100 * time.Millisecond, Idle: 10 * time.Second, MaxBuckets: 5}},
+			Quota{ReportInterval: 500 * time.Millisecond, TTL: 2 * time.Second, Burst: 50 * time.Millisecond, Idle: 10 * time.Second, MaxBuckets: 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -76,7 +76,7 @@ else
     for _, x in ipairs(hs) do granted = granted + x[3] end
     local old = h[3]
     share = fair
-    if old > 0 and math.abs(fair - old) * 20 <= old then share = old end
+    if old > 0 and math.abs(fair - old) * 40 <= old then share = old end
     share = math.max(math.min(share, limit - (granted - old)), 0)
     h[3] = share
     redis.call('HSET', key, id, string.format('%d %d %d', demand, share, exp))
