@@ -40,7 +40,8 @@ rules ("sluice config sample" prints them):
 
 with -grpc-listen (or the file's grpc.listen), Envoy's rate limit
 service API (gRPC envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit,
-and the gRPC health service) on its own listener, and, when the file sets
+its Rate Limit Quota Service, and the gRPC health service) on its own
+listener, and, when the file sets
 an admin token, the admin API and dashboard on their own listener
 (loopback by default): /admin/.
 
@@ -226,6 +227,7 @@ func (ls *listeners) startGRPC(ctx context.Context, addr string, tc *config.Serv
 	ls.grpc = envoyrls.NewServer(svc.RateLimitService(), opts...)
 	svc.LimitsService().Register(ls.grpc)
 	svc.LeasesService().Register(ls.grpc)
+	svc.QuotaService().Register(ls.grpc)
 	go func() { ls.served <- ls.grpc.Serve(ln) }()
 	ls.announce("grpc", ln.Addr().String())
 	return nil
