@@ -172,6 +172,11 @@ func parseBanKey(key string) banKey {
 	if p, ok := parseNet(key); ok {
 		return banKey{net: p, key: netString(p)}
 	}
+	return opaqueBanKey(key)
+}
+
+// opaqueBanKey is parseBanKey of a key that is no address or network.
+func opaqueBanKey(key string) banKey {
 	if len(key) > MaxBanKey {
 		sum := sha256.Sum256([]byte(key))
 		key = "sha256:" + hex.EncodeToString(sum[:])
@@ -514,6 +519,9 @@ func (s *BanSet) MatchAddr(jail string, a netip.Addr, now time.Time) (Ban, bool)
 // matchActor returns the longest ban in force at now that covers a's key
 // or address.
 func (s *BanSet) matchActor(a Actor, now time.Time) (Ban, bool) {
+	if s.count.Load() == 0 {
+		return Ban{}, false
+	}
 	var best Ban
 	found := false
 	if a.Key != "" {

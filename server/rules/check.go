@@ -170,7 +170,8 @@ func (e *Engine) domain(r Request) (*domain, error) {
 	case r.Op == sluice.OpRefund || r.Op > sluice.OpInsert:
 		return nil, fmt.Errorf("rules: %w: op %v (want take, peek, reset or insert)", sluice.ErrInvalidRequest, r.Op)
 	}
-	for i, desc := range r.Descriptors {
+	for i := range r.Descriptors {
+		desc := &r.Descriptors[i] // not a copy: a descriptor is large
 		switch {
 		case len(desc.Entries) == 0 && !desc.named:
 			return nil, fmt.Errorf("rules: %w: descriptor %d has no entries", sluice.ErrInvalidRequest, i)
@@ -205,7 +206,8 @@ type query struct {
 func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Request, []int, error) {
 	var buf [256]byte
 	var replaced map[string]bool
-	for i, desc := range q.r.Descriptors {
+	for i := range q.r.Descriptors {
+		desc := &q.r.Descriptors[i] // not a copy: a descriptor is large
 		st := &q.res.Statuses[i]
 		st.Decision.Allowed, st.Allowed = true, true
 		ru, key := q.rule(i, buf[:0])
@@ -274,7 +276,7 @@ func (e *Engine) judge(q *query, i int, st *Status) bool {
 // state key is key, or reports false when its cost is more than the rule
 // allows (the status says so).
 func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
-	desc := q.r.Descriptors[i]
+	desc := &q.r.Descriptors[i]
 	var sk string
 	if k, ok := desc.key(); ok && q.d.named != nil && desc.Override == nil {
 		sk = stateKeyOf(k) // spare a copy
