@@ -127,6 +127,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s := &Service{opts: o, log: slog.New(logthrottle.New(o.Logger.Handler(), logthrottle.Config{})), m: newMetrics()}
 	s.denials.max = 100
 	s.leaseM = leaseapi.NewMetrics(s.m.reg)
+	s.quotaM = rlqs.NewMetrics(s.m.reg)
 	st, err := openStores(ctx, c, o, s.m, s.log)
 	if err != nil {
 		return nil, err
@@ -137,6 +138,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
 	if c.Admin.Enabled() {
 		s.live = newLive(s.m, s.state.Load, s.admin.Bans, s.now, s.log)
+		s.live.quota = s.quotaM.Stats
 		s.admin.live = s.live
 	}
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
@@ -218,7 +220,6 @@ func (s *Service) newQuota() (*rlqs.Service, error) {
 		s.st.closers = append(s.st.closers, ms)
 		qs = ms
 	}
-	s.quotaM = rlqs.NewMetrics(s.m.reg)
 	c := rlqs.Config{
 		Config: s.Config, Engine: s.Engine, Guard: func() *guard.Guard { return s.state.Load().guard },
 		OnGuard:   func(rule string, a guard.Action) { s.m.guard.WithLabelValues(rule, a.String()).Inc() },

@@ -51,3 +51,22 @@ type QuotaResponse struct {
 	// before it runs out.
 	TTL float64 `json:"ttl"`
 }
+
+// QuotaStats are what the edges of one replica hold and report of one
+// configured quota bucket (Bucket "-": the unknown ones), as the admin
+// dashboard shows them (its live feed's quota).
+type QuotaStats struct {
+	Bucket string `json:"bucket"`
+	// Clients counts the bucket ids held by open RLQS streams (HTTP
+	// holders hold no stream and are not counted).
+	Clients int `json:"clients"`
+	// Assigned is the sum of the shares assigned to them, in units of
+	// the rule's rate (per its period).
+	Assigned int `json:"assigned"`
+	// Blankets counts, of Clients, those holding a blanket rule.
+	Blankets int `json:"blankets"`
+	// Allowed and Denied count the requests the edges reported, since
+	// the service started.
+	Allowed uint64 `json:"allowed"`
+	Denied  uint64 `json:"denied"`
+}

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/wire"
 )
 
 // unknownLabel labels what concerns buckets that no configured bucket
@@ -26,30 +28,12 @@ type Metrics struct {
 	storeErrs *prometheus.CounterVec
 
 	mu    sync.Mutex
-	stats map[string]*BucketStats
-}
-
-// BucketStats are what the edges of one replica hold and report of one
-// configured bucket (Bucket "-": the unknown ones).
-type BucketStats struct {
-	Bucket string `json:"bucket"`
-	// Clients counts the holders subscribed: bucket ids held by streams
-	// (and HTTP holders are not counted: they hold no stream).
-	Clients int `json:"clients"`
-	// Assigned is the sum of the shares assigned to them, in units of
-	// the rule's rate (per its period).
-	Assigned int `json:"assigned"`
-	// Blankets counts, of Clients, those holding a blanket rule.
-	Blankets int `json:"blankets"`
-	// Allowed and Denied count the requests the edges reported, since
-	// the service started.
-	Allowed uint64 `json:"allowed"`
-	Denied  uint64 `json:"denied"`
+	stats map[string]*wire.QuotaStats
 }
 
 // NewMetrics registers the quota metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{stats: map[string]*BucketStats{}}
+	m := &Metrics{stats: map[string]*wire.QuotaStats{}}
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_quota_streams", Help: "Open RLQS streams (Envoy's Rate Limit Quota Service).",
 	})
@@ -83,10 +67,10 @@ func label(bucket string) string {
 }
 
 // stat returns the stats of bucket; its caller holds m.mu.
-func (m *Metrics) stat(bucket string) *BucketStats {
+func (m *Metrics) stat(bucket string) *wire.QuotaStats {
 	st := m.stats[bucket]
 	if st == nil {
-		st = &BucketStats{Bucket: bucket}
+		st = &wire.QuotaStats{Bucket: bucket}
 		m.stats[bucket] = st
 	}
 	return st
@@ -166,13 +150,13 @@ func (m *Metrics) hold(before, after *answer) {
 }
 
 // Stats returns the stats of every bucket seen, sorted by name.
-func (m *Metrics) Stats() []BucketStats {
+func (m *Metrics) Stats() []wire.QuotaStats {
 	if m == nil {
 		return nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]BucketStats, 0, len(m.stats))
+	out := make([]wire.QuotaStats, 0, len(m.stats))
 	for _, st := range m.stats {
 		out = append(out, *st)
 	}
