@@ -312,7 +312,7 @@ func TestRLQSFleetFailover(t *testing.T) {
 	const limit, unit = 1000, 50.0
 	reps, clients := fleet(t, ft, limit)
 	demand := skewed(unit, time.Hour, time.Hour) // steady
-	killAfter := 2 * time.Second
+	killAfter := 10 * ft.report                  // the shares have settled: the first report after the subscriptions measures demand
 	total := killAfter + 10*ft.report
 	done := make(chan *rlqstest.Record)
 	go func() { done <- rlqstest.Drive(t.Context(), clients, map[string]string{"name": "api"}, demand, total) }()

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/internal/testing/servicetest"
+	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/rlqs"
 	"github.com/sluicehq/sluice/server/rules"
@@ -441,4 +442,45 @@ func get(t *testing.T, svc *server.Service, path string) string {
 	rec := httptest.NewRecorder()
 	svc.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	return rec.Body.String()
+}
+
+// TestStoreDown: while the store fails, each bucket is answered by its
+// rule's failure policy: open a blanket ALLOW_ALL, closed a DENY_ALL,
+// local the edge's last share, or for an edge without one a share of
+// limit / failure.instances divided in the replica's memory.
+func TestStoreDown(t *testing.T) {
+	r := testserver.StartRedis(t)
+	svc := servicetest.New(t, fmt.Sprintf(`store: {type: redis, redis: {addrs: [%q]}}
+rules:
+  - {name: open, limits: ["100/s"]}
+  - {name: closed, limits: ["100/s"]}
+  - {name: local, limits: ["100/s"]}
+failure: {policy: local, timeout: 200ms, instances: 4, rules: {open: open, closed: closed}}
+quota:
+  report_interval: 1s
+  ttl: 2s
+  buckets:
+    - {domain: edge, match: {name: open}, rule: open}
+    - {domain: edge, match: {name: closed}, rule: closed}
+    - {domain: edge, match: {name: local}, rule: local}
+`, r.Addr), server.Options{})
+	q := svc.QuotaService()
+	ids := []map[string]string{{"name": "open"}, {"name": "closed"}, {"name": "local"}}
+	f := open(t, q, "a")
+	for i, a := range f.report(t, "edge", usage(ids[0], 1, 0), usage(ids[1], 1, 0), usage(ids[2], 1, 0)).GetBucketAction() {
+		if got := share(a); got != 100 {
+			t.Fatalf("%v with the store up: answered %d, want 100", ids[i], got)
+		}
+	}
+	r.Stop()
+	want := []int{-1, -2, 100}
+	for i, a := range f.report(t, "edge", usage(ids[0], 1, 0), usage(ids[1], 1, 0), usage(ids[2], 1, 0)).GetBucketAction() {
+		if got := share(a); got != want[i] {
+			t.Errorf("%v with the store down: answered %d, want %d", ids[i], got, want[i])
+		}
+	}
+	g := open(t, q, "b")
+	if got := share(g.report(t, "edge", usage(ids[2], 1, 0)).GetBucketAction()[0]); got != 25 {
+		t.Errorf("a new edge of the local rule with the store down: answered %d, want 25 (100 / 4 instances)", got)
+	}
 }
