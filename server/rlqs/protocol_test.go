@@ -74,7 +74,7 @@ func (f *fakeStream) Send(m *rlqspb.RateLimitQuotaResponse) error {
 
 // open starts a stream of q, named name by rlqs.ClientHeader when name
 // is not empty; it ends with the test.
-func open(t *testing.T, q *rlqs.Service, name string) *fakeStream {
+func open(t testing.TB, q *rlqs.Service, name string) *fakeStream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
@@ -88,7 +88,7 @@ func open(t *testing.T, q *rlqs.Service, name string) *fakeStream {
 }
 
 // report sends one report of domain with usages and returns the response.
-func (f *fakeStream) report(t *testing.T, domain string, us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqspb.RateLimitQuotaResponse {
+func (f *fakeStream) report(t testing.TB, domain string, us ...*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqspb.RateLimitQuotaResponse {
 	t.Helper()
 	f.in <- &rlqspb.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: us}
 	select {
