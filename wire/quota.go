@@ -18,6 +18,11 @@ type QuotaRequest struct {
 	// report.
 	Allowed uint64 `json:"allowed"`
 	Denied  uint64 `json:"denied"`
+	// Checked counts the requests the holder had decided by the service
+	// itself (per-request checks, while it held no share) since the
+	// previous report: they measure its demand, and are not counted
+	// again in the rule's state.
+	Checked uint64 `json:"checked,omitempty"`
 	// Elapsed is how long, in seconds, since the previous report of the
 	// bucket; 0 for the first, whose demand is not known yet.
 	Elapsed float64 `json:"elapsed,omitempty"`

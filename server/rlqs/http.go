@@ -52,7 +52,7 @@ func (s *Service) Handler() http.Handler {
 			return
 		}
 		if in.Elapsed > 0 {
-			n := float64(in.Allowed) + float64(in.Denied)
+			n := float64(in.Allowed) + float64(in.Denied) + float64(in.Checked)
 			req.perSecond = demandOf(n, in.Elapsed)
 		}
 		a := s.assign(r.Context(), req)
