@@ -21,7 +21,9 @@
 //   - A stream's first report names its domain; a report without one
 //     before it, or a report of another domain later, ends the stream
 //     with InvalidArgument.
-//   - The first report of a bucket id subscribes the stream to it; every
+//   - The first report of a bucket id subscribes the stream to it (its
+//     demand unknown, unless the report says the time since a previous
+//     one, as a reconnecting edge's does); every
 //     report of it is answered in one response carrying one action per
 //     bucket reported. Ids are compared as maps: the order of entries
 //     does not matter. An id with no entry or an empty key or value ends

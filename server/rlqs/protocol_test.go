@@ -329,8 +329,8 @@ func TestProtocolAbandon(t *testing.T) {
 }
 
 // TestProtocolReconnect: an edge that opens a new stream under the same
-// name keeps its share at once; the stream it left keeps counting until
-// its TTL otherwise.
+// name keeps its share at once: its first report there says the time
+// since its previous one, which measures its demand.
 func TestProtocolReconnect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, q := newService(t)
@@ -338,19 +338,22 @@ func TestProtocolReconnect(t *testing.T) {
 		a.report(t, "edge", usage(api, 1, 0))
 		b.report(t, "edge", usage(api, 1, 0))
 		time.Sleep(time.Second)
-		a.report(t, "edge", usage(api, 30, 0))
-		before := share(b.report(t, "edge", usage(api, 300, 0)).GetBucketAction()[0])
+		had := share(a.report(t, "edge", usage(api, 30, 0)).GetBucketAction()[0])
+		other := share(b.report(t, "edge", usage(api, 40, 0)).GetBucketAction()[0]) // 42 of 100: 26 free
 		close(a.in)
 		if err := <-a.done; err != nil {
 			t.Fatalf("a stream closed by its client ended with %v, want nil", err)
 		}
+		time.Sleep(time.Second)
 		a2 := open(t, q, "a")
-		got := share(a2.report(t, "edge", usage(api, 0, 0)).GetBucketAction()[0])
-		if got+before > 100 {
-			t.Errorf("the reconnected edge got %d beside the other's %d: over the limit 100", got, before)
+		u := usage(api, 30, 0)
+		u.TimeElapsed = durationpb.New(time.Second) // an edge that had the bucket says so
+		got := share(a2.report(t, "edge", u).GetBucketAction()[0])
+		if got+other > 100 {
+			t.Errorf("the reconnected edge got %d beside the other's %d: over the limit 100", got, other)
 		}
-		if got <= 0 {
-			t.Errorf("the reconnected edge got %d, want a share", got)
+		if had != 32 || got != had { // not the free part, as an edge of unknown demand would get
+			t.Errorf("the edge had %d (want 32: 30/s and 2), and %d on its new stream; want it kept", had, got)
 		}
 	})
 }

@@ -191,7 +191,7 @@ func (st *stream) usage(ctx context.Context, q *config.Quota, u *rlqspb.RateLimi
 		if len(st.buckets) >= q.MaxBuckets {
 			return st.untracked(u.GetBucketId(), st.s.blanket(q, "", reasonOverflow)), nil
 		}
-		b = &held{id: u.GetBucketId(), active: now, since: now, perSecond: sluice.UnknownDemand}
+		b = &held{id: u.GetBucketId(), active: now, since: now, perSecond: firstDemand(u)}
 		st.buckets[key] = b
 	} else {
 		b.measure(q, u, now)
@@ -254,6 +254,20 @@ func (b *held) measure(q *config.Quota, u *rlqspb.RateLimitQuotaUsageReports_Buc
 	}
 	b.perSecond = demandOf(float64(b.allowed)+float64(b.denied), elapsed.Seconds())
 	b.allowed, b.denied, b.since = 0, 0, now
+}
+
+// firstDemand is the demand of the first report u of a bucket on a
+// stream: unknown for a subscription, but an edge that reconnects
+// reports the bucket it had with the time since its previous report
+// (time_elapsed, whole seconds in Envoy's filter), which measures its
+// demand at once, so that it keeps its share instead of asking for the
+// whole limit.
+func firstDemand(u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) float64 {
+	el := u.GetTimeElapsed().AsDuration()
+	if el < time.Second {
+		return sluice.UnknownDemand
+	}
+	return demandOf(float64(u.GetNumRequestsAllowed())+float64(u.GetNumRequestsDenied()), el.Seconds())
 }
 
 func addSat(a, b uint64) uint64 {
