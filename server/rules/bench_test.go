@@ -48,6 +48,7 @@ func BenchmarkCheck(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("10.0.%d.%d", i/256, i%256)
 	}
+	var res Result // reused by CheckInto
 	kinds := []struct {
 		name string
 		do   func(ctx context.Context, key string) error
@@ -55,6 +56,10 @@ func BenchmarkCheck(b *testing.B) {
 		{"named", func(ctx context.Context, key string) error {
 			_, err := e.Check(ctx, Named("api", key))
 			return err
+		}},
+		{"named-into", func(ctx context.Context, key string) error {
+			d := [1]Descriptor{Key(key)}
+			return e.CheckInto(ctx, Request{Domain: "api", Descriptors: d[:]}, &res)
 		}},
 		{"domain", func(ctx context.Context, key string) error {
 			_, err := e.Check(ctx, Request{Domain: "edge", Descriptors: []Descriptor{{Entries: []Entry{{Key: "remote_address", Value: key}}}}})

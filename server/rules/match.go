@@ -88,17 +88,32 @@ func (d *Descriptor) entries() []Entry {
 // client at addr (invalid when unknown), and reports false when d names
 // none: neither made by Key nor of one entry.
 func (d *Descriptor) actor(addr netip.Addr) (guard.Actor, bool) {
+	client := plain(addr) // a new variable: addr itself must not flow to the result
 	switch {
 	case d.named:
 		a := d.Actor
-		if addr.IsValid() {
-			a.Addr = addr.Unmap().WithZone("")
+		if client.IsValid() {
+			a.Addr = client
 		}
 		return a, true
 	case len(d.Entries) == 1: // an Envoy descriptor of a named rule
-		return guard.NewActor(addr, d.Entries[0].Value), true
+		return guard.NewActor(client, d.Entries[0].Value), true
 	}
 	return guard.Actor{}, false
+}
+
+// plain returns a without its zone (bans and lists know none), and an
+// IPv4-mapped address as IPv4, made from its bytes: it holds nothing of
+// a, so that the guard keeping it does not keep the request that held a
+// (whose descriptors may then stay on its caller's stack).
+func plain(a netip.Addr) netip.Addr {
+	switch a = a.Unmap(); {
+	case a.Is4():
+		return netip.AddrFrom4(a.As4())
+	case a.Is6():
+		return netip.AddrFrom16(a.As16())
+	}
+	return netip.Addr{}
 }
 
 // domain is a domain's tree, or a named rule (which matches any
@@ -215,17 +230,37 @@ func wildcardMatch(parts []string, value string) bool {
 
 // entrySpecial are the bytes escaped in entries: the separators of a
 // state key, and '*', which marks a shared wildcard's pattern.
-const entrySpecial = "%,=*"
+var entrySpecial = newEscaper(",=*")
 
-// appendEscaped appends s with '%' and the bytes of special written as
-// %XX, so that joined parts name one state only.
-func appendEscaped(buf []byte, s, special string) []byte {
-	if !strings.ContainsAny(s, special) && !strings.Contains(s, "%") {
+// An escaper writes '%' and a set of special bytes as %XX, so that
+// joined parts name one state only.
+type escaper [256]bool
+
+// newEscaper returns the escaper of '%' and the bytes of special.
+func newEscaper(special string) *escaper {
+	var e escaper
+	e['%'] = true
+	for i := range len(special) {
+		e[special[i]] = true
+	}
+	return &e
+}
+
+// appendEscaped appends s to buf, escaped by esc.
+func appendEscaped(buf []byte, s string, esc *escaper) []byte {
+	plain := true
+	for i := range len(s) {
+		if esc[s[i]] {
+			plain = false
+			break
+		}
+	}
+	if plain {
 		return append(buf, s...)
 	}
 	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || strings.IndexByte(special, c) >= 0 {
+	for i := range len(s) {
+		if c := s[i]; esc[c] {
 			buf = append(buf, '%', hex[c>>4], hex[c&15])
 		} else {
 			buf = append(buf, c)
