@@ -44,6 +44,11 @@ const (
 	// yet: it counts as wanting the whole limit (see
 	// algorithm.UnknownDemand).
 	UnknownDemand = -1
+	// KeepDemand is the Demand of a holder that asks again without a
+	// new measure (an edge that reconnected): the demand its table
+	// holds for it, or UnknownDemand for a newcomer (see
+	// algorithm.KeepDemand).
+	KeepDemand = -2
 )
 
 // A ShareRequest asks a QuotaStore for the share of one holder in the
@@ -62,7 +67,7 @@ type ShareRequest struct {
 	// a new Rate keeps the holders.
 	Limit Limit
 	// Demand is what the holder wants, in units per Limit.Period: at
-	// least 0, or UnknownDemand. More than Limit.Rate counts as
+	// least 0, or UnknownDemand, or KeepDemand. More than Limit.Rate counts as
 	// Limit.Rate.
 	Demand int
 	// TTL is how long the share counts from now, unless the holder asks
@@ -86,8 +91,8 @@ func (r *ShareRequest) Validate() error {
 	case r.Limit.Period <= 0 || r.Limit.Period > MaxPeriod:
 		return fmt.Errorf("%w: quota period %v, want up to %v", ErrInvalidRequest, r.Limit.Period, MaxPeriod)
 	case r.Release:
-	case r.Demand < UnknownDemand:
-		return fmt.Errorf("%w: demand %d, want at least 0 (or UnknownDemand)", ErrInvalidRequest, r.Demand)
+	case r.Demand < KeepDemand:
+		return fmt.Errorf("%w: demand %d, want at least 0 (or UnknownDemand, KeepDemand)", ErrInvalidRequest, r.Demand)
 	case r.TTL < MinLeaseTTL || r.TTL > MaxLeaseTTL:
 		return fmt.Errorf("%w: share ttl %v, want %v to %v", ErrInvalidRequest, r.TTL, MinLeaseTTL, MaxLeaseTTL)
 	}

@@ -12,6 +12,12 @@ import (
 // demand at its next report.
 const UnknownDemand = -1
 
+// KeepDemand, as the demand of a call of Share, keeps the demand the
+// table holds for the holder (UnknownDemand for a newcomer): for an edge
+// that reconnects, whose demand is not measured on its new stream yet
+// but was on its old one, so that it keeps its share.
+const KeepDemand = -2
+
 // A QuotaTable is the state of one key of an edge quota: the holders
 // that share the key's limit (Envoy instances, Go programs), each with
 // its demand, the share of the limit it was granted and when that share
@@ -64,7 +70,7 @@ func (t *QuotaTable) Prune(now int64) int {
 }
 
 // Share records that holder id wants demand units (UnknownDemand: not
-// measured yet) of limit until exp, and returns its new share: its fair
+// measured yet; KeepDemand: what the table holds for it) of limit until exp, and returns its new share: its fair
 // share within the holders' demands, kept as it was while the fair share
 // moves by less than 1/Hysteresis of it, and never more than the limit
 // minus what the others hold. A new holder in a table of maxHolders
@@ -76,10 +82,13 @@ func (t *QuotaTable) Share(id string, demand, limit, now, exp int64, maxHolders 
 		if len(t.Holders) >= maxHolders {
 			return 0, false
 		}
-		t.Holders = append(t.Holders, QuotaHolder{ID: id})
+		t.Holders = append(t.Holders, QuotaHolder{ID: id, Demand: UnknownDemand})
 		i = len(t.Holders) - 1
 	}
 	h := &t.Holders[i]
+	if demand == KeepDemand {
+		demand = h.Demand
+	}
 	h.Demand, h.Exp = demand, exp
 	fair := min(clampDemand(demand, limit), t.Level(limit))
 	old, others := h.Share, t.Granted()-h.Share

@@ -22,8 +22,8 @@
 //     before it, or a report of another domain later, ends the stream
 //     with InvalidArgument.
 //   - The first report of a bucket id subscribes the stream to it (its
-//     demand unknown, unless the report says the time since a previous
-//     one, as a reconnecting edge's does); every
+//     demand unknown, or, for a stream named by ClientHeader, the demand
+//     the store holds for that name: a reconnecting edge); every
 //     report of it is answered in one response carrying one action per
 //     bucket reported. Ids are compared as maps: the order of entries
 //     does not matter. An id with no entry or an empty key or value ends

@@ -46,7 +46,7 @@ func (s *Service) Handler() http.Handler {
 			return
 		}
 		req := &request{domain: in.Domain, id: in.Bucket, key: keyOf(in.Bucket), holder: "h:" + in.Holder,
-			allowed: in.Allowed, denied: in.Denied, perSecond: sluice.UnknownDemand}
+			allowed: in.Allowed, denied: in.Denied, perSecond: sluice.KeepDemand} // a holder that asks again after a restart keeps its demand
 		if in.Release {
 			jsonhttp.Write(w, http.StatusOK, s.giveBack(r, req))
 			return

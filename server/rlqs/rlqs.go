@@ -145,7 +145,8 @@ type request struct {
 	// into the rule's state and the metrics.
 	allowed, denied uint64
 	// perSecond is the holder's demand in requests a second, or
-	// sluice.UnknownDemand before it is measured.
+	// sluice.UnknownDemand before it is measured (sluice.KeepDemand: the
+	// demand the store holds for the holder).
 	perSecond float64
 	// last is the share the holder was assigned last (0: none): kept
 	// while the store fails under FailLocal, and given back when the
@@ -177,7 +178,7 @@ func (s *Service) assign(ctx context.Context, r *request) answer {
 		return a
 	}
 	s.report(ctx, b, r)
-	demand := sluice.UnknownDemand
+	demand := int(r.perSecond) // UnknownDemand or KeepDemand, until measured
 	if r.perSecond >= 0 {
 		demand = int(min(math.Ceil(r.perSecond*l.Period.Seconds()), sluice.MaxQuotaRate))
 	}

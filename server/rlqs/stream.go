@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -191,7 +192,7 @@ func (st *stream) usage(ctx context.Context, q *config.Quota, u *rlqspb.RateLimi
 		if len(st.buckets) >= q.MaxBuckets {
 			return st.untracked(u.GetBucketId(), st.s.blanket(q, "", reasonOverflow)), nil
 		}
-		b = &held{id: u.GetBucketId(), active: now, since: now, perSecond: firstDemand(u)}
+		b = &held{id: u.GetBucketId(), active: now, since: now, perSecond: st.firstDemand()}
 		st.buckets[key] = b
 	} else {
 		b.measure(q, u, now)
@@ -256,18 +257,15 @@ func (b *held) measure(q *config.Quota, u *rlqspb.RateLimitQuotaUsageReports_Buc
 	b.allowed, b.denied, b.since = 0, 0, now
 }
 
-// firstDemand is the demand of the first report u of a bucket on a
-// stream: unknown for a subscription, but an edge that reconnects
-// reports the bucket it had with the time since its previous report
-// (time_elapsed, whole seconds in Envoy's filter), which measures its
-// demand at once, so that it keeps its share instead of asking for the
-// whole limit.
-func firstDemand(u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage) float64 {
-	el := u.GetTimeElapsed().AsDuration()
-	if el < time.Second {
-		return sluice.UnknownDemand
+// firstDemand is the demand of the first report of a bucket on a
+// stream: a named edge (ClientHeader) keeps the demand the store holds
+// for it, so that an edge that reconnects (to any replica) keeps its
+// share; it is unknown for a newcomer and for unnamed streams.
+func (st *stream) firstDemand() float64 {
+	if strings.HasPrefix(st.holder, "c:") {
+		return sluice.KeepDemand
 	}
-	return demandOf(float64(u.GetNumRequestsAllowed())+float64(u.GetNumRequestsDenied()), el.Seconds())
+	return sluice.UnknownDemand
 }
 
 func addSat(a, b uint64) uint64 {

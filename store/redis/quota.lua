@@ -7,7 +7,7 @@
 -- Redis divides one limit.
 --
 -- KEYS[1]  the table.
--- ARGV     holder, demand (-1: unknown), limit, TTL µs (0: release),
+-- ARGV     holder, demand (-1: unknown, -2: keep the holder's), limit, TTL µs (0: release),
 --          now µs (-1: the server's TIME), most holders, key TTL slack ms.
 -- Returns  {share, holders after, sum of shares, sum of demands,
 --          expiry µs of the share (0 if none), now µs, 1 if refused as
@@ -49,13 +49,14 @@ else
     if #hs >= most then
       full = 1
     else
-      hs[#hs + 1] = {id, 0, 0, 0}
+      hs[#hs + 1] = {id, -1, 0, 0}
       mine = #hs
     end
   end
   if mine then
     exp = now + ttl
     local h = hs[mine]
+    if demand == -2 then demand = h[2] end
     h[2], h[4] = demand, exp
     -- The water level: the share of whoever wants more than the others
     -- leave.

@@ -26,6 +26,7 @@ func RunQuotas(t *testing.T, newStore func(t *testing.T) sluice.QuotaStore) {
 		{"Fair", testQuotaFair},
 		{"Expiry", testQuotaExpiry},
 		{"Release", testQuotaRelease},
+		{"Keep", testQuotaKeep},
 		{"Keys", testQuotaKeys},
 		{"Full", testQuotaFull},
 		{"Invalid", testQuotaInvalid},
@@ -147,6 +148,17 @@ func testQuotaRelease(t *testing.T, qs *quotaSuite) {
 	qs.want(t, share("k", "b", 600, time.Second), 600, 1)
 }
 
+// testQuotaKeep: KeepDemand keeps the demand the table holds for a
+// holder (a reconnecting edge keeps its share), and counts as
+// UnknownDemand for a newcomer.
+func testQuotaKeep(t *testing.T, qs *quotaSuite) {
+	qs.want(t, share("k", "a", 300, 0), 300, 1)
+	qs.want(t, share("k", "b", 500, time.Millisecond), 500, 2)
+	qs.want(t, share("k", "a", sluice.KeepDemand, 2*time.Millisecond), 300, 2)
+	qs.want(t, share("k", "c", sluice.KeepDemand, 3*time.Millisecond), 200, 3) // unknown: what is free
+	qs.want(t, share("k", "a", 300, 4*time.Millisecond), 300, 3)
+}
+
 // testQuotaKeys: keys, prefixes and periods have tables of their own.
 func testQuotaKeys(t *testing.T, qs *quotaSuite) {
 	qs.want(t, share("k1", "a", sluice.UnknownDemand, 0), 1000, 1)
@@ -188,7 +200,7 @@ func testQuotaInvalid(t *testing.T, qs *quotaSuite) {
 		"rate 0":          func(r *sluice.ShareRequest) { r.Limit.Rate = 0 },
 		"huge rate":       func(r *sluice.ShareRequest) { r.Limit.Rate = sluice.MaxQuotaRate + 1 },
 		"no period":       func(r *sluice.ShareRequest) { r.Limit.Period = 0 },
-		"negative demand": func(r *sluice.ShareRequest) { r.Demand = -2 },
+		"negative demand": func(r *sluice.ShareRequest) { r.Demand = -3 },
 		"no ttl":          func(r *sluice.ShareRequest) { r.TTL = 0 },
 		"long ttl":        func(r *sluice.ShareRequest) { r.TTL = sluice.MaxLeaseTTL + 1 },
 		"before 1970":     func(r *sluice.ShareRequest) { r.Now = time.Unix(-5, 0) },
@@ -212,7 +224,7 @@ func testQuotaDifferential(t *testing.T, qs *quotaSuite) {
 		for step := range 60 {
 			at += time.Duration(rng.Int64N(400_000)) * time.Microsecond
 			o := shareOp{key: key, holder: fmt.Sprint("h", rng.IntN(6)), at: at,
-				demand: rng.IntN(1200) - 1, ttl: time.Duration(1+rng.IntN(2000)) * time.Millisecond, release: rng.IntN(10) == 0}
+				demand: rng.IntN(1202) - 2, ttl: time.Duration(1+rng.IntN(2000)) * time.Millisecond, release: rng.IntN(10) == 0}
 			s, err := qs.call(t, o)
 			if err != nil {
 				t.Fatalf("trace %d step %d: %v: %v", trace, step, o, err)
