@@ -242,7 +242,15 @@ func checkFairFrom(t *testing.T, rec *rlqstest.Record, demand rlqstest.Demand, l
 			}
 		}
 	}
-	fair := rlqstest.FairShares(ds, limit)
+	// The fair shares of the demands the clients did offer (each within
+	// 80% of its nominal one, above): a generator a little late on a busy
+	// machine lowers its client's demand, and the allocator rightly
+	// gives the others more.
+	offered := make([]float64, len(ds))
+	for i := range ds {
+		offered[i] = rec.OfferedRate(i, from-ft.report, end)
+	}
+	fair := rlqstest.FairShares(offered, limit)
 	worst := 0.0
 	for i := range ds {
 		if fair[i] == 0 {
@@ -252,7 +260,7 @@ func checkFairFrom(t *testing.T, rec *rlqstest.Record, demand rlqstest.Demand, l
 		dev := math.Abs(got-fair[i]) / fair[i]
 		worst = math.Max(worst, dev)
 		if dev > 0.10 {
-			t.Errorf("from %v to %v, client %d (demand %.0f/s): admitted %.1f/s, fair share %.1f/s (%.1f%% off)", from, end, i, ds[i], got, fair[i], 100*dev)
+			t.Errorf("from %v to %v, client %d (demand %.0f/s, offered %.1f/s): admitted %.1f/s, fair share %.1f/s (%.1f%% off)", from, end, i, ds[i], offered[i], got, fair[i], 100*dev)
 		}
 	}
 	t.Logf("from %v to %v: worst deviation from the fair share %.1f%%", from, end, 100*worst)
@@ -322,6 +330,14 @@ func TestRLQSFleetFailover(t *testing.T) {
 	rec := <-done
 	killAt := killed.Sub(rec.Start)
 
+	// A load generator behind around the kill changes its client's
+	// demand, and so every share: the shares are then not judged.
+	lagged := false
+	for i := range clients {
+		for f := killAt - 2*ft.report; f < killAt+2*ft.report; f += ft.report {
+			lagged = lagged || rec.OfferedRate(i, f, f+ft.report) < 0.9*demand(i, 0)
+		}
+	}
 	for i, c := range clients[:4] {
 		l := c.Log()
 		if l.Streams < 2 || l.StreamErrors < 1 {
@@ -329,6 +345,10 @@ func TestRLQSFleetFailover(t *testing.T) {
 		}
 		before, after := shareAround(l, killed)
 		t.Logf("client %d: share %d/s before the kill, %d/s first after it", i, before, after)
+		if lagged {
+			t.Logf("client %d: share not judged: a load generator fell behind around the kill", i)
+			continue
+		}
 		if before <= 0 || math.Abs(float64(after-before)) > 0.1*float64(before) {
 			t.Errorf("client %d: share %d/s before the kill and %d/s after its reconnection: want it kept within 10%%", i, before, after)
 		}
