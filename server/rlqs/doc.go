@@ -58,6 +58,10 @@
 // share of limit/failure.instances from this process). A blanket is
 // never a share: it takes nothing from the other edges.
 //
+// A message that is not a usage report ends the stream with Internal
+// (gRPC's own decoding), one over the server's message size with
+// ResourceExhausted.
+//
 // # Memory
 //
 // A stream holds at most quota.max_buckets bucket ids of at most
