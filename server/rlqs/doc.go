@@ -65,7 +65,8 @@
 // # Memory
 //
 // A stream holds at most quota.max_buckets bucket ids of at most
-// config.MaxBucketBytes each; untracked ids (overflow, oversize, unknown)
+// config.MaxBucketBytes each, and all the streams of a replica at most
+// MaxHeld (beyond, overflow); untracked ids (overflow, oversize, unknown)
 // are answered and forgotten. One message is read at a time, and the
 // gRPC server of envoyrls.NewServer bounds a message's size and the
 // streams of a connection. Metrics are

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/rlqs"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // protocolConfig divides 100/s among the edges of domain "edge" whose
@@ -484,4 +485,38 @@ quota:
 	if got := share(g.report(t, "edge", usage(ids[2], 1, 0)).GetBucketAction()[0]); got != 25 {
 		t.Errorf("a new edge of the local rule with the store down: answered %d, want 25 (100 / 4 instances)", got)
 	}
+}
+
+// TestProtocolHeldBound: streams of distinct ids hold at most
+// Config.MaxHeld ids between them; past it, overflow; an ended stream's
+// ids are free again.
+func TestProtocolHeldBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc, _ := newService(t)
+		q, err := rlqs.New(rlqs.Config{Config: svc.Config, Engine: svc.Engine, Store: memory.New(memory.Config{SweepInterval: -1}), MaxHeld: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var streams []*fakeStream
+		shares := 0
+		for i := range 4 {
+			f := open(t, q, "")
+			streams = append(streams, f)
+			for j := range 2 {
+				id := map[string]string{"name": "api", "tenant": fmt.Sprint(i, "-", j)}
+				if share(f.report(t, "edge", usage(id, 1, 0)).GetBucketAction()[0]) > 0 {
+					shares++
+				}
+			}
+		}
+		if shares != 4 {
+			t.Errorf("4 streams of 2 ids each got %d shares, want 4 (MaxHeld)", shares)
+		}
+		close(streams[0].in)
+		<-streams[0].done
+		id := map[string]string{"name": "api", "tenant": "late"}
+		if got := share(streams[3].report(t, "edge", usage(id, 1, 0)).GetBucketAction()[0]); got != 100 {
+			t.Errorf("after a stream of 2 ids ended, a new id got %d, want 100", got)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -57,6 +58,9 @@ type Config struct {
 	// Clock measures demand and idleness. Default time.Now. (Shares are
 	// dated by the store's clock.)
 	Clock func() time.Time
+	// MaxHeld bounds the bucket ids all streams hold at once. Default
+	// MaxHeld.
+	MaxHeld int64
 }
 
 // A Service is Envoy's Rate Limit Quota Service
@@ -67,8 +71,25 @@ type Config struct {
 // concurrent use.
 type Service struct {
 	rlqspb.UnimplementedRateLimitQuotaServiceServer
-	c   Config
-	log *slog.Logger
+	c    Config
+	log  *slog.Logger
+	held atomic.Int64 // bucket ids held by all streams: at most MaxHeld
+}
+
+// MaxHeld bounds the bucket ids all the streams of a Service hold at
+// once (each stream holds at most the quota section's max_buckets): a
+// flood of streams of distinct ids is answered overflow beyond it, so
+// that their memory stays within MaxHeld ids of config.MaxBucketBytes.
+const MaxHeld = 100_000
+
+// hold counts one more bucket id held, and reports false (counting
+// none) when Config.MaxHeld are.
+func (s *Service) hold() bool {
+	if s.held.Add(1) > s.c.MaxHeld {
+		s.held.Add(-1)
+		return false
+	}
+	return true
 }
 
 var _ rlqspb.RateLimitQuotaServiceServer = (*Service)(nil)
@@ -86,6 +107,9 @@ func New(c Config) (*Service, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.MaxHeld <= 0 {
+		c.MaxHeld = MaxHeld
 	}
 	s := &Service{c: c, log: c.Logger}
 	if s.log == nil {

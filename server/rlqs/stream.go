@@ -189,7 +189,7 @@ func (st *stream) usage(ctx context.Context, q *config.Quota, u *rlqspb.RateLimi
 	key := keyOf(id)
 	b := st.buckets[key]
 	if b == nil {
-		if len(st.buckets) >= q.MaxBuckets {
+		if len(st.buckets) >= q.MaxBuckets || !st.s.hold() {
 			return st.untracked(u.GetBucketId(), st.s.blanket(q, "", reasonOverflow)), nil
 		}
 		b = &held{id: u.GetBucketId(), active: now, since: now, perSecond: st.firstDemand()}
@@ -206,6 +206,7 @@ func (st *stream) usage(ctx context.Context, q *config.Quota, u *rlqspb.RateLimi
 	st.moved(ctx, key, b, &a)
 	if a.bucket == "" { // unknown, now: not held
 		delete(st.buckets, key)
+		st.s.held.Add(-1)
 		st.s.c.Metrics.hold(&b.answer, nil)
 	}
 	return action(b.id, a), nil
@@ -295,6 +296,7 @@ func (st *stream) tick(ctx context.Context) error {
 		st.s.c.Metrics.abandoned(b.answer.bucket)
 		st.s.c.Metrics.hold(&b.answer, nil)
 		delete(st.buckets, key)
+		st.s.held.Add(-1)
 	}
 	return st.send(acts)
 }
@@ -306,5 +308,6 @@ func (st *stream) close() {
 	for _, b := range st.buckets {
 		st.s.c.Metrics.hold(&b.answer, nil)
 	}
+	st.s.held.Add(-int64(len(st.buckets)))
 	st.s.c.Metrics.stream(-1)
 }
