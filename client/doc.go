@@ -32,9 +32,13 @@
 // Config.URL, or, with Config.GRPC, over
 // Envoy's rate limit gRPC API (package server/envoyrls), asking for the
 // named rule as a domain with one descriptor whose value is the key, as
-// the service's rules engine reads it. Envoy's API carries the wait of a
-// denial only in its Retry-After header, in whole seconds: run the
-// service with -grpc-headers. It has no reset and no batches: Reset
+// the service's rules engine reads it. Envoy's protobuf has no field for
+// the wait of a denial: sluice serve sends it in the response metadata
+// wire.RetryAfterKey, to the millisecond, and the client reads it there
+// (or, from another server of Envoy's API, in the Retry-After header
+// field it asks Envoy to add, in whole seconds), so that Decision and
+// the denial cache are the same over both transports. It has no reset
+// and no batches: Reset
 // always uses Config.URL, and CheckMany makes one call per check over
 // gRPC. The ban operations use the admin API at Config.AdminURL, with
 // Config.AdminToken. A Client keeps one http.Client (whose Transport

@@ -54,13 +54,13 @@ func TestParseQuota(t *testing.T) {
 
 func TestParseQuotaErrors(t *testing.T) {
 	tests := []parseError{
-		{"no domain", "quota: {buckets: [{rule: api}]}\n", []string{"q.yaml:11: quota.buckets[0].domain:", "domain of Envoy's filter"}},
+		{"no domain", "quota: {buckets: [{rule: api}]}\n", []string{"q.yaml:11:19: quota.buckets[0].domain:", "domain of Envoy's filter"}},
 		{"no rule", "quota: {buckets: [{domain: e}]}\n", []string{"quota.buckets[0].rule: a bucket needs a rule"}},
 		{"unknown rule", "quota: {buckets: [{domain: e, rule: nope}]}\n", []string{`quota.buckets[0].rule: no named rule "nope"`}},
 		{"two limits", "quota: {buckets: [{domain: e, rule: two}]}\n", []string{`rule "two" has 2 limits`}},
 		{"sub-second", "quota: {buckets: [{domain: e, rule: fast}]}\n", []string{"period 100ms is not whole seconds"}},
 		{"shadow", "quota: {buckets: [{domain: e, rule: dry}]}\n", []string{`rule "dry" is shadow`}},
-		{"dup", "quota:\n  buckets:\n    - {domain: e, rule: api}\n    - {domain: f, rule: api}\n", []string{"q.yaml:14: quota.buckets[1].name:", `bucket "api" defined twice`}},
+		{"dup", "quota:\n  buckets:\n    - {domain: e, rule: api}\n    - {domain: f, rule: api}\n", []string{"q.yaml:14:7: quota.buckets[1].name:", `bucket "api" defined twice`}},
 		{"bad name", "quota: {buckets: [{name: \"a b\", domain: e, rule: api}]}\n", []string{"quota.buckets[0].name:"}},
 		{"empty match", "quota: {buckets: [{domain: e, rule: api, match: {name: \"\"}}]}\n", []string{"quota.buckets[0].match: an entry needs a key and a value"}},
 		{"unknown", "quota: {unknown: maybe}\n", []string{"quota.unknown:", `unknown "maybe"`}},
@@ -70,8 +70,8 @@ func TestParseQuotaErrors(t *testing.T) {
 		{"burst", "quota: {burst: -1s}\n", []string{"quota.burst:"}},
 		{"idle", "quota: {ttl: 5s, idle: 4s}\n", []string{"quota.idle:", "at least ttl"}},
 		{"max_buckets", "quota: {max_buckets: -1}\n", []string{"quota.max_buckets:"}},
-		{"unknown field", "quota: {bucket: []}\n", []string{"field bucket not found in quota"}},
-		{"unknown bucket field", "quota: {buckets: [{domain: e, rule: api, key: x}]}\n", []string{"field key not found in a quota bucket"}},
+		{"unknown field", "quota: {bucket: []}\n", []string{`quota: unknown field "bucket"; did you mean "buckets"?`}},
+		{"unknown bucket field", "quota: {buckets: [{domain: e, rule: api, key: x}]}\n", []string{`quota.buckets[0]: unknown field "key"`}},
 	}
 	checkParseErrors(t, "q.yaml", quotaRules, tests)
 }

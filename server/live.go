@@ -15,7 +15,6 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/topkeys"
 	"github.com/sluicehq/sluice/server/admin"
-	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -292,7 +291,7 @@ func (l *live) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.
 			if d, err := peekRule(ctx, st.engine, r.Name, t.Key); err == nil {
 				t.State = "allowed"
 				if !d.Allowed {
-					t.State, t.RetryAfter = "denied", httpapi.Seconds(d.RetryAfter)
+					t.State, t.RetryAfter = "denied", wire.Seconds(d.RetryAfter)
 				}
 			}
 		}
