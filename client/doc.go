@@ -7,7 +7,8 @@
 // ([Client.LoginBegin], [Client.LoginFail], [Client.LoginSucceed]) and
 // concurrency rules ([Client.Acquire], [Client.Release],
 // [Client.Extend]), and
-// manages bans ([Client.Ban], [Client.Bans], [Client.Lift]).
+// manages bans ([Client.Ban], [Client.Bans], [Client.Lift]), and
+// decides locally under a share of a rule's limit ([Client.Quota]).
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:8080"})
 //	...
@@ -78,6 +79,24 @@
 // error. A request the service refuses (an unknown rule, a cost above
 // the rule's burst) wraps sluice.ErrInvalidRequest, with a denying
 // Decision.
+//
+// # Local quotas
+//
+// A [Quota] decides the requests of one bucket of the service's quota
+// section in this process, under a share of the bucket's rule that the
+// service assigns it and re-balances among the holders by their demand
+// (as it does for Envoys over the Rate Limit Quota Service; see
+// docs/service.md): [Quota.Report] tells the service what it decided
+// and renews the share, [Quota.Run] reports every interval, and
+// [Quota.Decide] decides a request locally, with no call to the service,
+// while a share is in force (a token bucket of the share), else per
+// request with CheckN of the configured rule and key. One call per
+// report interval, whatever the number of decisions.
+//
+//	q, err := c.Quota(client.QuotaConfig{Domain: "edge", Bucket: map[string]string{"name": "api"},
+//		Holder: hostname, Rule: "api", Key: "name=api"})
+//	go q.Run(ctx, time.Second)
+//	d, err := q.Decide(ctx, time.Now())
 //
 // # In net/http middleware
 //

@@ -66,6 +66,9 @@ type Config struct {
 	Logins []Login
 	// Telemetry configures OpenTelemetry (OTLP); off by default.
 	Telemetry Telemetry
+	// Quota configures the edge quotas (Envoy's RLQS, the Go client's
+	// local quotas); no buckets by default.
+	Quota Quota
 }
 
 // A NamedRule is a rule of the file's rules section, asked by its name and
@@ -239,6 +242,7 @@ type file struct {
 	ForwardAuth fileForwardAuth  `yaml:"forward_auth"`
 	Logins      []fileLogin      `yaml:"logins"`
 	Telemetry   fileTelemetry    `yaml:"telemetry"`
+	Quota       fileQuota        `yaml:"quota"`
 
 	// envoy holds the file when it is in Envoy's format (a domain and
 	// its descriptors), whose settings are all defaults.
@@ -284,6 +288,9 @@ func (f *file) config(v *validator) (*Config, error) {
 	var telemetryErr error
 	c.Telemetry, telemetryErr = f.Telemetry.telemetry(v)
 	errs[5] = errors.Join(guardErr, authErr, loginErr, telemetryErr)
+	var quotaErr error
+	c.Quota, quotaErr = f.Quota.quota(v, c)
+	errs[5] = errors.Join(errs[5], quotaErr)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}

@@ -187,7 +187,7 @@ func TestShapeOddities(t *testing.T) {
 		t.Errorf("a key given twice: %v, %v; want only that error", c, err)
 	}
 	_, err = Parse("l.yaml", []byte("- 1\n- 2\n"))
-	if err == nil || err.Error() != "l.yaml:1:1: want a mapping with the fields store, listen, tls, grpc, rules, failure, admin, guard, forward_auth, logins, telemetry, not a list" {
+	if err == nil || err.Error() != "l.yaml:1:1: want a mapping with the fields store, listen, tls, grpc, rules, failure, admin, guard, forward_auth, logins, telemetry, quota, not a list" {
 		t.Errorf("a list at the top level: %v; want only that error", err)
 	}
 }

@@ -43,6 +43,7 @@ type live struct {
 	m       *metrics
 	state   func() *state                             // the configuration in force
 	bans    func(context.Context) ([]wire.Ban, error) // the bans in force
+	quota   func() []wire.QuotaStats                  // the edge quotas' buckets; nil: none
 	clock   func() time.Time
 	log     *slog.Logger
 	stop    context.CancelFunc // stops sampling
@@ -262,6 +263,9 @@ func (l *live) tick(ctx context.Context, now time.Time) {
 	snap.BansTotal = len(bans)
 	snap.Bans = bans[:min(len(bans), admin.MaxSnapshotBans)]
 	snap.Jails = l.m.strikesLostByJail()
+	if l.quota != nil {
+		snap.Quota = l.quota()
+	}
 	l.keyStates(ctx, snap, bans)
 	if err := l.feed.Publish(snap); err != nil {
 		l.log.Warn("dashboard snapshot", "err", err)

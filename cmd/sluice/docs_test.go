@@ -85,7 +85,7 @@ func blocksOf(t *testing.T, file, lang string) []docBlock {
 }
 
 // notSluice marks the YAML blocks that configure another program.
-var notSluice = regexp.MustCompile(`(?m)^# Traefik`)
+var notSluice = regexp.MustCompile(`(?m)^# (Traefik|Envoy)`)
 
 // withSample returns a part of a configuration as the file it is added
 // to: the sample's sections that the part does not give, then the part.

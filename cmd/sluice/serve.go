@@ -42,7 +42,8 @@ rules ("sluice config sample" prints them):
 
 with -grpc-listen (or the file's grpc.listen), Envoy's rate limit
 service API (gRPC envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit,
-and the gRPC health service) on its own listener, and, when the file sets
+its Rate Limit Quota Service, and the gRPC health service) on its own
+listener, and, when the file sets
 an admin token, the admin API and dashboard on their own listener
 (loopback by default): /admin/. The defaults are 127.0.0.1:8080 for the
 HTTP API and 127.0.0.1:8081 for the admin API; gRPC has none (these pages
@@ -274,6 +275,7 @@ func (ls *listeners) grpcDoor(addr string, tc *config.ServerTLS, svc *server.Ser
 	ls.grpc = envoyrls.NewServer(svc.RateLimitService(), opts...)
 	svc.LimitsService().Register(ls.grpc)
 	svc.LeasesService().Register(ls.grpc)
+	svc.QuotaService().Register(ls.grpc)
 	return &door{name: "grpc", flag: "-grpc-listen", field: "grpc.listen", addr: addr, serve: ls.grpc.Serve}, nil
 }
 

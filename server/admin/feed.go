@@ -27,6 +27,9 @@ type Snapshot struct {
 	// Jails are the jails that lost strikes since the service started,
 	// by name.
 	Jails []JailLive `json:"jails,omitempty"`
+	// Quota holds the edge quotas' buckets this replica has seen (the
+	// RLQS streams it serves, the reports it was sent), by name.
+	Quota []wire.QuotaStats `json:"quota,omitempty"`
 }
 
 // A JailLive is a jail of a Snapshot: the failures it was told of and

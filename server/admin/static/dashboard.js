@@ -168,6 +168,24 @@
       }, "No bans.");
   }
 
+  // drawQuota shows the edge quotas' buckets: the edges holding each,
+  // the shares assigned to them, and what they reported deciding.
+  function drawQuota(buckets) {
+    reconcile($("#quota tbody"), buckets, (q) => q.bucket,
+      (q) => el("tr", { "data-bucket": q.bucket },
+        el("td", {}, el("code", {}, q.bucket === "-" ? "(unknown)" : q.bucket)),
+        el("td", { class: "num", "data-f": "clients" }), el("td", { class: "num", "data-f": "assigned" }),
+        el("td", { class: "num", "data-f": "blankets" }), el("td", { class: "num", "data-f": "allowed" }),
+        el("td", { class: "num", "data-f": "denied" })),
+      (r, q) => {
+        cell(r, "clients", q.clients);
+        cell(r, "assigned", q.assigned);
+        cell(r, "blankets", q.blankets);
+        cell(r, "allowed", q.allowed);
+        cell(r, "denied", q.denied);
+      }, "No edge quotas reported.");
+  }
+
   // drawStrikes tells the failures the jails could not count (or counted
   // without those before): a store at its cap forgot them, decided on an
   // estimate, or failed.
@@ -267,6 +285,7 @@
     drawTop(s);
     drawBans(s.bans || [], s.bans_total, s.bans_error);
     drawStrikes(s.jails || []);
+    drawQuota(s.quota || []);
     const st = $("#status");
     st.dataset.state = "live";
     st.textContent = "live — updated " + new Date(s.time).toLocaleTimeString();
