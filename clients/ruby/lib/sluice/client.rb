@@ -119,13 +119,17 @@ module Sluice
 
         more(deadline)
       end
-      head = @buf.byteslice(0, eoh)
-      raise ArgumentError, "answered #{head[0, 100].inspect}, not HTTP" unless STATUS.match?(head)
+      # STATUS is matched in @buf, not in a copy of the header: a status
+      # line that ends the header ends there at the blank line's CRLF.
+      raise ArgumentError, "answered #{@buf.byteslice(0, [eoh, 100].min).inspect}, not HTTP" unless STATUS.match?(@buf)
 
       # The fields the client reads are searched for in the lowered
       # header (a loop over every line, each split, stripped and lowered,
-      # was the most of its own cost); the last of each wins.
-      low = head.downcase
+      # was the most of its own cost); the last of each wins. Their
+      # values are read from @buf, where the header is not lowered.
+      low = @buf.byteslice(0, eoh)
+      low.downcase!
+      head = @buf
       length = (v = field(low, head, "\r\ncontent-length:")) && Integer(v, 10)
       chunked = low.include?("\r\ntransfer-encoding:") && field(low, low, "\r\ntransfer-encoding:").strip == "chunked"
       keep = !low.include?("\r\nconnection:") || field(low, low, "\r\nconnection:").strip != "close"
