@@ -50,7 +50,7 @@ func TestBans(t *testing.T) {
 		{"lift no ban", []string{"bans", "-admin", adminURL, "lift", "key:abc123"}, nil, 1},
 		{"lift in the wrong jail", []string{"bans", "-admin", adminURL, "lift", "-jail", "nope", "key:user:alice"}, nil, 1},
 		{"list json", []string{"bans", "-admin", adminURL, "list", "-json"}, []string{`"key":"203.0.113.7"`, `"reason":"scraping"`}, 0},
-		{"nftables", []string{"bans", "-admin", adminURL, "export", "-format", "nftables"}, []string{"add element inet sluice banned4 { 198.51.100.0/24 timeout", "add element inet sluice banned4 { 203.0.113.7/32 timeout 3600s }"}, 0},
+		{"nftables", []string{"bans", "-admin", adminURL, "export", "-format", "nftables"}, []string{"table inet sluice {", "\t\t\t198.51.100.0/24 timeout", "\t\t\t203.0.113.7/32 timeout 3600s", "ip saddr @banned4 drop"}, 0},
 		{"ipset", []string{"bans", "-admin", adminURL, "export", "-format", "ipset", "-set", "abuse"}, []string{"add abuse4 203.0.113.7/32 timeout"}, 0},
 		{"iptables", []string{"bans", "-admin", adminURL, "export", "-format", "iptables"}, []string{"-A sluice -s 203.0.113.7/32"}, 0},
 		{"hosts.deny", []string{"bans", "-admin", adminURL, "export", "-format", "hosts.deny"}, []string{"ALL: 203.0.113.7", "ALL: 198.51.100.0/255.255.255.0"}, 0},
