@@ -232,6 +232,12 @@ type Jail struct {
 	MaxBanTime time.Duration
 	// Growth multiplies a ban's length per earlier offence. Default 2.
 	Growth float64
+	// Jitter lengthens each ban by a random fraction of it up to Jitter,
+	// so that a botnet's bans do not all lapse at once (ban_time: 1h
+	// bans for 60 to 66 minutes): as guard.JailConfig.Jitter reads it,
+	// 0 is the default 0.1 and a negative value none. The file's
+	// jitter is 0 to 1; jitter: 0 there means none (-1 here).
+	Jitter float64
 	// Notify tells of the jail's bans, lifts and expiries. Default none.
 	Notify []Notify
 }
@@ -344,6 +350,7 @@ type (
 		BanTime     time.Duration `yaml:"ban_time"`
 		MaxBanTime  time.Duration `yaml:"max_ban_time"`
 		Growth      float64       `yaml:"growth"`
+		Jitter      *float64      `yaml:"jitter"`
 		Notify      []fileNotify  `yaml:"notify"`
 	}
 	fileForwardAuth struct {
@@ -549,7 +556,7 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 	seen := map[string]int{}
 	for i, fj := range f.Jails {
 		j := Jail{Name: fj.Name, Rules: fj.Rules, MaxFailures: fj.MaxFailures, FindTime: fj.FindTime,
-			BanTime: fj.BanTime, MaxBanTime: fj.MaxBanTime, Growth: fj.Growth}
+			BanTime: fj.BanTime, MaxBanTime: fj.MaxBanTime, Growth: fj.Growth, Jitter: jitter(fj.Jitter)}
 		switch prev, dup := seen[j.Name]; {
 		case !ruleName.MatchString(j.Name):
 			return g, v.errorf(at("guard", "jails", i, "name"), "jail name %q must be 1 to 64 letters, digits, '_', '-' or '.'", j.Name)
@@ -561,6 +568,8 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 			return g, v.errorf(at("guard", "jails", i), "jail %q: counts, times and growth must not be negative", j.Name)
 		case j.Growth != 0 && j.Growth < 1:
 			return g, v.errorf(at("guard", "jails", i, "growth"), "growth %v must be at least 1", j.Growth)
+		case fj.Jitter != nil && !(*fj.Jitter >= 0 && *fj.Jitter <= 1):
+			return g, v.errorf(at("guard", "jails", i, "jitter"), "jitter %v must be a fraction of the ban, 0 (none) to 1 (default 0.1)", *fj.Jitter)
 		case j.MaxBanTime != 0 && j.MaxBanTime < cmp.Or(j.BanTime, 10*time.Minute):
 			return g, v.errorf(at("guard", "jails", i, "max_ban_time"), "max_ban_time %v is shorter than the ban time", j.MaxBanTime)
 		case max(j.BanTime, j.MaxBanTime, j.FindTime) > sluice.MaxPeriod/2:
@@ -575,6 +584,18 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 		g.Jails = append(g.Jails, j)
 	}
 	return g, nil
+}
+
+// jitter returns a jail's Jitter of the file's: unset, the default (0);
+// 0, none (-1).
+func jitter(f *float64) float64 {
+	switch {
+	case f == nil:
+		return 0
+	case *f == 0:
+		return -1
+	}
+	return *f
 }
 
 // checkBans validates the bounds of the ban registry.

@@ -55,7 +55,7 @@ guard:
   coarsen_ipv4: 20
   coarsen_ipv6: 56
   jails:
-    - {name: abuse, rules: [api, login], max_failures: 20, find_time: 1m, ban_time: 10m, max_ban_time: 24h, growth: 3}
+    - {name: abuse, rules: [api, login], max_failures: 20, find_time: 1m, ban_time: 10m, max_ban_time: 24h, growth: 3, jitter: 0.25}
 forward_auth:
   rule: api
   key: [ip, method, path, "header:X-Api-Key"]
@@ -71,7 +71,7 @@ forward_auth:
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
 				Guard: Guard{Allow: []guard.Entry{guard.NetEntry(netip.MustParsePrefix("10.0.0.0/8")), guard.KeyEntry("ops")}, Deny: []guard.Entry{guard.NetEntry(netip.MustParsePrefix("192.0.2.7/32"))}, MaxBans: 1000, MaxKeyBans: 100, CoarsenIPv4: 20, CoarsenIPv6: 56, Jails: []Jail{{
 					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
-					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3,
+					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3, Jitter: 0.25,
 				}}},
 				ForwardAuth: ForwardAuth{Rule: "api", Key: []string{"ip", "method", "path", "header:X-Api-Key"},
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, DenyStatus: 403, IPv6Prefix: 56},
@@ -163,6 +163,8 @@ func TestParseServiceErrors(t *testing.T) {
 		{"jail unknown rule", "guard: {jails: [{name: j, rules: [api, nope]}]}\n", []string{"guard.jails[0].rules[1]:", `no rule named "nope"`}},
 		{"jail negative", "guard: {jails: [{name: j, rules: [api], max_failures: -1}]}\n", []string{"guard.jails[0]:", "must not be negative"}},
 		{"jail growth", "guard: {jails: [{name: j, rules: [api], growth: 0.5}]}\n", []string{"guard.jails[0].growth:"}},
+		{"jail jitter", "guard: {jails: [{name: j, rules: [api], jitter: 1.5}]}\n", []string{"guard.jails[0].jitter:", "0 (none) to 1"}},
+		{"jail negative jitter", "guard: {jails: [{name: j, rules: [api], jitter: -0.1}]}\n", []string{"guard.jails[0].jitter:"}},
 		{"jail max ban", "guard: {jails: [{name: j, rules: [api], ban_time: 1h, max_ban_time: 30m}]}\n", []string{"guard.jails[0].max_ban_time:"}},
 		{"jail huge", "guard: {jails: [{name: j, rules: [api], ban_time: 100000h}]}\n", []string{"guard.jails[0]:", "at most"}},
 		{"unknown jail field", "guard: {jails: [{name: j, rules: [api], bantime: 1h}]}\n", []string{"field bantime not found in a jail"}},

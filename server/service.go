@@ -290,7 +290,7 @@ func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
 	for _, jc := range append([]config.Jail{{Name: ManualJail}}, c.Guard.Jails...) {
 		j, err := guard.NewJail(store, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
-			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
+			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Jitter: jc.Jitter, Registry: s.st.registry, Namespace: s.opts.Namespace,
 			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.notes.Lift, OnLost: s.m.strikeLost,
 		})
 		if err != nil {
