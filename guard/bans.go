@@ -106,6 +106,64 @@ type BanSet struct {
 	spare       atomic.Pointer[List] // never covered by a coarsening
 
 	lapsed lapsedLog // the bans dropped as lapsed, when tracked
+
+	refusals map[BanID]*atomic.Int64 // of the bans held that refused a request
+}
+
+// A BanID names a ban: its jail and its key, in canonical form (as
+// BanKey writes it).
+type BanID struct {
+	Jail, Key string
+}
+
+// CountRefusals counts n requests refused by the ban of jail and key
+// (read as Put reads it), if the set holds it: the guard counts each
+// request a ban refuses, so that an operator sees what each ban does.
+// A ban's count lasts as long as the ban, whatever replaces it in place
+// (a longer ban of the same jail and key), and the bans merged into a
+// network ban at capacity add theirs to it.
+func (s *BanSet) CountRefusals(jail, key string, n int64) {
+	id := BanID{jail, parseBanKey(key).key}
+	s.mu.RLock()
+	c := s.refusals[id]
+	s.mu.RUnlock()
+	if c == nil {
+		s.mu.Lock()
+		c = s.counter(id)
+		s.mu.Unlock()
+	}
+	if c != nil {
+		c.Add(n)
+	}
+}
+
+// counter returns the refusal counter of the ban id, made on first use;
+// nil when the set holds no such ban. It requires s.mu.
+func (s *BanSet) counter(id BanID) *atomic.Int64 {
+	if c := s.refusals[id]; c != nil {
+		return c
+	}
+	if s.find(parseBanKey(id.Key), id.Jail) < 0 {
+		return nil
+	}
+	if s.refusals == nil {
+		s.refusals = map[BanID]*atomic.Int64{}
+	}
+	c := new(atomic.Int64)
+	s.refusals[id] = c
+	return c
+}
+
+// Refusals returns the requests each ban held refused, of the bans that
+// refused any (see CountRefusals).
+func (s *BanSet) Refusals() map[BanID]int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[BanID]int64, len(s.refusals))
+	for id, c := range s.refusals {
+		out[id] = c.Load()
+	}
+	return out
 }
 
 // lapsedLog keeps, up to max, the bans a BanSet dropped as lapsed, for
@@ -372,6 +430,7 @@ func (s *BanSet) remove(k banKey, jail string) bool {
 	} else {
 		s.nKeys--
 	}
+	delete(s.refusals, BanID{jail, k.key})
 	s.n--
 	s.count.Store(int64(s.n))
 	return true
