@@ -99,6 +99,7 @@ type BanSet struct {
 	nKeys  int // of them, bans of other keys
 
 	count       atomic.Int64 // n, for the lock-free empty check
+	changes     atomic.Int64 // bans put and dropped
 	coarsened   atomic.Int64
 	refused     atomic.Int64
 	refusedKeys atomic.Int64
@@ -154,6 +155,18 @@ func (s *BanSet) counter(id BanID) *atomic.Int64 {
 	return c
 }
 
+// RefusalsOf returns the requests the ban of jail and key (read as Put
+// reads it) refused, while the set holds it.
+func (s *BanSet) RefusalsOf(jail, key string) int64 {
+	id := BanID{jail, parseBanKey(key).key}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c := s.refusals[id]; c != nil {
+		return c.Load()
+	}
+	return 0
+}
+
 // Refusals returns the requests each ban held refused, of the bans that
 // refused any (see CountRefusals).
 func (s *BanSet) Refusals() map[BanID]int64 {
@@ -194,6 +207,9 @@ type BanStats struct {
 	// CollateralIPv4 and CollateralIPv6 sum the Collateral of the bans
 	// held: addresses, and /64s, banned beyond the offenders.
 	CollateralIPv4, CollateralIPv6 int64
+	// Changes counts the bans put and dropped: a reader that sees it
+	// move knows the set changed.
+	Changes int64
 }
 
 // Stats returns the set's counts.
@@ -203,7 +219,7 @@ func (s *BanSet) Stats() BanStats {
 	s.mu.RUnlock()
 	return BanStats{Bans: int(s.count.Load()), Max: s.max(), Keys: keys, MaxKeys: s.maxKeys(),
 		Coarsened: s.coarsened.Load(), Refused: s.refused.Load(), RefusedKeys: s.refusedKeys.Load(),
-		CollateralIPv4: s.collateral[0].Load(), CollateralIPv6: s.collateral[1].Load()}
+		CollateralIPv4: s.collateral[0].Load(), CollateralIPv6: s.collateral[1].Load(), Changes: s.changes.Load()}
 }
 
 // Spare makes the set never coarsen bans into a network that holds an
@@ -398,6 +414,7 @@ func (s *BanSet) set(k banKey, b Ban) {
 		}
 		s.keys[k.key] = bans
 	}
+	s.changes.Add(1)
 	heap.Push(&s.expiry, expiring{key: k, jail: b.Jail, until: b.Until})
 	if len(s.expiry) > 2*s.n+64 {
 		s.rebuildExpiry()
@@ -431,6 +448,7 @@ func (s *BanSet) remove(k banKey, jail string) bool {
 		s.nKeys--
 	}
 	delete(s.refusals, BanID{jail, k.key})
+	s.changes.Add(1)
 	s.n--
 	s.count.Store(int64(s.n))
 	return true
@@ -514,6 +532,14 @@ func (s *BanSet) Delete(jail, key string) bool {
 // List returns the bans in force at now, by jail and key, and drops
 // those that lapsed.
 func (s *BanSet) List(now time.Time) []Ban {
+	out := s.InForce(now)
+	sortBans(out) // unlocked: 100,000 bans take tens of milliseconds
+	return out
+}
+
+// InForce returns the bans in force at now, in no order, and drops those
+// that lapsed: what List returns, without sorting them.
+func (s *BanSet) InForce(now time.Time) []Ban {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.prune(now)
@@ -524,7 +550,6 @@ func (s *BanSet) List(now time.Time) []Ban {
 	for _, bans := range s.keys {
 		out = append(out, bans...)
 	}
-	sortBans(out)
 	return out
 }
 
