@@ -130,9 +130,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.st = st
 	s.m.watchBans(st.registry.Bans())
 	s.notes = bannotify.New(bannotify.Config{Registry: st.registry, Registerer: s.m.reg, Logger: s.log, Clock: s.now})
-	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
+	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, m: s.m, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
 	if c.Admin.Enabled() {
-		s.live = newLive(s.m, s.state.Load, s.admin.Bans, s.now, s.log)
+		s.live = newLive(s.m, s.state.Load, st.registry.Bans(), s.now, s.log)
 		s.admin.live = s.live
 	}
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
@@ -216,21 +216,21 @@ func (s *Service) build(c *config.Config) (*state, error) {
 		return nil, err
 	}
 	n.guard = g
-	stores := map[string]sluice.Store{}
+	meters := map[string]*meter{}
 	for _, name := range scopes(c) {
 		n.policies[name] = c.Failure.PolicyOf(name)
 		mt := &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials, tracer: s.tel.tracer}
 		if s.live != nil {
 			mt.top = s.live.window(name)
 		}
-		stores[name] = mt
+		meters[name] = mt
 	}
 	n.engine, err = rules.New(rules.Config{
 		Store:    s.st.policy(c.Failure.Policy),
-		StoreFor: func(ru *rules.Rule) sluice.Store { return stores[scopeOf(ru)] },
+		StoreFor: func(ru *rules.Rule) sluice.Store { return meters[scopeOf(ru)] },
 		Rules:    c.Rules, Domains: c.Domains,
 		Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: g, Tracer: s.tel.tracer,
-		OnGuard: func(ru *rules.Rule, a guard.Action) { s.m.guard.WithLabelValues(scopeOf(ru), a.String()).Inc() },
+		OnGuard: func(ru *rules.Rule, key string, v guard.Verdict) { s.guarded(meters[scopeOf(ru)], key, v) },
 	})
 	if err != nil {
 		return nil, err
@@ -325,6 +325,24 @@ func scopes(c *config.Config) []string {
 // scopeOf returns the scope of an engine's rule: its domain, or its own
 // name for a named rule.
 func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
+
+// guarded counts what the guard decided about key under the rule of
+// mt: in sluice_guard_total; a refusal among the rule's most refused
+// keys, and, by a ban, in the ban's own count.
+func (s *Service) guarded(mt *meter, key string, v guard.Verdict) {
+	if c := mt.rm.guard[v.Action]; c != nil {
+		c.Inc()
+	}
+	if v.Action == guard.Exempt {
+		return
+	}
+	if v.Action == guard.Banned {
+		s.st.registry.Bans().CountRefusals(v.Ban.Jail, v.Ban.Key, 1)
+	}
+	if mt.top != nil {
+		mt.top.Add(s.now(), key)
+	}
+}
 
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()

@@ -9,8 +9,10 @@ import (
 
 // The dashboard is a page of this package's templates and a script that
 // draws it from the admin API: the rules (GET /admin/api/rules), the
-// lists, and, pushed once a second, a Snapshot of the rates, the top
-// limited keys and the bans (GET /admin/api/events). Every action it
+// lists, the moment (GET /admin/api/live), then, pushed once a second,
+// a Snapshot of the decisions by cause and the top refused keys (GET
+// /admin/api/events), and the bans a page at a time (GET
+// /admin/api/bans/page and /groups). Every action it
 // offers calls the admin API's endpoints, as the CLI does, with the
 // session cookie and the CSRF header. Its chart library (uPlot) is
 // vendored into static/ at the version web/package-lock.json pins
@@ -44,7 +46,10 @@ const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-sr
 func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", pageCSP)
-	_ = templates.ExecuteTemplate(w, "dashboard.html", struct{ CSRF string }{h.csrf(r)})
+	_ = templates.ExecuteTemplate(w, "dashboard.html", struct {
+		CSRF     string
+		ReadOnly bool
+	}{h.csrf(r), false})
 }
 
 // loginPage serves the login form with status and an error message.

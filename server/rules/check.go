@@ -264,7 +264,8 @@ func (e *Engine) judge(q *query, i int, st *Status) bool {
 		return false
 	}
 	if e.onGuard != nil {
-		e.onGuard(st.Rule, v.Action)
+		k, _ := q.r.Descriptors[i].key()
+		e.onGuard(st.Rule, stateKeyOf(k), v)
 	}
 	*st = guardStatus(st.Rule, v, q.now)
 	return true
