@@ -246,6 +246,11 @@ func parseBanKey(key string) banKey {
 	if p, ok := parseNet(key); ok {
 		return banKey{net: p, key: netString(p)}
 	}
+	return opaqueBanKey(key)
+}
+
+// opaqueBanKey is parseBanKey of a key that is no address or network.
+func opaqueBanKey(key string) banKey {
 	if len(key) > MaxBanKey {
 		sum := sha256.Sum256([]byte(key))
 		key = "sha256:" + hex.EncodeToString(sum[:])
@@ -255,10 +260,14 @@ func parseBanKey(key string) banKey {
 
 // parseNet parses an address or a network, as the bans key them.
 func parseNet(s string) (netip.Prefix, bool) {
-	if len(s) == 0 || len(s) > 64 || !(s[0] == ':' || s[0] >= '0' && s[0] <= '9' || s[0] >= 'a' && s[0] <= 'f' || s[0] >= 'A' && s[0] <= 'F') {
-		return netip.Prefix{}, false // the common case of a key that is no address costs no parse
+	if len(s) == 0 || len(s) > 64 {
+		return netip.Prefix{}, false
 	}
-	if strings.IndexByte(s, '/') < 0 {
+	ok, slash := addrBytes(s)
+	if !ok {
+		return netip.Prefix{}, false // the common case of a key that is no address costs no parse (a failed one allocates its error)
+	}
+	if !slash {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
 			return netip.Prefix{}, false
@@ -272,6 +281,33 @@ func parseNet(s string) (netip.Prefix, bool) {
 	}
 	return normalize(p), true
 }
+
+// addrBytes reports whether s holds only what an address or a network
+// may hold before a zone (hex digits, dots, colons, a slash), and
+// whether it holds a slash.
+func addrBytes(s string) (ok, slash bool) {
+	for i, c := range []byte(s) {
+		switch addrByte[c] {
+		case 1:
+		case 0:
+			return false, false
+		case 2: // a zone's '%': anything may follow
+			return i > 0, slash
+		case 3:
+			slash = true
+		}
+	}
+	return true, slash
+}
+
+// addrByte is 1 for the bytes of an address, 2 for '%' and 3 for '/'.
+var addrByte = func() (t [256]uint8) {
+	for _, c := range "0123456789abcdefABCDEF.:" {
+		t[c] = 1
+	}
+	t['%'], t['/'] = 2, 3
+	return t
+}()
 
 // netString writes a network as bans name it: a single address without
 // its length.
@@ -598,6 +634,9 @@ func (s *BanSet) MatchAddr(jail string, a netip.Addr, now time.Time) (Ban, bool)
 // matchActor returns the longest ban in force at now that covers a's key
 // or address.
 func (s *BanSet) matchActor(a Actor, now time.Time) (Ban, bool) {
+	if s.count.Load() == 0 {
+		return Ban{}, false
+	}
 	var best Ban
 	found := false
 	if a.Key != "" {

@@ -34,17 +34,18 @@ type Actor struct {
 	// address or a network.
 	Key string
 
-	typed bool   // bk holds Key as bans key it
-	user  bool   // Key is a login's username
-	bk    banKey // Key's network (when an address or a network), or its ban key
+	typed bool         // net holds what Key is
+	user  bool         // Key is a login's username
+	net   netip.Prefix // Key as a network, when it is an address or a network
 }
 
 // NewActor returns the actor whose key is key, typed once: from a client
 // at addr, or, when addr is not valid and key is an address, at key.
 func NewActor(addr netip.Addr, key string) Actor {
-	a := Actor{Addr: addr.Unmap().WithZone(""), Key: key, typed: true, bk: parseBanKey(key)}
-	if !a.Addr.IsValid() && a.bk.net.IsValid() && a.bk.net.IsSingleIP() {
-		a.Addr = a.bk.net.Addr()
+	a := Actor{Addr: addr.Unmap().WithZone(""), Key: key, typed: true}
+	a.net, _ = parseNet(key)
+	if !a.Addr.IsValid() && a.net.IsValid() && a.net.IsSingleIP() {
+		a.Addr = a.net.Addr()
 	}
 	return a
 }
@@ -63,10 +64,13 @@ func UserActor(addr netip.Addr, username string) Actor {
 
 // banKey returns a's key as the bans key it.
 func (a Actor) banKey() banKey {
-	if a.typed {
-		return a.bk
+	switch {
+	case !a.typed:
+		return parseBanKey(a.Key)
+	case a.net.IsValid():
+		return banKey{net: a.net} // matched by its network: no name needed
 	}
-	return parseBanKey(a.Key)
+	return opaqueBanKey(a.Key)
 }
 
 // Action is what a Guard does with a request.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/simulate/accesslog"
 	"github.com/sluicehq/sluice/simulate/loggen"
 )
@@ -87,36 +88,54 @@ func reportCPU(b *testing.B, ticks0 int64, lines int) {
 }
 
 // BenchmarkReplay replays the log end to end, parsing in parallel with
-// deciding, through one rule on the memory store: on one worker (in log
-// order) and on as many as there are processors (the default).
-// BenchmarkScan is a bare bufio line scan of the same log, the floor to
-// compare with.
+// deciding, on the memory store: through one rule (rules=one) and
+// through every rule of `sluice config sample` (rules=sample: three
+// named rules, five limits, each line checked against each), on one
+// worker (in log order) and on as many as there are processors (the
+// default). BenchmarkScan is a bare bufio line scan of the same log, the
+// floor to compare with.
 func BenchmarkReplay(b *testing.B) {
 	log, size := logFileForBench(b)
-	cfg, err := configFor("rules:\n  - name: web\n    limits: [\"60/min\"]\n")
+	one, err := configFor("rules:\n  - name: web\n    limits: [\"60/min\"]\n")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, workers := range []int{1, 0} {
-		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(size)
-			ticks := cpuTime()
-			b.ResetTimer()
-			var denied int64
-			for range b.N {
-				rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg}, Files: []string{log}, Workers: workers})
-				if err != nil || rep.Requests != benchLines {
-					b.Fatalf("Run = %v, %d requests", err, rep.Requests)
-				}
-				denied = rep.Rules[0].WouldDeny
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
-			b.ReportMetric(float64(denied), "denied")
-			reportCPU(b, ticks, b.N*benchLines)
-		})
+	sample, err := config.Parse("sample.yaml", config.Sample())
+	if err != nil {
+		b.Fatal(err)
 	}
+	for _, rs := range []struct {
+		name string
+		cfg  *config.Config
+	}{{"one", one}, {"sample", sample}} {
+		for _, workers := range []int{1, 0} {
+			b.Run("rules="+rs.name+"/workers="+strconv.Itoa(workers), func(b *testing.B) {
+				replayBench(b, rs.cfg, log, size, workers)
+			})
+		}
+	}
+}
+
+func replayBench(b *testing.B, cfg *config.Config, log string, size int64, workers int) {
+	b.ReportAllocs()
+	b.SetBytes(size)
+	ticks := cpuTime()
+	b.ResetTimer()
+	var denied int64
+	for range b.N {
+		rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg}, Files: []string{log}, Workers: workers})
+		if err != nil || rep.Requests != benchLines {
+			b.Fatalf("Run = %v, %d requests", err, rep.Requests)
+		}
+		denied = 0
+		for _, r := range rep.Rules {
+			denied += r.WouldDeny
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
+	b.ReportMetric(float64(denied), "denied")
+	reportCPU(b, ticks, b.N*benchLines)
 }
 
 func BenchmarkScan(b *testing.B) {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/forwardauth"
+	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/simulate/accesslog"
 	"github.com/sluicehq/sluice/store/memory"
 )
@@ -83,7 +84,8 @@ type Replayer struct {
 	proxy  string // RemoteAddr: the trusted proxy that asks
 	user   string
 	needs  needs
-	addrs  *addrCache // made by the first Decide: a worker of a split replay gets its strings from the reader
+	addrs  *addrCache   // made by the first Decide: a worker of a split replay gets its strings from the reader
+	res    rules.Result // the engine's answer to the last check, its statuses reused
 	errs   int64
 	first  error
 }
@@ -254,12 +256,17 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) 
 			longest = len(rs.route.PathPrefix)
 		}
 	}
+	var c forwardauth.Caller
+	known := false
 	for _, rs := range r.routes {
 		if len(rs.route.PathPrefix) != longest || !bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
 			continue
 		}
+		if !known {
+			c, known = r.fa.Caller(r.req), true // once a line: every rule is asked about the same caller
+		}
 		r.cur = rs
-		req, res, err := r.fa.Check(ctx, r.req, rs.route.Rule)
+		err := r.fa.Decide(ctx, c, rs.route.Rule, &r.res)
 		r.cur = nil
 		if err != nil {
 			r.errs++
@@ -268,7 +275,7 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) 
 			}
 			continue
 		}
-		rs.tally(e.Time, req.Descriptors[0].Actor.Key, res)
+		rs.tally(e.Time, c.Desc.Actor.Key, r.res)
 	}
 }
 

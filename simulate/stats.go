@@ -228,7 +228,11 @@ func (h *rateHist) add(t int64, key uint64) {
 		h.flush()
 		h.window = w
 	}
-	if n, ok := h.counts[key]; ok || len(h.counts) < maxWindowKeys {
+	if len(h.counts) < maxWindowKeys {
+		h.counts[key]++ // one map operation, not a lookup and a store
+		return
+	}
+	if n, ok := h.counts[key]; ok {
 		h.counts[key] = n + 1
 		return
 	}

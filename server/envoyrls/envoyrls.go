@@ -142,10 +142,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		Descriptors: make([]rules.Descriptor, len(req.GetDescriptors())),
 		Cost:        int(req.GetHitsAddend()),
 	}
-	named := e.IsNamed(r.Domain)
 	for i, d := range req.GetDescriptors() {
-		var err error
-		if r.Descriptors[i], err = descriptor(d, named); err != nil {
+		if err := descriptor(&r.Descriptors[i], d); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
 	}
@@ -164,27 +162,23 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	return s.response(res), nil
 }
 
-// descriptor converts an Envoy descriptor, of a named rule if named: the
-// value of its one entry is then the actor's key, typed here.
-func descriptor(d *rlv3.RateLimitDescriptor, named bool) (rules.Descriptor, error) {
-	var out rules.Descriptor
-	if es := d.GetEntries(); named && len(es) == 1 && d.GetLimit() == nil {
-		out = rules.Key(es[0].GetValue())
-	} else { // (a limit override keys its state by the entries as they are)
-		out.Entries = make([]rules.Entry, len(es))
-		for i, e := range es {
-			out.Entries[i] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
-		}
+// descriptor converts an Envoy descriptor. (One of a named rule gives
+// the actor's key as the value of its one entry, which the engine, that
+// knows the domain, types: see rules.Descriptor.)
+func descriptor(out *rules.Descriptor, d *rlv3.RateLimitDescriptor) error {
+	out.Entries = make([]rules.Entry, len(d.GetEntries()))
+	for i, e := range d.GetEntries() {
+		out.Entries[i] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
 	}
 	if d.GetIsNegativeHits() {
-		return out, errors.New("negative hits are not supported")
+		return errors.New("negative hits are not supported")
 	}
 	if h := d.GetHitsAddend(); h != nil {
 		switch v := h.GetValue(); {
 		case v == 0:
 			out.NoHits = true
 		case v > math.MaxInt32:
-			return out, fmt.Errorf("hits_addend %d is too large", v)
+			return fmt.Errorf("hits_addend %d is too large", v)
 		default:
 			out.Cost = int(v)
 		}
@@ -192,11 +186,11 @@ func descriptor(d *rlv3.RateLimitDescriptor, named bool) (rules.Descriptor, erro
 	if o := d.GetLimit(); o != nil {
 		l, err := overrideLimit(o)
 		if err != nil {
-			return out, err
+			return err
 		}
 		out.Override = &l
 	}
-	return out, nil
+	return nil
 }
 
 // overrideLimit converts Envoy's limit override into the fixed window

@@ -108,7 +108,7 @@ func New(c config.ForwardAuth, engine *rules.Engine, logins map[string]Login, st
 
 // The headers proxies describe the original request with.
 var (
-	uriHeaders    = []string{"X-Original-URI", "X-Forwarded-Uri", "X-Original-Url"}
+	uriHeaders    = []string{"X-Original-Uri", "X-Forwarded-Uri", "X-Original-Url"} // canonical: a lookup allocates none
 	methodHeaders = []string{"X-Original-Method", "X-Forwarded-Method"}
 	hostHeaders   = []string{"X-Forwarded-Host", "X-Original-Host"}
 )
@@ -125,27 +125,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.login(w, r, login, denyStatus)
 		return
 	}
-	_, res, err := h.Check(r.Context(), r, rule)
-	if err != nil {
+	var res rules.Result
+	if err := h.Decide(r.Context(), h.Caller(r), rule, &res); err != nil {
 		h.failed(w, r, rule, err)
 		return
 	}
 	h.answer(w, res, denyStatus)
 }
 
-// Check decides r under the named rule as ServeHTTP does, without
-// answering: it derives the client and the key from r (an adaptive IPv6
-// key takes its subnet's grant here) and asks the engine. It returns
-// the engine request it made (one descriptor, whose value is the key,
-// and the client) and the engine's result. ServeHTTP answers with the result;
-// sluice simulate replays access log lines through Check, so that a
-// replay decides as the service would.
-func (h *Handler) Check(ctx context.Context, r *http.Request, rule string) (rules.Request, rules.Result, error) {
+// A Caller is who a request to forward-auth is about, as the rules see
+// it: the client's address (invalid when unknown) and the descriptor of
+// the key its rules count it under, typed once for every rule it is
+// checked against.
+type Caller struct {
+	Client netip.Addr
+	Desc   rules.Descriptor
+}
+
+// Caller derives r's caller as ServeHTTP does: the client behind the
+// trusted proxies and the configured key (an adaptive IPv6 key takes its
+// subnet's grant here).
+func (h *Handler) Caller(r *http.Request) Caller {
 	ip, ipKey := h.client(r)
-	req := rules.Named(rule, h.key(r, ipKey))
-	req.Client = ip
-	res, err := h.engine.Check(ctx, req)
-	return req, res, err
+	return Caller{Client: ip, Desc: rules.Key(h.key(r, ipKey))}
+}
+
+// Decide decides c under the named rule as ServeHTTP does, without
+// answering, into res (whose statuses it reuses: see
+// rules.Engine.CheckInto). sluice simulate replays access log lines
+// through Caller and Decide, so that a replay decides as the service
+// would.
+func (h *Handler) Decide(ctx context.Context, c Caller, rule string, res *rules.Result) error {
+	d := [1]rules.Descriptor{c.Desc} // on the stack: the engine keeps nothing of it
+	return h.engine.CheckInto(ctx, rules.Request{Domain: rule, Descriptors: d[:], Client: c.Client}, res)
 }
 
 // IPv6Stats returns the counts of the adaptive IPv6 keys (zero without
@@ -249,14 +261,12 @@ func (h *Handler) key(r *http.Request, ip string) string {
 	if h.parts == nil {
 		return ip
 	}
-	var b strings.Builder
-	for i, p := range h.parts {
-		if i > 0 {
-			b.WriteByte('|')
-		}
-		b.WriteString(p.of(r, ip))
+	var buf [8]string
+	vals := buf[:0]
+	for _, p := range h.parts {
+		vals = append(vals, p.of(r, ip))
 	}
-	return b.String()
+	return strings.Join(vals, "|") // one allocation, sized once
 }
 
 // A keyPart is a part of forward-auth's key (config.ForwardAuth.Key),

@@ -211,17 +211,19 @@ func TestHandlerStoreFailure(t *testing.T) {
 	}
 }
 
-// TestCheck decides as ServeHTTP would, and returns the engine's
-// request: one descriptor keyed by the client's network, and the client.
-func TestCheck(t *testing.T) {
+// TestDecide decides as ServeHTTP would, about the caller Caller
+// derives: the client, and a descriptor keyed by the client's network.
+func TestDecide(t *testing.T) {
 	h, _ := newHandler(t, baseConfig)
+	var res rules.Result
 	for i, client := range []string{"203.0.113.7", "2001:db8::5"} {
 		r := httptest.NewRequest(http.MethodGet, "/v1/auth", nil)
 		r.RemoteAddr = netip.AddrPortFrom(netip.MustParseAddr(client), 1).String()
-		q, res, err := h.Check(r.Context(), r, "api")
+		c := h.Caller(r)
+		err := h.Decide(r.Context(), c, "api", &res)
 		want := []string{"203.0.113.7", "2001:db8::/64"}[i]
-		if err != nil || !res.Allowed || len(q.Descriptors) != 1 || q.Descriptors[0].Actor.Key != want || q.Client != netip.MustParseAddr(client) {
-			t.Errorf("Check(%s) = %+v, %+v, %v; want one descriptor of %s, allowed", client, q, res, err, want)
+		if err != nil || !res.Allowed || len(res.Statuses) != 1 || c.Desc.Actor.Key != want || c.Client != netip.MustParseAddr(client) {
+			t.Errorf("Decide(%s) = %+v, %v about %+v; want allowed, of %s", client, res, err, c, want)
 		}
 	}
 }

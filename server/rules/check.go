@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -97,34 +98,45 @@ func (st Status) Verdict() sluice.Decision {
 // them taken meanwhile), so one limit's denial does not spend another's
 // allowance.
 func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
+	var res Result
+	err := e.CheckInto(ctx, r, &res)
+	return res, err
+}
+
+// CheckInto is Check answering in res, whose Statuses it reuses when
+// their capacity suffices: a caller that checks request after request (a
+// replay, a worker) allocates nothing per check. On an error res is the
+// zero Result.
+func (e *Engine) CheckInto(ctx context.Context, r Request, res *Result) error {
 	if e.tracer != nil {
-		return e.traced(ctx, r)
+		return e.traced(ctx, r, res)
 	}
-	return e.check(ctx, r)
+	return e.check(ctx, r, res)
 }
 
 // traced is Check in a span of its own, "sluice.check", which the store
 // calls under it join.
-func (e *Engine) traced(ctx context.Context, r Request) (Result, error) {
+func (e *Engine) traced(ctx context.Context, r Request, res *Result) error {
 	ctx, span := e.tracer.Start(ctx, "sluice.check", trace.WithAttributes(
-		attribute.String("sluice.domain", r.Domain), attribute.Int("sluice.descriptors", len(r.Descriptors)),
+		attribute.String("sluice.domain", strings.Clone(r.Domain)), // a copy: r stays on the caller's stack attribute.Int("sluice.descriptors", len(r.Descriptors)),
 		attribute.String("sluice.op", r.Op.String())))
 	defer span.End()
-	res, err := e.check(ctx, r)
-	if err != nil {
+	if err := e.check(ctx, r, res); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		return res, err
+		return err
 	}
 	span.SetAttributes(attribute.Bool("sluice.allowed", res.Allowed))
-	return res, nil
+	return nil
 }
 
 // check is Check.
-func (e *Engine) check(ctx context.Context, r Request) (Result, error) {
+func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
+	statuses := res.Statuses[:0]
+	*res = Result{}
 	d, err := e.domain(r)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	// The store requests and decisions of a request of a few
 	// descriptors (the common case: one, for a named rule or
@@ -132,26 +144,31 @@ func (e *Engine) check(ctx context.Context, r Request) (Result, error) {
 	var reqBuf [2]sluice.Request
 	var idxBuf [2]int
 	var dsBuf [2]sluice.Decision
-	q := query{r: r, d: d, now: e.now()}
-	q.res = Result{Allowed: true, Statuses: make([]Status, len(r.Descriptors))}
-	reqs, idx, err := e.plan(&q, reqBuf[:0], idxBuf[:0])
+	if cap(statuses) < len(r.Descriptors) {
+		statuses = make([]Status, len(r.Descriptors))
+	} else {
+		statuses = statuses[:len(r.Descriptors)]
+		clear(statuses)
+	}
+	q := query{d: d, now: e.now(), res: Result{Allowed: true, Statuses: statuses}}
+	reqs, idx, err := e.plan(&q, &r, reqBuf[:0], idxBuf[:0])
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	ds, err := e.decide(ctx, reqs, idx, q.res.Statuses, dsBuf[:0])
 	if err != nil {
-		return Result{}, err
+		return err
 	}
-	q.apply(idx, ds)
-	if r.Op == sluice.OpReset {
-		return q.res, nil
+	q.apply(&r, idx, ds)
+	if r.Op != sluice.OpReset {
+		combine(&q.res, q.now)
 	}
-	combine(&q.res, q.now)
 	if !q.res.Allowed && r.Op == sluice.OpTake {
 		e.refund(ctx, &q, reqs, idx)
-		e.strike(ctx, &q)
+		e.strike(ctx, &q, &r)
 	}
-	return q.res, nil
+	*res = q.res
+	return nil
 }
 
 // domain checks what Check requires of r as a whole, and returns its
@@ -160,7 +177,7 @@ func (e *Engine) domain(r Request) (*domain, error) {
 	d := e.domains[r.Domain]
 	switch {
 	case d == nil:
-		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, r.Domain)
+		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, strings.Clone(r.Domain)) // a copy: r stays on the caller's stack
 	case len(r.Descriptors) == 0:
 		return nil, fmt.Errorf("rules: %w: no descriptors", sluice.ErrInvalidRequest)
 	case len(r.Descriptors) > e.max:
@@ -170,7 +187,8 @@ func (e *Engine) domain(r Request) (*domain, error) {
 	case r.Op == sluice.OpRefund || r.Op > sluice.OpInsert:
 		return nil, fmt.Errorf("rules: %w: op %v (want take, peek, reset or insert)", sluice.ErrInvalidRequest, r.Op)
 	}
-	for i, desc := range r.Descriptors {
+	for i := range r.Descriptors {
+		desc := &r.Descriptors[i] // not a copy: a descriptor is large
 		switch {
 		case len(desc.Entries) == 0 && !desc.named:
 			return nil, fmt.Errorf("rules: %w: descriptor %d has no entries", sluice.ErrInvalidRequest, i)
@@ -189,11 +207,11 @@ func (e *Engine) now() time.Time {
 }
 
 // A query is a request on its way through Check: its domain and its
-// statuses. The store requests its descriptors make go beside it, as
-// reqs[k] for the descriptor idx[k] (under the rule of its status), so
-// that they may stay on the stack.
+// statuses. The request goes beside it, and so do the store requests its
+// descriptors make, as reqs[k] for the descriptor idx[k] (under the rule
+// of its status), so that they may stay on the stack: nothing of the
+// request is kept (see plain), and its descriptors may be the caller's.
 type query struct {
-	r   Request
 	d   *domain
 	now time.Time
 	res Result
@@ -202,13 +220,14 @@ type query struct {
 // plan matches every descriptor of q to its rule, applies the guard and
 // Envoy's replaces, and appends the store requests to make to reqs and
 // their descriptors to idx.
-func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Request, []int, error) {
+func (e *Engine) plan(q *query, r *Request, reqs []sluice.Request, idx []int) ([]sluice.Request, []int, error) {
 	var buf [256]byte
 	var replaced map[string]bool
-	for i, desc := range q.r.Descriptors {
+	for i := range r.Descriptors {
+		desc := &r.Descriptors[i] // not a copy: a descriptor is large
 		st := &q.res.Statuses[i]
 		st.Decision.Allowed, st.Allowed = true, true
-		ru, key := q.rule(i, buf[:0])
+		ru, key := q.rule(desc, buf[:0])
 		if desc.Override != nil {
 			var err error
 			if ru, key, err = e.override(q.d, desc); err != nil {
@@ -225,10 +244,10 @@ func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Requ
 			}
 			replaced[name] = true
 		}
-		if ru.Unlimited || ru.Deny || e.judge(q, i, st) {
+		if ru.Unlimited || ru.Deny || e.judge(q, r, i, st) {
 			continue
 		}
-		if req, ok := e.request(q, i, ru, key, st); ok {
+		if req, ok := e.request(q, r, i, ru, key, st); ok {
 			reqs, idx = append(reqs, req), append(idx, i)
 		}
 	}
@@ -236,10 +255,9 @@ func (e *Engine) plan(q *query, reqs []sluice.Request, idx []int) ([]sluice.Requ
 	return reqs, idx, nil
 }
 
-// rule returns the rule of descriptor i of q, and for a descriptor of a
-// domain its state key appended to buf; nil when no rule applies.
-func (q *query) rule(i int, buf []byte) (*Rule, []byte) {
-	desc := &q.r.Descriptors[i]
+// rule returns the rule of desc, a descriptor of q, and for a descriptor
+// of a domain its state key appended to buf; nil when no rule applies.
+func (q *query) rule(desc *Descriptor, buf []byte) (*Rule, []byte) {
 	if q.d.named == nil {
 		return q.d.match(desc.Entries, buf)
 	}
@@ -251,11 +269,11 @@ func (q *query) rule(i int, buf []byte) (*Rule, []byte) {
 
 // judge asks the guard about the actor of descriptor i of a named rule,
 // and reports whether its verdict decided the status st.
-func (e *Engine) judge(q *query, i int, st *Status) bool {
-	if q.d.named == nil || e.guard == nil || q.r.Op == sluice.OpReset {
+func (e *Engine) judge(q *query, r *Request, i int, st *Status) bool {
+	if q.d.named == nil || e.guard == nil || r.Op == sluice.OpReset {
 		return false
 	}
-	a, ok := q.r.Descriptors[i].actor(q.r.Client)
+	a, ok := r.Descriptors[i].actor(r.Client)
 	if !ok {
 		return false
 	}
@@ -264,7 +282,7 @@ func (e *Engine) judge(q *query, i int, st *Status) bool {
 		return false
 	}
 	if e.onGuard != nil {
-		k, _ := q.r.Descriptors[i].key()
+		k, _ := r.Descriptors[i].key()
 		e.onGuard(st.Rule, stateKeyOf(k), v)
 	}
 	*st = guardStatus(st.Rule, v, q.now)
@@ -274,22 +292,22 @@ func (e *Engine) judge(q *query, i int, st *Status) bool {
 // request builds the store request of descriptor i under rule ru, whose
 // state key is key, or reports false when its cost is more than the rule
 // allows (the status says so).
-func (e *Engine) request(q *query, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
-	desc := q.r.Descriptors[i]
+func (e *Engine) request(q *query, r *Request, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
+	desc := &r.Descriptors[i]
 	var sk string
 	if k, ok := desc.key(); ok && q.d.named != nil && desc.Override == nil {
 		sk = stateKeyOf(k) // spare a copy
 	} else {
 		sk = stateKey(key)
 	}
-	req := sluice.Request{Prefix: ru.prefix, Key: sk, Limits: ru.Limits, Op: q.r.Op, Cost: max(q.r.Cost, 1), Now: q.now}
-	if q.r.Op == sluice.OpInsert && q.r.Cost < 0 {
-		req.Cost = q.r.Cost
+	req := sluice.Request{Prefix: ru.prefix, Key: sk, Limits: ru.Limits, Op: r.Op, Cost: max(r.Cost, 1), Now: q.now}
+	if r.Op == sluice.OpInsert && r.Cost < 0 {
+		req.Cost = r.Cost
 	}
 	if desc.Cost != 0 {
 		req.Cost = desc.Cost
 	}
-	if desc.NoHits && q.r.Op != sluice.OpReset {
+	if desc.NoHits && r.Op != sluice.OpReset {
 		req.Op, req.Cost = sluice.OpPeek, 1
 	}
 	if req.Op != sluice.OpReset && max(req.Cost, -req.Cost) > ru.maxCost {
@@ -329,10 +347,10 @@ func (q *query) replace(replaced map[string]bool, reqs []sluice.Request, idx []i
 // descriptors idx. A descriptor of zero hits was asked a peek of 1,
 // which tells what is left: one more than it would leave, or nothing;
 // zero hits are never over the limit.
-func (q *query) apply(idx []int, ds []sluice.Decision) {
+func (q *query) apply(r *Request, idx []int, ds []sluice.Decision) {
 	for k, i := range idx {
 		d := ds[k]
-		if q.r.Descriptors[i].NoHits && q.r.Op != sluice.OpReset {
+		if r.Descriptors[i].NoHits && r.Op != sluice.OpReset {
 			if d.Allowed {
 				d.Remaining++
 			} else {

@@ -28,15 +28,15 @@ func guardStatus(ru *Rule, v guard.Verdict, now time.Time) Status {
 // descriptor that its limits denied (not the guard, not a shadow rule,
 // not a peek of zero hits); the guard does not count a denial a store at
 // its cap estimated, for that actor may have spent nothing.
-func (e *Engine) strike(ctx context.Context, q *query) {
+func (e *Engine) strike(ctx context.Context, q *query, r *Request) {
 	if q.d.named == nil || e.guard == nil || !e.guard.Counts(q.d.named.Name) {
 		return
 	}
 	for i, st := range q.res.Statuses {
-		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed || q.r.Descriptors[i].NoHits {
+		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed || r.Descriptors[i].NoHits {
 			continue
 		}
-		a, ok := q.r.Descriptors[i].actor(q.r.Client)
+		a, ok := r.Descriptors[i].actor(r.Client)
 		if !ok {
 			continue
 		}

@@ -88,17 +88,32 @@ func (d *Descriptor) entries() []Entry {
 // client at addr (invalid when unknown), and reports false when d names
 // none: neither made by Key nor of one entry.
 func (d *Descriptor) actor(addr netip.Addr) (guard.Actor, bool) {
+	client := plain(addr) // a new variable: addr itself must not flow to the result
 	switch {
 	case d.named:
 		a := d.Actor
-		if addr.IsValid() {
-			a.Addr = addr.Unmap().WithZone("")
+		if client.IsValid() {
+			a.Addr = client
 		}
 		return a, true
 	case len(d.Entries) == 1: // an Envoy descriptor of a named rule
-		return guard.NewActor(addr, d.Entries[0].Value), true
+		return guard.NewActor(client, d.Entries[0].Value), true
 	}
 	return guard.Actor{}, false
+}
+
+// plain returns a without its zone (bans and lists know none), and an
+// IPv4-mapped address as IPv4, made from its bytes: it holds nothing of
+// a, so that the guard keeping it does not keep the request that held a
+// (whose descriptors may then stay on its caller's stack).
+func plain(a netip.Addr) netip.Addr {
+	switch a = a.Unmap(); {
+	case a.Is4():
+		return netip.AddrFrom4(a.As4())
+	case a.Is6():
+		return netip.AddrFrom16(a.As16())
+	}
+	return netip.Addr{}
 }
 
 // domain is a domain's tree, or a named rule (which matches any

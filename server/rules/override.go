@@ -13,7 +13,7 @@ import (
 // (Envoy's limit override): no shadow, no name, the descriptor's entries
 // taken literally as the state key. The rule of each limit is built
 // once, as long as the domain keeps no more than maxOverrides of them.
-func (e *Engine) override(d *domain, desc Descriptor) (*Rule, []byte, error) {
+func (e *Engine) override(d *domain, desc *Descriptor) (*Rule, []byte, error) {
 	o := e.overrides[d]
 	key := entriesKey(desc.entries(), make([]byte, 0, 64))
 	if ru := (*o.rules.Load())[*desc.Override]; ru != nil {
