@@ -209,6 +209,15 @@ type Guard struct {
 	// sluice_jail_strikes_lost_total). With a shared store the counts
 	// live there. Default 0: guard.DefaultMaxBans (100,000: 12.5 MiB).
 	MaxStrikes int
+	// StateFile, with the memory store, is the file that keeps the bans
+	// in force (with their expiry and offences) and the admin API's list
+	// edits across restarts: written whole and renamed over, at most once
+	// a second when they change and at shutdown; read at start, where a
+	// corrupt, truncated or foreign file stops the service with an error
+	// naming it (sluice serve -ignore-state-file starts without it). A
+	// shared store keeps the bans itself: there it is an error. Default
+	// "": bans and list edits last until the process exits.
+	StateFile string
 	// Notify tells of the bans, lifts and expiries of every jail, the
 	// manual jail included. Default none.
 	Notify []Notify
@@ -340,6 +349,7 @@ type (
 		CoarsenIPv4 int          `yaml:"coarsen_ipv4"`
 		CoarsenIPv6 int          `yaml:"coarsen_ipv6"`
 		MaxStrikes  int          `yaml:"max_strikes"`
+		StateFile   string       `yaml:"state_file"`
 		Notify      []fileNotify `yaml:"notify"`
 	}
 	fileJail struct {
@@ -539,7 +549,7 @@ func listEntries(v *validator, name string, in []string) ([]guard.Entry, error) 
 
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
-	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes}
+	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes, StateFile: f.StateFile}
 	if err := g.checkBans(v); err != nil {
 		return g, err
 	}

@@ -150,6 +150,8 @@ func TestParseServiceErrors(t *testing.T) {
 		{"guard bad allow", "guard:\n  allow: [10.0.0.0/8, 10.0.0.300]\n", []string{"t.yaml:7: guard.allow[1]:", "not an address, a network or key:NAME"}},
 		{"guard bad deny", "guard: {deny: [\"::1/200\"]}\n", []string{"guard.deny[0]:"}},
 		{"guard empty key", "guard: {deny: [\"key:\"]}\n", []string{"guard.deny[0]:", `"key:" is not an address`}},
+		{"guard state file with redis", "store: {type: redis, redis: {addrs: [\"127.0.0.1:6379\"]}}\nguard: {state_file: /var/lib/sluice/state.json}\n",
+			[]string{"guard.state_file:", "the redis store keeps the bans itself"}},
 		{"guard max_bans", "guard: {max_bans: -1}\n", []string{"t.yaml:6: guard.max_bans:", "must not be negative"}},
 		{"guard max_key_bans", "guard: {max_bans: 10, max_key_bans: 10}\n", []string{"guard.max_key_bans:", "0 (half of max_bans) to 9"}},
 		{"guard max_key_bans default", "guard: {max_key_bans: 100000}\n", []string{"guard.max_key_bans:", "to 99999"}},

@@ -59,6 +59,10 @@ type Options struct {
 	// service has counted and logged it (sluice simulate counts the bans
 	// a replay would make). It must be fast. Default nil.
 	OnBan func(guard.Ban)
+	// IgnoreStateFile starts without reading guard.state_file, which the
+	// first write then replaces: for a file that is corrupt or of another
+	// version (sluice serve -ignore-state-file). Default false: read it.
+	IgnoreStateFile bool
 }
 
 // A Service is sluice serve without its listeners: the store a
@@ -71,23 +75,24 @@ type Options struct {
 // value is not usable. A Service is safe for concurrent use: requests in
 // flight during a reload finish on the configuration they started on.
 type Service struct {
-	opts    Options
-	log     *slog.Logger
-	m       *metrics
-	st      *stores
-	denials denialLog
-	state   atomic.Pointer[state]
-	reload  sync.Mutex // serializes reloads and list edits
-	edits   listEdits  // the admin API's list edits, replayed by build
-	rls     *envoyrls.Service
-	limits  *grpcapi.Service
-	leases  *leaseapi.GRPC
-	leaseM  *leaseapi.Metrics
-	handler http.Handler
-	tel     *telemetry
-	notes   *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
-	live    *live               // the dashboard's rates and top keys; nil when the admin API is off
-	admin   *adminBackend       // what the admin API manages
+	opts      Options
+	log       *slog.Logger
+	m         *metrics
+	st        *stores
+	denials   denialLog
+	state     atomic.Pointer[state]
+	reload    sync.Mutex // serializes reloads and list edits
+	edits     listEdits  // the admin API's list edits, replayed by build
+	stateFile *stateFile // nil without guard.state_file
+	rls       *envoyrls.Service
+	limits    *grpcapi.Service
+	leases    *leaseapi.GRPC
+	leaseM    *leaseapi.Metrics
+	handler   http.Handler
+	tel       *telemetry
+	notes     *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
+	live      *live               // the dashboard's rates and top keys; nil when the admin API is off
+	admin     *adminBackend       // what the admin API manages
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -128,6 +133,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 		return nil, err
 	}
 	s.st = st
+	if err := s.openState(ctx, c.Guard.StateFile); err != nil {
+		return nil, errors.Join(err, st.close())
+	}
 	s.m.watchBans(st.registry.Bans())
 	s.notes = bannotify.New(bannotify.Config{Registry: st.registry, Registerer: s.m.reg, Logger: s.log, Clock: s.now})
 	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, m: s.m, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
@@ -148,6 +156,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.m.watchIPv6(func() httplimit.AdaptiveStats { return s.state.Load().auth.IPv6Stats() })
 	if s.live != nil {
 		s.live.start()
+	}
+	if s.stateFile != nil {
+		s.stateFile.start()
 	}
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
@@ -468,6 +479,9 @@ func (s *Service) Close() error {
 	defer cancel()
 	if s.notes != nil {
 		s.notes.Close(ctx)
+	}
+	if s.stateFile != nil {
+		s.stateFile.close(ctx)
 	}
 	return errors.Join(s.tel.close(ctx), s.st.close())
 }
