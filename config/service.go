@@ -156,6 +156,12 @@ type Admin struct {
 	// may name an environment variable (token_env) or a file
 	// (token_file) holding it rather than hold it.
 	Token string
+	// ReadOnlyToken, when set, is a second token that views the admin
+	// API and the dashboard and changes nothing (for a wallboard or a
+	// script that reads): at least MinTokenLen bytes, not Token. It may
+	// come from read_only_token_env or read_only_token_file too. Default
+	// empty: none.
+	ReadOnlyToken string
 	// TLS, when set, serves the admin listener over TLS (with
 	// ClientCAFile: only to clients with a certificate). Default nil:
 	// plain text, which the loopback default suits.
@@ -335,6 +341,11 @@ type (
 		TokenEnv  string         `yaml:"token_env"`
 		TokenFile string         `yaml:"token_file"`
 		TLS       *fileServerTLS `yaml:"tls"`
+		// The read-only token, from the file, an environment variable
+		// or a file.
+		ReadOnlyToken     string `yaml:"read_only_token"`
+		ReadOnlyTokenEnv  string `yaml:"read_only_token_env"`
+		ReadOnlyTokenFile string `yaml:"read_only_token_file"`
 	}
 	fileGRPC struct {
 		Listen string         `yaml:"listen"`
@@ -514,10 +525,29 @@ func (f *fileAdmin) admin(v *validator) (Admin, error) {
 	case strings.ContainsAny(token, " \t\r\n"):
 		return a, v.errorf(at("admin"), "the token must not contain white space")
 	}
+	if a.ReadOnlyToken, err = f.readOnlyToken(v, token); err != nil {
+		return a, err
+	}
 	if a.Listen == "" {
 		a.Listen = DefaultAdminListen
 	}
 	return a, listenAddr(v, at("admin", "listen"), a.Listen)
+}
+
+// readOnlyToken reads and checks the read-only token, beside token.
+func (f *fileAdmin) readOnlyToken(v *validator, token string) (string, error) {
+	ro, err := secret(v, at("admin"), f.ReadOnlyToken, f.ReadOnlyTokenEnv, f.ReadOnlyTokenFile, "read_only_token")
+	switch {
+	case err != nil || ro == "":
+		return ro, err
+	case len(ro) < MinTokenLen:
+		return ro, v.errorf(at("admin"), "the read-only token is %d bytes; at least %d are required", len(ro), MinTokenLen)
+	case strings.ContainsAny(ro, " \t\r\n"):
+		return ro, v.errorf(at("admin"), "the read-only token must not contain white space")
+	case ro == token:
+		return ro, v.errorf(at("admin"), "the read-only token must differ from the token")
+	}
+	return ro, nil
 }
 
 // grpc validates the grpc section.

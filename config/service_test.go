@@ -146,6 +146,8 @@ func TestParseServiceErrors(t *testing.T) {
 		{"admin token space", "admin: {token: \"0123456789 abcdef\"}\n", []string{"admin: the token must not contain white space"}},
 		{"admin empty env", "admin: {token_env: SLUICE_TEST_EMPTY}\n", []string{"admin.token_env: environment variable SLUICE_TEST_EMPTY is not set"}},
 		{"admin listen without token", "admin: {listen: \"127.0.0.1:1\"}\n", []string{"admin.listen: an admin listener needs a token"}},
+		{"admin read-only token short", "admin: {token: 0123456789abcdefgh, read_only_token: short}\n", []string{"admin: the read-only token is 5 bytes"}},
+		{"admin read-only token is the token", "admin: {token: 0123456789abcdefgh, read_only_token: 0123456789abcdefgh}\n", []string{"the read-only token must differ from the token"}},
 		{"admin bad listen", "admin: {token: 0123456789abcdefgh, listen: nope}\n", []string{"admin.listen:", "not host:port"}},
 		{"guard bad allow", "guard:\n  allow: [10.0.0.0/8, 10.0.0.300]\n", []string{"t.yaml:7: guard.allow[1]:", "not an address, a network or key:NAME"}},
 		{"guard bad deny", "guard: {deny: [\"::1/200\"]}\n", []string{"guard.deny[0]:"}},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -409,5 +410,34 @@ func accountsForRefusals(t *testing.T, b context.Context, url string) {
 	}
 	if banned := eval[string](t, b, `document.querySelector('#rules tr[data-rule="login"] [data-total="banned"]').textContent`); banned == "0" {
 		t.Errorf("refused by a ban, login: %s, want the jail's ban to have refused the attacker", banned)
+	}
+}
+
+// TestDashboardWallboard opens the dashboard as a wallboard or a
+// scripted screenshot does, with Chromium alone and the token in the
+// URL: with ?auth=basic the server challenges, Chromium answers with the
+// URL's credentials and shows the dashboard; without it, the sign-in page.
+func TestDashboardWallboard(t *testing.T) {
+	testserver.SkipShort(t, "starts Chromium")
+	bin := testserver.Binary(t, "chromium", "/usr/lib/chromium")
+	s, _ := newService(t, serviceConfig)
+	adm := httptest.NewServer(s.AdminHandler())
+	t.Cleanup(adm.Close)
+	t.Cleanup(s.admin.Feed().Close)
+	host := strings.TrimPrefix(adm.URL, "http://")
+	for _, tt := range []struct {
+		path, want, not string
+	}{
+		{"/admin/?auth=basic", `id="rules"`, `id="token"`},
+		{"/admin/", `id="token"`, `id="rules"`},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
+			"--user-data-dir="+t.TempDir(), "--dump-dom", "http://admin:"+adminToken+"@"+host+tt.path)
+		out, err := cmd.Output()
+		cancel()
+		if err != nil || !strings.Contains(string(out), tt.want) || strings.Contains(string(out), tt.not) {
+			t.Errorf("chromium --dump-dom http://admin:TOKEN@…%s: %v; want a page with %s and without %s:\n%.500s", tt.path, err, tt.want, tt.not, out)
+		}
 	}
 }

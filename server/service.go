@@ -277,7 +277,7 @@ func (s *Service) buildAPIs(n *state, c *config.Config) error {
 		return err
 	}
 	if c.Admin.Enabled() {
-		n.admin, err = admin.Handler(s.admin, c.Admin.Token)
+		n.admin, err = admin.Handler(s.admin, admin.Config{Token: c.Admin.Token, ReadOnlyToken: c.Admin.ReadOnlyToken, Clock: s.opts.Clock})
 	}
 	return err
 }

@@ -191,11 +191,25 @@ const maxBody = 16 << 10
 // Handler returns the admin API over b, accepting only requests that
 // carry token. An empty token is an error: an open admin API is never
 // what is meant.
-func Handler(b Backend, token string) (http.Handler, error) {
-	if token == "" {
+func Handler(b Backend, c Config) (http.Handler, error) {
+	if c.Token == "" {
 		return nil, fmt.Errorf("admin: %w: empty token", sluice.ErrInvalidRequest)
 	}
-	h := &handler{b: b, digest: sha256.Sum256([]byte(token))}
+	if c.ReadOnlyToken == c.Token {
+		return nil, fmt.Errorf("admin: %w: the read-only token is the token", sluice.ErrInvalidRequest)
+	}
+	h := &handler{b: b, digest: sha256.Sum256([]byte(c.Token)), clock: c.Clock}
+	if h.clock == nil {
+		h.clock = time.Now
+	}
+	if c.ReadOnlyToken != "" {
+		d := sha256.Sum256([]byte(c.ReadOnlyToken))
+		h.readOnly = &d
+	}
+	var err error
+	if h.throttle, err = newThrottle(h.clock); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/{$}", h.dashboard)
 	mux.HandleFunc("POST /admin/logout", h.logout)
@@ -242,9 +256,42 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	}), nil
 }
 
+// Config configures the admin API's handler.
+type Config struct {
+	// Token is the token that views and acts. Required.
+	Token string
+	// ReadOnlyToken, when set, is a token that views everything and
+	// changes nothing (a wallboard's). Default "": none.
+	ReadOnlyToken string
+	// Clock is the time of sessions and of the sign-in throttle. Default
+	// nil: time.Now.
+	Clock func() time.Time
+}
+
 type handler struct {
-	b      Backend
-	digest [sha256.Size]byte
+	b        Backend
+	digest   [sha256.Size]byte
+	readOnly *[sha256.Size]byte // nil: no read-only token
+	clock    func() time.Time
+	throttle *sluice.Limiter // wrong tokens by client address
+}
+
+func (h *handler) now() time.Time { return h.clock() }
+
+// navigation reports whether r is a browser opening a page (which a
+// sign-in page answers best) rather than a script or a fetch (which a
+// 401 challenge does). A browser says so in Sec-Fetch-Mode; an older
+// one that does not asks for HTML first. A wallboard that opens
+// http://admin:TOKEN@host/admin/?auth=basic asks for the challenge that
+// makes it send its credentials.
+func navigation(r *http.Request) bool {
+	if r.URL.Query().Get("auth") == "basic" {
+		return false
+	}
+	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" {
+		return m == "navigate"
+	}
+	return strings.HasPrefix(r.Header.Get("Accept"), "text/html")
 }
 
 // admit answers the requests that need no token (the login page) and
@@ -266,15 +313,29 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request) bool {
 		staticHandler.ServeHTTP(w, r) // public code and styles, which the login page needs too
 		return false
 	}
-	switch cred := h.credential(r); {
-	case cred == none && r.Method == http.MethodGet && r.URL.Path == "/admin/":
+	if h.throttled(w, r) {
+		return false
+	}
+	a := h.access(r)
+	if a.wrong {
+		h.failed(r)
+	}
+	switch {
+	case a.cred == none && r.Method == http.MethodGet && r.URL.Path == "/admin/" && navigation(r):
 		http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 		return false
-	case cred == none:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin", Basic realm="sluice admin"`)
+	case a.cred == none:
+		// One challenge a header, Basic first: Chromium answered the
+		// two joined in one header with no credentials, and answers
+		// Basic with those of a URL (a wallboard's http://admin:TOKEN@…).
+		w.Header().Add("WWW-Authenticate", `Basic realm="sluice admin"`)
+		w.Header().Add("WWW-Authenticate", `Bearer realm="sluice admin"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return false
-	case cred == ambient && h.forged(r):
+	case a.readOnly && r.Method != http.MethodGet && r.Method != http.MethodHead && r.URL.Path != "/admin/logout":
+		writeError(w, http.StatusForbidden, "signed in with the read-only token: it views, it changes nothing")
+		return false
+	case a.cred == ambient && h.forged(r):
 		writeError(w, http.StatusForbidden, "a change made with a browser's credentials must come from the dashboard, with its "+CSRFHeader+" header")
 		return false
 	}

@@ -84,7 +84,7 @@ func TestEntries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		b := &recorder{}
-		h, err := admin.Handler(b, token)
+		h, err := admin.Handler(b, admin.Config{Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func (h *handler) dashboard(w http.ResponseWriter, r *http.Request) {
 	_ = templates.ExecuteTemplate(w, "dashboard.html", struct {
 		CSRF     string
 		ReadOnly bool
-	}{h.csrf(r), false})
+	}{h.csrf(r), h.access(r).readOnly})
 }
 
 // loginPage serves the login form with status and an error message.
