@@ -152,13 +152,22 @@ func putOps(rec guard.Ban, m guard.Merge) []*op {
 
 // check returns errGap if Redis lost changes this replica applied: its
 // version went back, or its hash of bans is gone while bans are in force
-// here (a restart without persistence, an eviction).
+// here (a restart without persistence, an eviction); or if this replica
+// stopped seeing the log: Redis was ahead of it at the last check too,
+// and it applied nothing since (its blocking read follows a server that
+// no longer gets the changes, as the master before a failover may).
 func (r *Registry) check(ctx context.Context) error {
 	version, _, bans, err := r.head(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: redisbans: check: %w", sluice.ErrStore, err)
 	}
-	if version < r.version.Load() || bans == 0 && r.holds() {
+	applied := r.version.Load()
+	stuck := version > applied && r.behind == applied
+	r.behind = -1
+	if version > applied {
+		r.behind = applied
+	}
+	if version < applied || bans == 0 && r.holds() || stuck {
 		return errGap
 	}
 	return nil

@@ -228,6 +228,7 @@ type Registry struct {
 	// starts.
 	last    string       // ID of the last entry applied
 	version atomic.Int64 // its version, read by Stats
+	behind  int64        // the version applied when a check last found Redis ahead, or -1
 
 	cancel    context.CancelFunc
 	done      chan struct{} // closed when the follower returns
@@ -271,6 +272,7 @@ func New(ctx context.Context, c Config) (*Registry, error) {
 		set:        guard.BanSet{BanLimits: c.Limits},
 		pending:    map[string]*op{},
 		done:       make(chan struct{}),
+		behind:     -1,
 	}
 	if r.clock == nil {
 		r.clock = time.Now

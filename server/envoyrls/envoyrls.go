@@ -137,15 +137,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		return nil, status.Error(codes.InvalidArgument, "domain is required")
 	}
 	e := s.engine()
-	r := rules.Request{
-		Domain:      req.GetDomain(),
-		Descriptors: make([]rules.Descriptor, len(req.GetDescriptors())),
-		Cost:        int(req.GetHitsAddend()),
-	}
+	// The descriptors of a request of a few (the common case: one) stay
+	// on the stack: the engine keeps nothing of them.
+	var descBuf [2]rules.Descriptor
+	r := rules.Request{Domain: req.GetDomain(), Descriptors: descBuf[:0], Cost: int(req.GetHitsAddend())}
 	for i, d := range req.GetDescriptors() {
-		if err := descriptor(&r.Descriptors[i], d); err != nil {
+		out, err := descriptor(d)
+		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
+		r.Descriptors = append(r.Descriptors, out)
 	}
 	res, err := e.Check(ctx, r)
 	switch {
@@ -156,29 +157,29 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case err != nil:
-		s.log.ErrorContext(ctx, "store failed", "domain", r.Domain, "err", err)
+		s.log.ErrorContext(ctx, "store failed", "domain", req.GetDomain(), "err", err)
 		return nil, status.Error(codes.Unavailable, "the store failed to decide; try again")
 	}
 	return s.response(res), nil
 }
 
-// descriptor converts an Envoy descriptor. (One of a named rule gives
-// the actor's key as the value of its one entry, which the engine, that
+// descriptor converts an Envoy descriptor. (One of a named rule gives the
+// actor's key as the value of its one entry, which the engine, that
 // knows the domain, types: see rules.Descriptor.)
-func descriptor(out *rules.Descriptor, d *rlv3.RateLimitDescriptor) error {
+func descriptor(d *rlv3.RateLimitDescriptor) (out rules.Descriptor, err error) {
 	out.Entries = make([]rules.Entry, len(d.GetEntries()))
 	for i, e := range d.GetEntries() {
 		out.Entries[i] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
 	}
 	if d.GetIsNegativeHits() {
-		return errors.New("negative hits are not supported")
+		return out, errors.New("negative hits are not supported")
 	}
 	if h := d.GetHitsAddend(); h != nil {
 		switch v := h.GetValue(); {
 		case v == 0:
 			out.NoHits = true
 		case v > math.MaxInt32:
-			return fmt.Errorf("hits_addend %d is too large", v)
+			return out, fmt.Errorf("hits_addend %d is too large", v)
 		default:
 			out.Cost = int(v)
 		}
@@ -186,11 +187,11 @@ func descriptor(out *rules.Descriptor, d *rlv3.RateLimitDescriptor) error {
 	if o := d.GetLimit(); o != nil {
 		l, err := overrideLimit(o)
 		if err != nil {
-			return err
+			return out, err
 		}
 		out.Override = &l
 	}
-	return nil
+	return out, nil
 }
 
 // overrideLimit converts Envoy's limit override into the fixed window

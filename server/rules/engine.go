@@ -221,7 +221,7 @@ func (e *Engine) addDomains(ds []config.Domain, ns string) error {
 		}
 		// '@' starts no rule name, so no named rule's keys can collide
 		// with a domain's.
-		d := &domain{name: cd.Name, prefix: ns + ":@" + string(appendEscaped(nil, cd.Name, ":")) + ":"}
+		d := &domain{name: cd.Name, prefix: ns + ":@" + string(appendEscaped(nil, cd.Name, newEscaper(":"))) + ":"}
 		found := make(map[string]*Rule)
 		d.build(&d.root, cd.Name, cd.Descriptors, found)
 		for id, ru := range found {

@@ -230,17 +230,37 @@ func wildcardMatch(parts []string, value string) bool {
 
 // entrySpecial are the bytes escaped in entries: the separators of a
 // state key, and '*', which marks a shared wildcard's pattern.
-const entrySpecial = "%,=*"
+var entrySpecial = newEscaper(",=*")
 
-// appendEscaped appends s with '%' and the bytes of special written as
-// %XX, so that joined parts name one state only.
-func appendEscaped(buf []byte, s, special string) []byte {
-	if !strings.ContainsAny(s, special) && !strings.Contains(s, "%") {
+// An escaper writes '%' and a set of special bytes as %XX, so that
+// joined parts name one state only.
+type escaper [256]bool
+
+// newEscaper returns the escaper of '%' and the bytes of special.
+func newEscaper(special string) *escaper {
+	var e escaper
+	e['%'] = true
+	for i := range len(special) {
+		e[special[i]] = true
+	}
+	return &e
+}
+
+// appendEscaped appends s to buf, escaped by esc.
+func appendEscaped(buf []byte, s string, esc *escaper) []byte {
+	plain := true
+	for i := range len(s) {
+		if esc[s[i]] {
+			plain = false
+			break
+		}
+	}
+	if plain {
 		return append(buf, s...)
 	}
 	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || strings.IndexByte(special, c) >= 0 {
+	for i := range len(s) {
+		if c := s[i]; esc[c] {
 			buf = append(buf, '%', hex[c>>4], hex[c&15])
 		} else {
 			buf = append(buf, c)
