@@ -324,7 +324,7 @@ func TestAdminWayIn(t *testing.T) {
 		{"browser opens the page", "GET", "/admin/", []string{"Sec-Fetch-Mode", "navigate", "Accept", "text/html"}, 303, ""},
 		{"old browser opens the page", "GET", "/admin/", []string{"Accept", "text/html,*/*"}, 303, ""},
 		{"curl", "GET", "/admin/", []string{"Accept", "*/*"}, 401, "unauthorized"},
-		{"a fetch", "GET", "/admin/", []string{"Sec-Fetch-Mode", "cors"}, 401, "unauthorized"},
+		{"a page's fetch, asked for Bearer alone", "GET", "/admin/api/rules", []string{"Sec-Fetch-Mode", "cors"}, 401, "unauthorized"},
 		{"wallboard asks for the challenge", "GET", "/admin/?auth=basic", []string{"Sec-Fetch-Mode", "navigate"}, 401, "unauthorized"},
 		{"Basic", "GET", "/admin/?auth=basic", []string{"Sec-Fetch-Mode", "navigate", "Authorization", basic(adminToken)}, 200, `id="rules"`},
 		{"Bearer", "GET", "/admin/", []string{"Authorization", "Bearer " + adminToken}, 200, `id="rules"`},
@@ -342,7 +342,9 @@ func TestAdminWayIn(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		challenge := w.Header().Get("WWW-Authenticate")
-		if w.Code != tt.want || !strings.Contains(w.Body.String(), tt.body) || (tt.want == 401) != strings.Contains(challenge, "Basic realm=") {
+		wantBasic := tt.want == 401 && !strings.Contains(tt.name, "Bearer alone")
+		if w.Code != tt.want || !strings.Contains(w.Body.String(), tt.body) || wantBasic != strings.Contains(challenge, "Basic realm=") ||
+			(tt.want == 401) != strings.Contains(strings.Join(w.Header().Values("WWW-Authenticate"), ","), "Bearer realm=") {
 			t.Errorf("%s: %s %s = %d, challenge %q, body %.200q; want %d with %q", tt.name, tt.method, tt.path, w.Code, challenge, w.Body, tt.want, tt.body)
 		}
 	}

@@ -278,6 +278,19 @@ type handler struct {
 
 func (h *handler) now() time.Time { return h.clock() }
 
+// challenge asks for credentials, one challenge a header, Basic first:
+// Chromium answered the two joined in one header with no credentials,
+// and answers Basic with those of a URL (a wallboard's
+// http://admin:TOKEN@…). A page's script (Sec-Fetch-Mode cors, no-cors
+// or same-origin) is asked for Bearer alone: Basic would make the browser
+// prompt over the dashboard whose session ended.
+func challenge(w http.ResponseWriter, r *http.Request) {
+	if m := r.Header.Get("Sec-Fetch-Mode"); m == "" || m == "navigate" {
+		w.Header().Add("WWW-Authenticate", `Basic realm="sluice admin"`)
+	}
+	w.Header().Add("WWW-Authenticate", `Bearer realm="sluice admin"`)
+}
+
 // navigation reports whether r is a browser opening a page (which a
 // sign-in page answers best) rather than a script or a fetch (which a
 // 401 challenge does). A browser says so in Sec-Fetch-Mode; an older
@@ -325,11 +338,7 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request) bool {
 		http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 		return false
 	case a.cred == none:
-		// One challenge a header, Basic first: Chromium answered the
-		// two joined in one header with no credentials, and answers
-		// Basic with those of a URL (a wallboard's http://admin:TOKEN@…).
-		w.Header().Add("WWW-Authenticate", `Basic realm="sluice admin"`)
-		w.Header().Add("WWW-Authenticate", `Bearer realm="sluice admin"`)
+		challenge(w, r)
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return false
 	case a.readOnly && r.Method != http.MethodGet && r.Method != http.MethodHead && r.URL.Path != "/admin/logout":
