@@ -42,6 +42,11 @@
     return e;
   }
 
+  // at returns the absolute URL of path on this origin: a page opened
+  // with credentials in its URL (a wallboard's http://admin:TOKEN@…)
+  // cannot fetch a relative URL, which would carry them.
+  const at = (path) => location.origin + path;
+
   // api calls the admin API with the session cookie and the CSRF header.
   async function api(method, path, body) {
     const opts = { method, credentials: "same-origin", headers: { "X-Sluice-CSRF": csrf } };
@@ -49,7 +54,7 @@
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
     }
-    const res = await fetch(path, opts);
+    const res = await fetch(at(path), opts);
     if (res.status === 401) {
       location.assign("/admin/login");
       throw new Error("signed out");
@@ -459,7 +464,7 @@
   // connect streams the feed; after a disconnection, it draws the last
   // minutes again, which the stream's latest samples alone would not.
   function connect() {
-    const es = new EventSource("/admin/api/events");
+    const es = new EventSource(at("/admin/api/events"));
     let lost = false;
     es.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data), false));
     es.onerror = () => {
