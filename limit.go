@@ -62,8 +62,11 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	case "log", "sliding-log":
 		return SlidingLog, nil
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want gcra, fixed, sliding, approx or log)", ErrInvalidLimit, s)
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want %s)", ErrInvalidLimit, s, algorithmList)
 }
+
+// algorithmList lists the names ParseAlgorithm reads, for messages.
+const algorithmList = "gcra, fixed, sliding, approx or log"
 
 // Bounds on a Limit, checked by [Limit.Validate]. They keep every
 // computation inside int64 nanoseconds and every state small.
@@ -344,7 +347,8 @@ func parseLimit(s string) (Limit, error) {
 		case "algorithm":
 			l.Algorithm, _ = ParseAlgorithm(word)
 		default:
-			return l, fmt.Errorf("%w: unknown option %q", ErrInvalidLimit, word)
+			return l, fmt.Errorf("%w: unknown option %q (want an algorithm: %s; or burst N, buckets N or staggered)",
+				ErrInvalidLimit, word, algorithmList)
 		}
 	}
 	return l, l.Validate()

@@ -178,7 +178,7 @@ func (r *Request) Validate() error {
 				return err
 			}
 			for _, prev := range r.Limits[:i] {
-				if prev.StateID() == l.StateID() {
+				if prev.stateFields() == l.stateFields() { // StateID's fields: not its hash, on every request
 					return fmt.Errorf("%w: limits %v and %v share their state (same algorithm and period)", ErrInvalidRequest, prev, l)
 				}
 			}
@@ -226,13 +226,8 @@ var (
 // 64-bit FNV-1a hash of those fields, stable across versions and
 // processes, so shared stores may put it in their key names.
 func (l Limit) StateID() uint64 {
-	var buckets int
-	if l.Algorithm == SlidingWindow || l.Algorithm == ApproxSlidingWindow {
-		buckets = l.BucketCount()
-	}
-	staggered := l.Staggered && l.Algorithm == FixedWindow
 	h := uint64(14695981039346656037)
-	for _, v := range [...]uint64{uint64(l.Algorithm), uint64(l.Period), uint64(buckets), b2u(staggered)} {
+	for _, v := range l.stateFields() {
 		for range 8 {
 			h ^= v & 0xff
 			h *= 1099511628211
@@ -240,6 +235,17 @@ func (l Limit) StateID() uint64 {
 		}
 	}
 	return h
+}
+
+// stateFields are what StateID hashes: the algorithm, the period, the
+// bucket count of a sliding window and the staggering of a fixed one.
+func (l Limit) stateFields() [4]uint64 {
+	var buckets int
+	if l.Algorithm == SlidingWindow || l.Algorithm == ApproxSlidingWindow {
+		buckets = l.BucketCount()
+	}
+	staggered := l.Staggered && l.Algorithm == FixedWindow
+	return [4]uint64{uint64(l.Algorithm), uint64(l.Period), uint64(buckets), b2u(staggered)}
 }
 
 func b2u(b bool) uint64 {

@@ -130,6 +130,9 @@ func slidingRetryAt(l sluice.Limit, s []int64, now int64, cost int) int64 {
 	for t := now; ; {
 		end := (c + 1) * b // first instant of the next bucket
 		if fits(c, full, old, end-1) {
+			if l.Algorithm == sluice.SlidingWindow || old == 0 {
+				return t // the count is the same at every instant of the bucket (see slidingCount): no search
+			}
 			lo, hi := t, end-1 // fits(hi); find the least t that fits
 			for lo < hi {
 				mid := lo + (hi-lo)/2

@@ -151,13 +151,15 @@ func (c *Client) cached(ck string, cost int) (sluice.Decision, bool) {
 
 // remember caches a denial that says when the key may pass: a denial
 // by the deny list, without a wait, is asked again each time. The wait
-// comes rounded up (to the millisecond over HTTP, to the second over
-// gRPC), so the true wait is more than one unit less: the denial is
-// cached for that, and the cache never denies a check that the service
-// would allow.
+// comes rounded up, to the millisecond (over HTTP, and in sluice serve's
+// gRPC metadata), or to the second (the Retry-After field of another
+// server of Envoy's API), so the true wait is up to one unit less: the
+// denial is cached for that, and the cache never denies a check that the
+// service would allow. A whole number of seconds over gRPC may be either,
+// and is taken as seconds.
 func (c *Client) remember(ck string, req wire.CheckRequest, d sluice.Decision) {
 	unit := time.Millisecond
-	if c.rls != nil {
+	if c.rls != nil && d.RetryAfter%time.Second == 0 {
 		unit = time.Second
 	}
 	if c.cache == nil || d.Allowed || d.RetryAfter <= unit {

@@ -38,9 +38,10 @@ type Config struct {
 	URL string
 	// GRPC is the host:port of the service's Envoy rate limit gRPC API
 	// (sluice serve -grpc-listen); when set, checks and peeks go there.
-	// Run the service with -grpc-headers: Envoy's API carries the wait
-	// of a denial only in its Retry-After header, which the denial cache
-	// and Decision.RetryAfter need. Default none.
+	// A denial's wait (Decision.RetryAfter, and how long the denial cache
+	// keeps it) comes in the response metadata wire.RetryAfterKey, which
+	// sluice serve sends with every denial, to the millisecond, as over
+	// HTTP. Default none.
 	GRPC string
 	// AdminURL is the base URL of the admin API (sluice serve
 	// -admin-listen), and AdminToken its bearer token, for the ban

@@ -58,6 +58,38 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestRetryAfterEveryTransport checks that a denial carries the same
+// wait over gRPC as over HTTP, to the millisecond, from a service run
+// with its defaults (no -grpc-headers), and that the denial cache keeps
+// it as long on both.
+func TestRetryAfterEveryTransport(t *testing.T) {
+	waits := map[string]time.Duration{}
+	for _, tr := range transports {
+		clk := &clock{now: t0}
+		c := newClient(t, startService(t, clk), tr, client.Config{})
+		ctx := t.Context()
+		for range 3 {
+			if d, err := c.Check(ctx, "api", "k"); err != nil || !d.Allowed {
+				t.Fatalf("%s: Check(api, k) = %+v, %v; want allowed", tr, d, err)
+			}
+		}
+		clk.Advance(10 * time.Millisecond)
+		d, err := c.Check(ctx, "api", "k")
+		if err != nil || d.Allowed || d.RetryAfter != 19990*time.Millisecond {
+			t.Errorf("%s: Check(api, k) over 3/min, 10ms after = %+v, %v; want denied, retry after 19.99s", tr, d, err)
+		}
+		waits[tr] = d.RetryAfter
+		clk.Advance(19980 * time.Millisecond)
+		before := c.Stats()
+		if d, err := c.Check(ctx, "api", "k"); err != nil || d.Allowed || d.RetryAfter != 10*time.Millisecond || c.Stats().CacheHits != before.CacheHits+1 {
+			t.Errorf("%s: Check(api, k) 10ms before the wait ends = %+v, %v, %+v; want denied by the cache, retry after 10ms", tr, d, err, c.Stats())
+		}
+	}
+	if waits["http"] != waits["grpc"] {
+		t.Errorf("waits %v, want the same over both transports", waits)
+	}
+}
+
 // TestCheckUncached checks the denials the cache must not hold: one
 // without a wait (the deny list), and any with the cache off.
 func TestCheckUncached(t *testing.T) {

@@ -7,7 +7,8 @@
 // ([Client.LoginBegin], [Client.LoginFail], [Client.LoginSucceed]) and
 // concurrency rules ([Client.Acquire], [Client.Release],
 // [Client.Extend]), and
-// manages bans ([Client.Ban], [Client.Bans], [Client.Lift]).
+// manages bans ([Client.Ban], [Client.Bans], [Client.Lift]), and
+// decides locally under a share of a rule's limit ([Client.Quota]).
 //
 //	c, err := client.New(client.Config{URL: "http://127.0.0.1:8080"})
 //	...
@@ -31,9 +32,13 @@
 // Config.URL, or, with Config.GRPC, over
 // Envoy's rate limit gRPC API (package server/envoyrls), asking for the
 // named rule as a domain with one descriptor whose value is the key, as
-// the service's rules engine reads it. Envoy's API carries the wait of a
-// denial only in its Retry-After header, in whole seconds: run the
-// service with -grpc-headers. It has no reset and no batches: Reset
+// the service's rules engine reads it. Envoy's protobuf has no field for
+// the wait of a denial: sluice serve sends it in the response metadata
+// wire.RetryAfterKey, to the millisecond, and the client reads it there
+// (or, from another server of Envoy's API, in the Retry-After header
+// field it asks Envoy to add, in whole seconds), so that Decision and
+// the denial cache are the same over both transports. It has no reset
+// and no batches: Reset
 // always uses Config.URL, and CheckMany makes one call per check over
 // gRPC. The ban operations use the admin API at Config.AdminURL, with
 // Config.AdminToken. A Client keeps one http.Client (whose Transport
@@ -74,6 +79,24 @@
 // error. A request the service refuses (an unknown rule, a cost above
 // the rule's burst) wraps sluice.ErrInvalidRequest, with a denying
 // Decision.
+//
+// # Local quotas
+//
+// A [Quota] decides the requests of one bucket of the service's quota
+// section in this process, under a share of the bucket's rule that the
+// service assigns it and re-balances among the holders by their demand
+// (as it does for Envoys over the Rate Limit Quota Service; see
+// docs/service.md): [Quota.Report] tells the service what it decided
+// and renews the share, [Quota.Run] reports every interval, and
+// [Quota.Decide] decides a request locally, with no call to the service,
+// while a share is in force (a token bucket of the share), else per
+// request with CheckN of the configured rule and key. One call per
+// report interval, whatever the number of decisions.
+//
+//	q, err := c.Quota(client.QuotaConfig{Domain: "edge", Bucket: map[string]string{"name": "api"},
+//		Holder: hostname, Rule: "api", Key: "name=api"})
+//	go q.Run(ctx, time.Second)
+//	d, err := q.Decide(ctx, time.Now())
 //
 // # In net/http middleware
 //

@@ -10,7 +10,9 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -32,11 +34,12 @@ func (c *Client) checkGRPC(ctx context.Context, req wire.CheckRequest) (sluice.D
 		desc.HitsAddend = wrapperspb.UInt64(0)
 	}
 	c.roundTrips.Add(1)
+	var md metadata.MD
 	resp, err := c.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{
 		Domain:      req.Rule,
 		Descriptors: []*rlv3.RateLimitDescriptor{desc},
 		HitsAddend:  uint32(req.Cost),
-	})
+	}, grpc.Header(&md))
 	if err != nil {
 		if status.Code(err) == codes.InvalidArgument {
 			return sluice.Decision{}, fmt.Errorf("client: %w: %v", sluice.ErrInvalidRequest, status.Convert(err).Message())
@@ -67,7 +70,7 @@ func (c *Client) checkGRPC(ctx context.Context, req wire.CheckRequest) (sluice.D
 		// tells what is left, one more than a take would leave.
 		d.Allowed, d.Remaining = d.Remaining > 0, max(d.Remaining-1, 0)
 	case !d.Allowed:
-		d.RetryAfter = retryAfter(resp)
+		d.RetryAfter = retryAfter(md, resp)
 	}
 	return d, nil
 }
@@ -92,10 +95,18 @@ func limitOf(cl *pb.RateLimitResponse_RateLimit) sluice.Limit {
 	return sluice.Limit{Rate: int(cl.GetRequestsPerUnit()), Period: period}
 }
 
-// retryAfter reads the Retry-After header the service adds to a denial
-// when it runs with -grpc-headers (whole seconds, rounded up); 0 without
-// it.
-func retryAfter(resp *pb.RateLimitResponse) time.Duration {
+// retryAfter reads the wait of a denial: from the metadata
+// wire.RetryAfterKey, which sluice serve sends with every denial (to the
+// millisecond), else from the Retry-After header field the service asks
+// Envoy to add when it runs with -grpc-headers (whole seconds, rounded
+// up: what a server of envoyproxy/ratelimit's kind may give); 0 without
+// either.
+func retryAfter(md metadata.MD, resp *pb.RateLimitResponse) time.Duration {
+	if v := md.Get(wire.RetryAfterKey); len(v) == 1 {
+		if d, ok := wire.ParseSeconds(v[0]); ok {
+			return d
+		}
+	}
 	for _, h := range resp.GetResponseHeadersToAdd() {
 		if strings.EqualFold(h.GetKey(), "Retry-After") {
 			if s, err := strconv.ParseInt(h.GetValue(), 10, 32); err == nil && s > 0 {

@@ -57,8 +57,9 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // service is a sluice serve started by a test, in process, on loopback
-// listeners: its HTTP API, its Envoy gRPC API (with -grpc-headers) and
-// its admin API.
+// listeners: its HTTP API, its Envoy gRPC API (as sluice serve
+// -grpc-listen serves it by default: without -grpc-headers) and its
+// admin API.
 type service struct {
 	*server.Service
 	URL, GRPC, Admin string
@@ -70,7 +71,7 @@ type service struct {
 // on clk (nil: the store's own clock).
 func startService(t testing.TB, clk *clock) *service {
 	t.Helper()
-	o := server.Options{EnvoyHeaders: true}
+	var o server.Options
 	if clk != nil {
 		o.Clock = clk.Now
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -54,24 +55,25 @@ func (c *Config) Concurrent(name string) (ConcurrencyRule, bool) {
 func (v *validator) concurrencyRule(c *Config, i int, name string, fr fileRule) error {
 	fc := fr.Concurrency
 	p := func(field string) []any { return at("rules", i, "concurrency", field) }
-	switch {
-	case len(fr.Limits) > 0 || fr.Shadow || len(fr.Descriptors) > 0:
-		return v.errorf(at("rules", i, "concurrency"), "rule %q: a concurrency rule takes no limits, shadow or descriptors", name)
-	case fc.Limit < 1 || fc.Limit > sluice.MaxLeases:
-		return v.errorf(p("limit"), "rule %q: limit %d: want 1 to %d requests in flight", name, fc.Limit, sluice.MaxLeases)
+	var errs [6]error
+	if len(fr.Limits) > 0 || fr.Shadow || len(fr.Descriptors) > 0 {
+		errs[0] = v.errorf(at("rules", i, "concurrency"), "rule %q: a concurrency rule takes no limits, shadow or descriptors", name)
+	}
+	if fc.Limit < 1 || fc.Limit > sluice.MaxLeases {
+		errs[1] = v.errorf(p("limit"), "rule %q: limit %d: want 1 to %d requests in flight", name, fc.Limit, sluice.MaxLeases)
 	}
 	r := ConcurrencyRule{Name: name, Limit: fc.Limit, TTL: sluice.DefaultLeaseTTL, MaxWait: 10 * time.Second,
 		Shares: sluice.Shares{Sheddable: fc.Sheddable, CriticalReserve: fc.CriticalReserve}}
-	var err error
-	if r.TTL, err = v.leaseDuration(p("ttl"), fc.TTL, r.TTL, sluice.MinLeaseTTL, sluice.MaxLeaseTTL); err != nil {
-		return err
+	r.TTL, errs[2] = v.leaseDuration(p("ttl"), fc.TTL, r.TTL, sluice.MinLeaseTTL, sluice.MaxLeaseTTL)
+	r.MaxWait, errs[3] = v.leaseDuration(p("max_wait"), fc.MaxWait, r.MaxWait, 0, time.Minute)
+	if s := r.Shares.Sheddable; !(s >= 0 && s <= 1) {
+		errs[4] = v.errorf(p("sheddable"), "sheddable %v must be in [0, 1] (0: the default, 0.5)", s)
 	}
-	if r.MaxWait, err = v.leaseDuration(p("max_wait"), fc.MaxWait, r.MaxWait, 0, time.Minute); err != nil {
-		return err
+	if s := r.Shares.CriticalReserve; !(s >= 0 && s < 1) {
+		errs[5] = v.errorf(p("critical_reserve"), "critical_reserve %v must be in [0, 1) (0: the default, 0.2)", s)
 	}
-	if s := r.Shares; !(s.Sheddable >= 0 && s.Sheddable <= 1) || !(s.CriticalReserve >= 0 && s.CriticalReserve < 1) {
-		return v.errorf(at("rules", i, "concurrency"), "rule %q: sheddable %v must be in [0, 1] and critical_reserve %v in [0, 1) (0: the default)",
-			name, s.Sheddable, s.CriticalReserve)
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
 	}
 	c.Concurrency = append(c.Concurrency, r)
 	return nil

@@ -38,15 +38,15 @@ rules:
 
 func TestParseConcurrencyErrors(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
-		{`{name: r, concurrency: {limit: 0}}`, "t.yaml:2: rules[0].concurrency.limit: rule \"r\": limit 0"},
+		{`{name: r, concurrency: {limit: 0}}`, "t.yaml:2:36: rules[0].concurrency.limit: rule \"r\": limit 0"},
 		{`{name: r, concurrency: {limit: 70000}}`, "want 1 to 65536"},
 		{`{name: r, concurrency: {limit: 2, ttl: forever}}`, "rules[0].concurrency.ttl: \"forever\""},
 		{`{name: r, concurrency: {limit: 2, ttl: 48h}}`, "want a duration from 1ms to 24h0m0s"},
 		{`{name: r, concurrency: {limit: 2, max_wait: 2m}}`, "rules[0].concurrency.max_wait"},
 		{`{name: r, concurrency: {limit: 2, sheddable: 1.5}}`, "sheddable 1.5 must be in [0, 1]"},
-		{`{name: r, concurrency: {limit: 2, critical_reserve: 1}}`, "critical_reserve 1 in [0, 1)"},
+		{`{name: r, concurrency: {limit: 2, critical_reserve: 1}}`, "t.yaml:2:57: rules[0].concurrency.critical_reserve: critical_reserve 1 must be in [0, 1)"},
 		{`{name: r, limits: ["1/s"], concurrency: {limit: 2}}`, "a concurrency rule takes no limits"},
-		{`{name: r, concurrency: {limit: 2, burst: 3}}`, "field burst not found"},
+		{`{name: r, concurrency: {limit: 2, burst: 3}}`, `t.yaml:2:39: rules[0].concurrency: unknown field "burst"`},
 	} {
 		_, err := Parse("t.yaml", []byte("rules:\n  - "+tt.in+"\n"))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

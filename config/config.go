@@ -2,12 +2,17 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -61,6 +66,9 @@ type Config struct {
 	Logins []Login
 	// Telemetry configures OpenTelemetry (OTLP); off by default.
 	Telemetry Telemetry
+	// Quota configures the edge quotas (Envoy's RLQS, the Go client's
+	// local quotas); no buckets by default.
+	Quota Quota
 }
 
 // A NamedRule is a rule of the file's rules section, asked by its name and
@@ -134,7 +142,7 @@ type checks struct {
 func load(path string, ck *checks) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, Errors{{File: path, Err: unwrapPath(err)}}
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
@@ -142,15 +150,25 @@ func load(path string, ck *checks) (*Config, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, Errors{{File: path, Err: unwrapPath(err)}}
 	}
 	return parse(path, data, false, ck)
 }
 
+// unwrapPath drops the path an *fs.PathError repeats, which the Error
+// already names.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot %s it: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
 // Parse parses and validates a configuration. name is the file name used
-// in error messages. Every error names the file and, where the input has
-// one, the line and the field at fault; the error joins one per section
-// of the file, and per rule, that is at fault.
+// in error messages. The error is Errors: every mistake of the file, each
+// naming the file, the line and column, and the field at fault, with what
+// to write instead.
 func Parse(name string, data []byte) (*Config, error) {
 	return parse(name, data, false, &checks{})
 }
@@ -159,19 +177,13 @@ func Parse(name string, data []byte) (*Config, error) {
 // rules may all be in other files.
 func parse(name string, data []byte, inDir bool, ck *checks) (*Config, error) {
 	if len(data) > MaxSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, MaxSize)
+		return nil, Errors{{File: name, Err: fmt.Errorf("larger than %d bytes: is it a configuration?", MaxSize)}}
 	}
-	f := file{inDir: inDir}
-	var target any = &f
-	if envoyFormat(data) {
-		f.envoy = new(envoyFile)
-		target = f.envoy
-	}
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(target); err != nil {
+	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s: empty configuration", name)
+			return nil, Errors{{File: name, Err: errEmpty}}
 		}
 		return nil, yamlError(name, err)
 	}
@@ -180,16 +192,41 @@ func parse(name string, data []byte, inDir bool, ck *checks) (*Config, error) {
 		if err != nil {
 			return nil, yamlError(name, err)
 		}
-		return nil, fmt.Errorf("%s:%d: only one YAML document is allowed", name, extra.Line)
+		return nil, Errors{{File: name, Line: extra.Line, Column: extra.Column,
+			Err: errors.New(`only one YAML document is allowed: remove the "---" and what follows, or put it in a file of its own`)}}
 	}
-	// The decoder above gives strictness; this tree gives the line of
-	// every field for the checks below. Configurations are small, so
-	// parsing twice costs nothing that matters.
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, err)
+	top := &root
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		top = root.Content[0]
 	}
-	return f.config(&validator{name: name, root: &root, checks: ck})
+	f := file{inDir: inDir}
+	var target any = &f
+	if isEnvoy(top) {
+		f.envoy = new(envoyFile)
+		target = f.envoy
+	}
+	// The shape first: every unknown field and value of the wrong kind,
+	// where the YAML library's strict decoding stops at the first. The
+	// lenient decoding then fills what is well formed, and the semantic
+	// checks run on it, so that one run reports both kinds of mistakes.
+	v := &validator{name: name, root: &root, checks: ck}
+	sc := &shapeChecker{v: v, seen: map[checked]bool{}}
+	sc.check(top, reflect.TypeOf(target).Elem(), nil)
+	if err := top.Decode(target); err != nil && len(sc.errs) == 0 {
+		return nil, yamlError(name, err) // refused what the checker let through: in the library's words
+	}
+	c, err := f.config(v)
+	errs := errorsOf(name, errors.Join(sc.errs...))
+	for _, e := range errorsOf(name, err) {
+		if !explained(e, sc.causes) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		sortErrors(errs)
+		return nil, errs
+	}
+	return c, nil
 }
 
 // file is the YAML form of a Config.
@@ -205,6 +242,7 @@ type file struct {
 	ForwardAuth fileForwardAuth  `yaml:"forward_auth"`
 	Logins      []fileLogin      `yaml:"logins"`
 	Telemetry   fileTelemetry    `yaml:"telemetry"`
+	Quota       fileQuota        `yaml:"quota"`
 
 	// envoy holds the file when it is in Envoy's format (a domain and
 	// its descriptors), whose settings are all defaults.
@@ -249,30 +287,32 @@ func (f *file) config(v *validator) (*Config, error) {
 	}
 	guardErr = errors.Join(guardErr, f.Guard.notifications(v, &c.Guard))
 	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
-	if guardErr == nil {
-		c.Logins, loginErr = logins(v, f.Logins, c.Guard)
-	}
+	c.Logins, loginErr = logins(v, f.Logins, c.Guard)
 	var telemetryErr error
 	c.Telemetry, telemetryErr = f.Telemetry.telemetry(v)
 	errs[5] = errors.Join(guardErr, authErr, loginErr, telemetryErr)
+	var quotaErr error
+	c.Quota, quotaErr = f.Quota.quota(v, c)
+	errs[5] = errors.Join(errs[5], quotaErr)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// validator builds errors that name the file, line and field.
+// validator builds errors that name the file, line, column and field.
 type validator struct {
 	name string
 	root *yaml.Node
 	*checks
 }
 
-// errorf returns the error "file:line: path: message" for the field at
-// path, a list of mapping keys and sequence indexes built with at. The
-// format may wrap an error with %w.
+// errorf returns the Error "file:line:column: path: message" for the
+// field at path, a list of mapping keys and sequence indexes built with
+// at. The format may wrap an error with %w.
 func (v *validator) errorf(path []any, format string, args ...any) error {
-	return fmt.Errorf("%s:%d: %s: "+format, append([]any{v.name, v.line(path...), fieldPath(path)}, args...)...)
+	n := v.node(path...)
+	return &Error{File: v.name, Line: n.Line, Column: n.Column, Path: fieldPath(path), Err: plain(fmt.Errorf(format, args...))}
 }
 
 // at returns the path of a field: at("rules", 1, "limits").
@@ -280,7 +320,11 @@ func at(path ...any) []any { return path }
 
 // line returns the line of the value at path, or of the deepest node on
 // the path that exists (a missing field is reported where its parent is).
-func (v *validator) line(path ...any) int {
+func (v *validator) line(path ...any) int { return v.node(path...).Line }
+
+// node returns the value at path, or the deepest node on the path that
+// exists.
+func (v *validator) node(path ...any) *yaml.Node {
 	n := v.root
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
@@ -292,7 +336,7 @@ func (v *validator) line(path ...any) int {
 		}
 		n = next
 	}
-	return n.Line
+	return n
 }
 
 // child returns the value under key p (a string, in a mapping) or at
@@ -336,10 +380,10 @@ func fieldPath(path []any) string {
 	return b.String()
 }
 
-// yamlError rewrites the YAML library's errors in the form of the others:
-// "file:line: message", with the names of this package's types replaced
-// by what they are in the file.
-func yamlError(name string, err error) error {
+// yamlError rewrites an error of the YAML library, which stops at its
+// first: "file:line: message", without the names of this package's
+// types.
+func yamlError(name string, err error) Errors {
 	var msgs []string
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
@@ -347,45 +391,31 @@ func yamlError(name string, err error) error {
 	} else {
 		msgs = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	r := strings.NewReplacer(
-		"in type config.fileRule", "in a rule",
-		"in type config.fileDescriptor", "in a descriptor",
-		"in type config.fileRateLimit", "in rate_limit",
-		"in type config.envoyFile", "at the top level of an Envoy rate limit file",
-		"into config.fileDescriptor", "into a descriptor (want a mapping with key, value, rate_limit, descriptors)",
-		"into []config.fileDescriptor", "into descriptors (want a list)",
-		"into config.fileRateLimit", "into rate_limit (want a mapping with unit and requests_per_unit)",
-		"into uint32", "into requests_per_unit (want a whole number from 0 to 4294967295)",
-		"in type config.fileStoreSection", "in store",
-		"in type config.fileMemory", "in store.memory",
-		"in type config.fileRedis", "in store.redis",
-		"in type config.fileSentinel", "in store.redis.sentinel",
-		"in type config.fileMemcached", "in store.memcached",
-		"in type config.fileFailure", "in failure",
-		"in type config.fileAdmin", "in admin",
-		"in type config.fileGRPC", "in grpc",
-		"in type config.fileServerTLS", "in a listener's tls",
-		"in type config.fileRedisTLS", "in store.redis.tls",
-		"in type config.fileGuard", "in guard",
-		"in type config.fileJail", "in a jail", "in type config.fileNotify", "in a notify entry",
-		"in type config.fileForwardAuth", "in forward_auth",
-		"in type config.fileLogin", "in logins",
-		"into time.Duration", "into a duration (want such as 100ms, 10m, 168h)",
-		"in type config.file", "at the top level",
-		"into config.fileRule", "into a rule (want a mapping with name and limits)",
-		"into config.fileStoreSection", "into store (want a mapping)",
-		"into config.file", "into a configuration (want a mapping)",
-		"into []config.fileRule", "into rules (want a list)",
-		"into []string", `into limits (want a list such as ["5/min", "20/h"])`,
-	)
-	for i, m := range msgs {
-		sep := ": " // "file: message", or "file:line: message"
+	var out Errors
+	for _, m := range msgs {
+		e := &Error{File: name}
 		if rest, ok := strings.CutPrefix(m, "line "); ok {
 			if num, msg, ok := strings.Cut(rest, ": "); ok {
-				sep, m = ":"+num+": ", msg
+				e.Line, _ = strconv.Atoi(num)
+				m = msg
 			}
 		}
-		msgs[i] = name + sep + r.Replace(m)
+		if te == nil {
+			m = "the YAML does not parse: " + m
+		}
+		e.Err = errors.New(internalType.ReplaceAllString(m, "${1} this field"))
+		out = append(out, e)
 	}
-	return errors.New(strings.Join(msgs, "\n"))
+	return out
+}
+
+// internalType matches the names of this package's types in the YAML
+// library's messages.
+var internalType = regexp.MustCompile(`(in type|into) (\[\])?(map\[string\])?\*?config\.\w+`)
+
+// sortErrors sorts the mistakes of one file by their place in it.
+func sortErrors(es Errors) {
+	slices.SortStableFunc(es, func(a, b *Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
 }

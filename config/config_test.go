@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -103,34 +104,34 @@ func TestParseErrors(t *testing.T) {
 		{"only a comment", "# nothing\n", []string{"f.yaml: empty configuration"}},
 		{"syntax", "rules: [\n", []string{"f.yaml:"}},
 		{"not a mapping", "- 1\n", []string{"f.yaml:1:", "want a mapping"}},
-		{"unknown top-level field", ok + "listn: x\n", []string{"f.yaml:4:", "field listn not found at the top level"}},
-		{"unknown rule field", "rules:\n  - name: a\n    limit: [\"5/min\"]\n", []string{"f.yaml:3:", "field limit not found in a rule"}},
-		{"unknown store field", "store: {type: memory, addr: x}\n" + ok, []string{"f.yaml:1:", "field addr not found in store"}},
-		{"duplicate key", "listen: a:1\nlisten: b:2\n" + ok, []string{"f.yaml:2:", `"listen" already defined at line 1`}},
-		{"store type", "store: {type: etcd}\n" + ok, []string{"f.yaml:1: store.type:", `unknown store type "etcd"`}},
-		{"store not a mapping", "store: memory\n" + ok, []string{"f.yaml:1:", "into store"}},
-		{"listen without port", "listen: localhost\n" + ok, []string{"f.yaml:1: listen:", "not host:port"}},
-		{"listen bad port", "listen: localhost:http2\n" + ok, []string{"f.yaml:1: listen:", `port "http2"`}},
-		{"no rules", "listen: a:1\n", []string{"f.yaml:1: rules: no rules"}},
-		{"empty rules", "rules: []\n", []string{"f.yaml:1: rules: no rules"}},
-		{"rules not a list", "rules: {a: 1}\n", []string{"f.yaml:1:", "into rules (want a list)"}},
-		{"rule not a mapping", "rules:\n  - 5\n", []string{"f.yaml:2:", "into a rule"}},
-		{"null rule", "rules:\n  -\n", []string{"f.yaml:2: rules: no rules"}},
-		{"no name", "rules:\n  - limits: [\"5/min\"]\n", []string{"f.yaml:2: rules[0]: rule has no name"}},
-		{"bad name", "rules:\n  - name: a b\n    limits: [\"5/min\"]\n", []string{"f.yaml:2: rules[0].name:", `"a b"`}},
-		{"long name", "rules:\n  - name: " + strings.Repeat("x", 65) + "\n    limits: [\"5/min\"]\n", []string{"f.yaml:2: rules[0].name:"}},
-		{"duplicate name", ok + "  - name: b\n    limits: [\"1/s\"]\n  - name: a\n    limits: [\"1/s\"]\n", []string{"f.yaml:6: rules[2].name:", `rule "a" is already defined at line 2`}},
-		{"no limits", "rules:\n  - name: a\n", []string{"f.yaml:2: rules[0].limits:", `rule "a" has no limits`}},
-		{"limits a scalar", "rules:\n  - name: a\n    limits: 5/min\n", []string{"f.yaml:3:", "into limits"}},
-		{"bad limit", "rules:\n  - name: a\n    limits:\n      - 5/min\n      - 5/fortnight\n", []string{"f.yaml:5: rules[0].limits[1]:", `limit "5/fortnight"`, "invalid limit"}},
-		{"zero rate", "rules:\n  - name: a\n    limits: [\"0/s\"]\n", []string{"f.yaml:3: rules[0].limits[0]:"}},
-		{"shared state", "rules:\n  - name: a\n    limits: [\"5/min\", \"9/min burst 20\"]\n", []string{"f.yaml:3: rules[0].limits:", "share their state"}},
-		{"two documents", ok + "---\nrules: []\n", []string{"f.yaml:4: only one YAML document"}},
+		{"unknown top-level field", ok + "listn: x\n", []string{"f.yaml:4:", `unknown field "listn"; did you mean "listen"?`}},
+		{"unknown rule field", "rules:\n  - name: a\n    limit: [\"5/min\"]\n", []string{"f.yaml:3:", `rules[0]: unknown field "limit"; did you mean "limits"?`}},
+		{"unknown store field", "store: {type: memory, addr: x}\n" + ok, []string{"f.yaml:1:", `store: unknown field "addr" (store takes type, memory, redis, memcached)`}},
+		{"duplicate key", "listen: a:1\nlisten: b:2\n" + ok, []string{"f.yaml:2:", "listen: given twice; the first is at line 1"}},
+		{"store type", "store: {type: etcd}\n" + ok, []string{"f.yaml:1:15: store.type:", `unknown store type "etcd"`}},
+		{"store not a mapping", "store: memory\n" + ok, []string{"f.yaml:1:8: store: want a mapping with the fields type, memory, redis, memcached, not \"memory\""}},
+		{"listen without port", "listen: localhost\n" + ok, []string{"f.yaml:1:9: listen:", "not host:port"}},
+		{"listen bad port", "listen: localhost:http2\n" + ok, []string{"f.yaml:1:9: listen:", `port "http2"`}},
+		{"no rules", "listen: a:1\n", []string{"f.yaml:1:1: rules: no rules"}},
+		{"empty rules", "rules: []\n", []string{"f.yaml:1:8: rules: no rules"}},
+		{"rules not a list", "rules: {a: 1}\n", []string{"f.yaml:1:", "f.yaml:1:8: rules: want a list, not a mapping"}},
+		{"rule not a mapping", "rules:\n  - 5\n", []string{"f.yaml:2:5: rules[0]: want a mapping with the fields name, limits"}},
+		{"null rule", "rules:\n  -\n", []string{"f.yaml:2:3: rules: no rules"}},
+		{"no name", "rules:\n  - limits: [\"5/min\"]\n", []string{"f.yaml:2:5: rules[0]: rule has no name"}},
+		{"bad name", "rules:\n  - name: a b\n    limits: [\"5/min\"]\n", []string{"f.yaml:2:11: rules[0].name:", `"a b"`}},
+		{"long name", "rules:\n  - name: " + strings.Repeat("x", 65) + "\n    limits: [\"5/min\"]\n", []string{"f.yaml:2:11: rules[0].name:"}},
+		{"duplicate name", ok + "  - name: b\n    limits: [\"1/s\"]\n  - name: a\n    limits: [\"1/s\"]\n", []string{"f.yaml:6:11: rules[2].name:", `rule "a" is already defined at line 2`}},
+		{"no limits", "rules:\n  - name: a\n", []string{"f.yaml:2:5: rules[0].limits:", `rule "a" has no limits`}},
+		{"limits a scalar", "rules:\n  - name: a\n    limits: 5/min\n", []string{`f.yaml:3:13: rules[0].limits: want a list, not "5/min": write ["5/min"] for a list of one`}},
+		{"bad limit", "rules:\n  - name: a\n    limits:\n      - 5/min\n      - 5/fortnight\n", []string{"f.yaml:5:9: rules[0].limits[1]:", `limit "5/fortnight": period "fortnight" is not a unit`}},
+		{"zero rate", "rules:\n  - name: a\n    limits: [\"0/s\"]\n", []string{"f.yaml:3:14: rules[0].limits[0]:"}},
+		{"shared state", "rules:\n  - name: a\n    limits: [\"5/min\", \"9/min burst 20\"]\n", []string{"f.yaml:3:13: rules[0].limits:", "share their state"}},
+		{"two documents", ok + "---\nrules: []\n", []string{"f.yaml:4:1: only one YAML document"}},
 		{"too large", strings.Repeat("#", MaxSize+1), []string{"f.yaml: larger than"}},
-		{"telemetry without endpoint", ok + "telemetry: {traces: true}\n", []string{"f.yaml:4: telemetry:", "needs an endpoint"}},
-		{"telemetry endpoint", ok + "telemetry: {endpoint: collector}\n", []string{"f.yaml:4: telemetry.endpoint:", "not host:port"}},
-		{"telemetry ratio", ok + "telemetry: {endpoint: \"c:4318\", sample_ratio: 0}\n", []string{"f.yaml:4: telemetry.sample_ratio:", "not in (0, 1]"}},
-		{"telemetry interval", ok + "telemetry: {endpoint: \"c:4318\", interval: 10ms}\n", []string{"f.yaml:4: telemetry.interval:", "a second or more"}},
+		{"telemetry without endpoint", ok + "telemetry: {traces: true}\n", []string{"f.yaml:4:12: telemetry:", "needs an endpoint"}},
+		{"telemetry endpoint", ok + "telemetry: {endpoint: collector}\n", []string{"f.yaml:4:23: telemetry.endpoint:", "not host:port"}},
+		{"telemetry ratio", ok + "telemetry: {endpoint: \"c:4318\", sample_ratio: 0}\n", []string{"f.yaml:4:47: telemetry.sample_ratio:", "not in (0, 1]"}},
+		{"telemetry interval", ok + "telemetry: {endpoint: \"c:4318\", interval: 10ms}\n", []string{"f.yaml:4:43: telemetry.interval:", "a second or more"}},
 	}
 	checkParseErrors(t, "f.yaml", "", tests)
 }
@@ -193,10 +194,10 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("rules:\n  - name: x\n    limits: [\"1/eon\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(bad); !errors.Is(err, sluice.ErrInvalidLimit) || !strings.HasPrefix(err.Error(), bad+":3: rules[0].limits[0]:") {
-		t.Errorf("Load(%q) error = %v, want ErrInvalidLimit starting with %q", bad, err, bad+":3: rules[0].limits[0]:")
+	if _, err := Load(bad); !errors.Is(err, sluice.ErrInvalidLimit) || !strings.HasPrefix(err.Error(), bad+":3:14: rules[0].limits[0]:") {
+		t.Errorf("Load(%q) error = %v, want ErrInvalidLimit starting with %q", bad, err, bad+":3:14: rules[0].limits[0]:")
 	}
-	if _, err := Load(filepath.Join(dir, "missing.yaml")); !os.IsNotExist(err) {
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load(missing) error = %v, want a not-exist error", err)
 	}
 }
@@ -207,11 +208,18 @@ func FuzzParse(f *testing.F) {
 	f.Add(Sample())
 	f.Add([]byte("rules: [{name: a, limits: [\"5/min\", \"20/h\"]}]"))
 	f.Add([]byte("rules:\n  - name: a\n    limits: &x [\"1/s\"]\n  - name: b\n    limits: *x\n"))
+	f.Add([]byte("rules:\n  - &r {name: a, limts: [\"1/s\"]}\n  - <<: *r\n    name: b\nfailure: {timeout: 5 minutes}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
-				t.Fatalf("Parse error = %q, want it to name the file", err)
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("Parse error = %q, want Errors", err)
+			}
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "fuzz.yaml") || strings.Contains(line, "config.") {
+					t.Fatalf("Parse error line %q: want it to name the file, and no internal type", line)
+				}
 			}
 			return
 		}
@@ -283,7 +291,7 @@ forward_auth: {rule: nope}
 	if err == nil {
 		t.Fatal("Parse accepted three mistakes")
 	}
-	for _, want := range []string{"t.yaml:3: rules[0].limits[0]", "t.yaml:5: rules[1].limits[0]", "t.yaml:8: listen", "forward_auth.rule"} {
+	for _, want := range []string{"t.yaml:3:14: rules[0].limits[0]", "t.yaml:5:14: rules[1].limits[0]", "t.yaml:8:9: listen", "forward_auth.rule"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not report %q:\n%v", want, err)
 		}
@@ -305,7 +313,7 @@ func TestValidateSecrets(t *testing.T) {
 		t.Errorf("Load = %v, want the unset variable as an error", err)
 	}
 	c, warnings, err := Validate(path)
-	if err != nil || c == nil || len(warnings) != 1 || !strings.Contains(warnings[0], "s.yaml:5: admin.token_env") {
+	if err != nil || c == nil || len(warnings) != 1 || !strings.Contains(warnings[0], "s.yaml:5:14: admin.token_env") {
 		t.Errorf("Validate = %v, %q, %v; want the configuration and one warning naming line 5", c, warnings, err)
 	}
 	if err := os.WriteFile(path, []byte(text+"listen: nowhere\n"), 0o600); err != nil {

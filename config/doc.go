@@ -13,11 +13,15 @@
 //	    limits: ["100/s burst 200"]
 //
 // Limits are written in the syntax of [sluice.ParseLimit]. Parsing is
-// strict: an unknown field, a malformed limit, a missing or duplicate
-// rule name, or a policy the store could not apply is an error that names
-// the file, the line and the field, as in
+// strict, and reports every mistake of a file at once, as [Errors]: an
+// unknown field (with the one likely meant), a value of the wrong kind, a
+// malformed limit or duration, a missing or duplicate rule name, a policy
+// the store could not apply. Each names the file, the line and column,
+// and the field, says what is wrong and what to write instead:
 //
-//	sluice.yaml:7: rules[1].limits[0]: limit "100/sec burst -1": ...
+//	sluice.yaml:5:5: rules[0]: unknown field "limts"; did you mean "limits"? (rules[0] takes name, limits, ...)
+//	sluice.yaml:7:29: rules[1].limits[1]: limit "10/fortnight": period "fortnight" is not a unit (s, min, h, day, week) or a duration (5m, 1h30m, 2d)
+//	sluice.yaml:11:12: failure.timeout: "5 minutes" is not a duration: write a number and a unit (ns, us, ms, s, m, h) without a space, such as 300ms, 10m or 168h; did you mean "5m"?
 //
 // # Descriptor domains
 //
@@ -45,7 +49,7 @@
 //
 //	tls: {cert_file: tls.crt, key_file: tls.key, min_version: "1.3"}
 //	grpc:
-//	  listen: 0.0.0.0:8081
+//	  listen: 0.0.0.0:8082
 //	  tls: {cert_file: tls.crt, key_file: tls.key, client_ca_file: envoy-ca.crt}
 //	store:
 //	  type: redis

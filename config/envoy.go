@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -17,15 +18,20 @@ type envoyFile struct {
 	Descriptors []fileDescriptor `yaml:"descriptors"`
 }
 
-// envoyFormat reports whether data is an envoyproxy/ratelimit file: a
-// mapping with a top-level domain key, which sluice's own files do not
-// have. Malformed YAML is not: Parse reports its error.
+// envoyFormat reports whether data is an envoyproxy/ratelimit file (see
+// isEnvoy). Malformed YAML is not: Parse reports its error.
 func envoyFormat(data []byte) bool {
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
 		return false
 	}
-	top := root.Content[0]
+	return isEnvoy(root.Content[0])
+}
+
+// isEnvoy reports whether top, a file's top-level node, is of an
+// envoyproxy/ratelimit file: a mapping with a top-level domain key,
+// which sluice's own files do not have.
+func isEnvoy(top *yaml.Node) bool {
 	return top.Kind == yaml.MappingNode && child(top, "domain") != nil
 }
 
@@ -48,12 +54,12 @@ func LoadDir(dir string) (*Config, error) {
 func loadDir(dir string, ck *checks) (*Config, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, Errors{{File: dir, Err: unwrapPath(err)}}
 	}
 	var base *Config
 	var baseName string
 	var domains []Domain
-	var errs []error
+	var errs Errors
 	for _, e := range entries {
 		name := e.Name()
 		ext := strings.ToLower(filepath.Ext(name))
@@ -63,11 +69,12 @@ func loadDir(dir string, ck *checks) (*Config, error) {
 		path := filepath.Join(dir, name)
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, err
+			errs = append(errs, &Error{File: path, Err: unwrapPath(err)})
+			continue
 		}
 		c, err := parse(path, data, true, ck)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, errorsOf(path, err)...)
 			continue
 		}
 		if envoyFormat(data) {
@@ -78,19 +85,19 @@ func loadDir(dir string, ck *checks) (*Config, error) {
 			continue
 		}
 		if baseName != "" {
-			return nil, fmt.Errorf("%s: a second sluice configuration in %s (the first is %s): put the settings in one file, Envoy domains in others", path, dir, baseName)
+			errs = append(errs, &Error{File: path, Err: fmt.Errorf("a second sluice configuration in %s (the first is %s): put the settings in one file, Envoy domains in others", dir, baseName)})
+			continue
 		}
 		base, baseName = c, path
 		domains = append(c.Domains, domains...)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	if base == nil {
-		return nil, fmt.Errorf("%s: no *.yaml or *.yml configuration files", dir)
-	}
-	if len(base.Rules)+len(domains) == 0 {
-		return nil, fmt.Errorf("%s: no rules: the directory's files define no rule or domain", dir)
+	switch {
+	case len(errs) > 0:
+		return nil, errs
+	case base == nil:
+		return nil, Errors{{File: dir, Err: errors.New("no *.yaml or *.yml configuration files in this directory")}}
+	case len(base.Rules)+len(domains) == 0:
+		return nil, Errors{{File: dir, Err: errors.New("no rules: the directory's files define no rule or domain")}}
 	}
 	return base.withDomains(domains)
 }
@@ -104,11 +111,22 @@ func (c *Config) withDomains(domains []Domain) (*Config, error) {
 	for _, r := range c.Rules {
 		where[r.Name] = "a rule"
 	}
+	var errs Errors
 	for _, d := range domains {
 		if prev, dup := where[d.Name]; dup {
-			return nil, fmt.Errorf("%s: domain %q is already defined (%s)", d.Source, d.Name, prev)
+			file, line := d.Source, 0
+			if i := strings.LastIndexByte(d.Source, ':'); i >= 0 {
+				if n, err := strconv.Atoi(d.Source[i+1:]); err == nil {
+					file, line = d.Source[:i], n
+				}
+			}
+			errs = append(errs, &Error{File: file, Line: line, Err: fmt.Errorf("domain %q is already defined (%s)", d.Name, prev)})
+			continue
 		}
 		where[d.Name] = d.Source
+	}
+	if errs != nil {
+		return nil, errs
 	}
 	return &out, nil
 }

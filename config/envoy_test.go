@@ -94,18 +94,18 @@ func TestLoadEnvoyExample(t *testing.T) {
 // refused, with the file, and the line where the fault has one.
 func TestLoadEnvoyBad(t *testing.T) {
 	tests := map[string][]string{
-		"bad_limit_unit.yaml":      {":6: descriptors[0].rate_limit.unit:", `invalid rate limit unit "foo"`},
+		"bad_limit_unit.yaml":      {":6:13: descriptors[0].rate_limit.unit:", `invalid rate limit unit "foo"`},
 		"bad_yaml.yaml":            {"bad_yaml.yaml:"},
-		"duplicate_key.yaml":       {":6: descriptors[1].key:", `duplicate descriptor "test-domain.key1_value1" (already at line 3)`},
-		"empty_domain.yaml":        {"empty_domain.yaml:1:", "field descriptors not found"},
-		"empty_key.yaml":           {":3: descriptors[0]:", "empty key"},
-		"misspelled_key.yaml":      {":5:", "field ratelimit not found in a descriptor"},
-		"misspelled_key2.yaml":     {":7:", "field requestsperunit not found in rate_limit"},
-		"non_map_list.yaml":        {":3:", "into a descriptor"},
-		"non_string_key.yaml":      {"non_string_key.yaml:1:", "field 0.25 not found"},
-		"replaces_empty.yaml":      {":10: descriptors[0].descriptors[0].rate_limit.replaces[0]:", "no name"},
-		"replaces_self.yaml":       {":10: descriptors[0].descriptors[0].rate_limit.replaces[0]:", `cannot replace itself ("self")`},
-		"unlimited_with_unit.yaml": {":5: descriptors[0].rate_limit:", "unlimited rate_limit takes no unit"},
+		"duplicate_key.yaml":       {":6:10: descriptors[1].key:", `duplicate descriptor "test-domain.key1_value1" (already at line 3)`},
+		"empty_domain.yaml":        {"empty_domain.yaml:1:1: ", `unknown field "descriptors"`},
+		"empty_key.yaml":           {":3:5: descriptors[0]:", "empty key"},
+		"misspelled_key.yaml":      {":5:5: descriptors[0]:", `unknown field "ratelimit"; did you mean "rate_limit"?`},
+		"misspelled_key2.yaml":     {":7:7: descriptors[0].rate_limit:", `unknown field "requestsperunit"; did you mean "requests_per_unit"?`},
+		"non_map_list.yaml":        {":3:5: descriptors[0]: want a mapping with the fields key, value, rate_limit"},
+		"non_string_key.yaml":      {"non_string_key.yaml:1:1: ", `unknown field "0.25"`},
+		"replaces_empty.yaml":      {":10:15: descriptors[0].descriptors[0].rate_limit.replaces[0]:", "no name"},
+		"replaces_self.yaml":       {":10:15: descriptors[0].descriptors[0].rate_limit.replaces[0]:", `cannot replace itself ("self")`},
+		"unlimited_with_unit.yaml": {":5:7: descriptors[0].rate_limit:", "unlimited rate_limit takes no unit"},
 	}
 	files, _ := filepath.Glob("testdata/envoy/bad/*.yaml")
 	if len(files) != len(tests) {
@@ -195,20 +195,20 @@ func normal(d Descriptor) Descriptor {
 
 func TestParseDomainErrors(t *testing.T) {
 	tests := []parseError{
-		{"name and domain", "rules:\n  - name: a\n    domain: b\n", []string{"f.yaml:2: rules[0]:", "not both"}},
-		{"domain and limits", "rules:\n  - domain: b\n    limits: [\"1/s\"]\n    descriptors: [{key: k}]\n", []string{"f.yaml:2: rules[0].domain:", "limits and shadow go on each descriptor"}},
-		{"domain without descriptors", "rules:\n  - domain: b\n", []string{"f.yaml:2: rules[0].descriptors:", "no descriptors"}},
-		{"rule with descriptors", "rules:\n  - name: b\n    descriptors: [{key: k}]\n", []string{"f.yaml:3: rules[0].descriptors:", "name a domain instead"}},
-		{"domain named like a rule", "rules:\n  - name: a\n    limits: [\"1/s\"]\n  - domain: a\n    descriptors: [{key: k}]\n", []string{"f.yaml:4: rules[1].domain:", `domain "a" is already defined at line 2`}},
-		{"bad domain name", "rules:\n  - domain: a b\n    descriptors: [{key: k}]\n", []string{"f.yaml:2: rules[0].domain:"}},
-		{"limits and rate_limit", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        limits: [\"1/s\"]\n        rate_limit: {unit: second, requests_per_unit: 1}\n", []string{"f.yaml:5: rules[0].descriptors[0].limits:", "both limits and rate_limit"}},
-		{"bad sluice limit", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        limits: [\"1/s\", \"2/eon\"]\n", []string{"f.yaml:5: rules[0].descriptors[0].limits[1]:", "invalid limit"}},
+		{"name and domain", "rules:\n  - name: a\n    domain: b\n", []string{"f.yaml:2:5: rules[0]:", "not both"}},
+		{"domain and limits", "rules:\n  - domain: b\n    limits: [\"1/s\"]\n    descriptors: [{key: k}]\n", []string{"f.yaml:2:13: rules[0].domain:", "limits and shadow go on each descriptor"}},
+		{"domain without descriptors", "rules:\n  - domain: b\n", []string{"f.yaml:2:5: rules[0].descriptors:", "no descriptors"}},
+		{"rule with descriptors", "rules:\n  - name: b\n    descriptors: [{key: k}]\n", []string{"f.yaml:3:18: rules[0].descriptors:", "name a domain instead"}},
+		{"domain named like a rule", "rules:\n  - name: a\n    limits: [\"1/s\"]\n  - domain: a\n    descriptors: [{key: k}]\n", []string{"f.yaml:4:13: rules[1].domain:", `domain "a" is already defined at line 2`}},
+		{"bad domain name", "rules:\n  - domain: a b\n    descriptors: [{key: k}]\n", []string{"f.yaml:2:13: rules[0].domain:"}},
+		{"limits and rate_limit", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        limits: [\"1/s\"]\n        rate_limit: {unit: second, requests_per_unit: 1}\n", []string{"f.yaml:5:17: rules[0].descriptors[0].limits:", "both limits and rate_limit"}},
+		{"bad sluice limit", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        limits: [\"1/s\", \"2/eon\"]\n", []string{"f.yaml:5:25: rules[0].descriptors[0].limits[1]:", `period "eon" is not a unit`}},
 		{"limits and unit", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        rate_limit: {limits: [\"1/s\"], unit: second}\n", []string{"rules[0].descriptors[0].rate_limit.limits:", "both limits and unit"}},
-		{"share without wildcard", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        value: v\n        share_threshold: true\n", []string{"f.yaml:6: rules[0].descriptors[0].share_threshold:", "needs a wildcard"}},
-		{"impossible rate", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n", []string{"f.yaml:4: descriptors[0].rate_limit.requests_per_unit:", "more than one event per nanosecond"}},
-		{"negative rate", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", []string{"f.yaml:4:", "into requests_per_unit"}},
-		{"envoy without domain value", "domain: \"\"\ndescriptors: []\n", []string{"f.yaml:1: domain:", "needs a domain"}},
-		{"envoy with sluice settings", "domain: d\nlisten: a:1\n", []string{"f.yaml:2:", "field listen not found at the top level of an Envoy rate limit file"}},
+		{"share without wildcard", "rules:\n  - domain: d\n    descriptors:\n      - key: k\n        value: v\n        share_threshold: true\n", []string{"f.yaml:6:26: rules[0].descriptors[0].share_threshold:", "needs a wildcard"}},
+		{"impossible rate", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 4000000000}\n", []string{"f.yaml:4:51: descriptors[0].rate_limit.requests_per_unit:", "more than one event per nanosecond"}},
+		{"negative rate", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", []string{`f.yaml:4:51: descriptors[0].rate_limit.requests_per_unit: "-1" is not a whole number from 0 to 4294967295`}},
+		{"envoy without domain value", "domain: \"\"\ndescriptors: []\n", []string{"f.yaml:1:9: domain:", "needs a domain"}},
+		{"envoy with sluice settings", "domain: d\nlisten: a:1\n", []string{"f.yaml:2:", `unknown field "listen" (the top level takes domain, descriptors)`}},
 		{"too deep", "domain: d\ndescriptors:\n" + deep(40), []string{"nested deeper than 32 levels"}},
 	}
 	checkParseErrors(t, "f.yaml", "", tests)
@@ -277,7 +277,7 @@ func TestLoadDir(t *testing.T) {
 		{"duplicate domain", "c.yaml", envoyA, `c.yaml:1: domain "a" is already defined (` + filepath.Join(dir, "a.yaml") + ":1)"},
 		{"domain named like a rule", "c.yaml", "domain: login\ndescriptors: []\n", `domain "login" is already defined (a rule)`},
 		{"two sluice files", "t.yaml", sluiceFile, "a second sluice configuration"},
-		{"a bad file", "c.yaml", "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n", "c.yaml:4: descriptors[0].rate_limit.unit:"},
+		{"a bad file", "c.yaml", "domain: c\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n", "c.yaml:4:24: descriptors[0].rate_limit.unit:"},
 	}
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/suggest"
 )
 
 // A Login is a login rule: package guard's Login construct, served by
@@ -85,19 +87,18 @@ func loginJails(ls []fileLogin) []string {
 // logins validates the logins section against the guard's jails.
 func logins(v *validator, fs []fileLogin, g Guard) ([]Login, error) {
 	var out []Login
+	var errs []error
 	seen := map[string]int{}
 	for i, f := range fs {
 		l, err := f.login(v, at("logins", i), g)
-		if err != nil {
-			return nil, err
-		}
 		if prev, dup := seen[l.Name]; dup {
-			return nil, v.errorf(at("logins", i, "name"), "login %q is already defined at line %d", l.Name, v.line("logins", prev, "name"))
+			err = errors.Join(err, v.errorf(at("logins", i, "name"), "login %q is already defined at line %d", l.Name, v.line("logins", prev, "name")))
 		}
 		seen[l.Name] = i
+		errs = append(errs, err)
 		out = append(out, l)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // login validates one login, at path.
@@ -105,8 +106,10 @@ func (f *fileLogin) login(v *validator, path []any, g Guard) (Login, error) {
 	l := Login{Name: f.Name, CaptchaAfter: f.CaptchaAfter, Delay: f.Delay, MaxDelay: f.MaxDelay, MaxHold: f.MaxHold,
 		KnownGoodFor: f.KnownGoodFor, KnownGoodAddrs: f.KnownGoodAddrs, Jail: f.Jail, IPv6Prefix: f.IPv6Prefix}
 	sub := func(p ...any) []any { return append(append([]any(nil), path...), p...) }
+	var errs []error
+	fail := func(path []any, format string, args ...any) { errs = append(errs, v.errorf(path, format, args...)) }
 	if !ruleName.MatchString(l.Name) {
-		return l, v.errorf(sub("name"), "login name %q must be 1 to 64 letters, digits, '_', '-' or '.'", l.Name)
+		fail(sub("name"), "login name %q must be 1 to 64 letters, digits, '_', '-' or '.'", l.Name)
 	}
 	for _, x := range []struct {
 		field string
@@ -118,26 +121,37 @@ func (f *fileLogin) login(v *validator, path []any, g Guard) (Login, error) {
 		}
 		lim, err := sluice.ParseLimit(x.text)
 		if err != nil {
-			return l, v.errorf(sub(x.field), "%w", err)
+			fail(sub(x.field), "%w", err)
 		}
 		*x.dst = lim
 	}
-	switch {
-	case l.CaptchaAfter < 0, l.MaxDelay < 0, l.KnownGoodFor < 0:
-		return l, v.errorf(path, "login %q: captcha_after, max_delay and known_good_for must not be negative", l.Name)
-	case l.KnownGoodFor > sluice.MaxPeriod:
-		return l, v.errorf(sub("known_good_for"), "known_good_for %v is more than %v", l.KnownGoodFor, sluice.MaxPeriod)
-	case l.IPv6Prefix < 0 || l.IPv6Prefix > 128:
-		return l, v.errorf(sub("ipv6_prefix"), "ipv6_prefix %d must be 1 to 128", l.IPv6Prefix)
-	case l.Jail != "" && !hasJail(g, l.Jail):
-		return l, v.errorf(sub("jail"), "no jail named %q in guard.jails", l.Jail)
+	for _, x := range []struct {
+		field string
+		neg   bool
+	}{{"captcha_after", l.CaptchaAfter < 0}, {"max_delay", l.MaxDelay < 0}, {"known_good_for", l.KnownGoodFor < 0}} {
+		if x.neg {
+			fail(sub(x.field), "%s must not be negative (0: the default)", x.field)
+		}
+	}
+	if l.KnownGoodFor > sluice.MaxPeriod {
+		fail(sub("known_good_for"), "known_good_for %v is more than %v", l.KnownGoodFor, sluice.MaxPeriod)
+	}
+	if l.IPv6Prefix < 0 || l.IPv6Prefix > 128 {
+		fail(sub("ipv6_prefix"), "ipv6_prefix %d must be 1 to 128", l.IPv6Prefix)
+	}
+	if l.Jail != "" && !hasJail(g, l.Jail) {
+		var jails []string
+		for _, j := range g.Jails {
+			jails = append(jails, j.Name)
+		}
+		fail(sub("jail"), "no jail named %q in guard.jails%s", l.Jail, suggest.DidYouMean(l.Jail, jails))
 	}
 	if l.MaxHold == 0 {
 		l.MaxHold = DefaultMaxHold
 	}
 	var err error
 	l.Secret, err = secret(v, path, f.Secret, f.SecretEnv, f.SecretFile, "secret")
-	return l, err
+	return l, errors.Join(append(errs, err)...)
 }
 
 func hasJail(g Guard, name string) bool {

@@ -67,22 +67,22 @@ func TestParseNotifyErrors(t *testing.T) {
 		t.Fatal("Parse succeeded")
 	}
 	for _, want := range []string{
-		`bad.yaml:8: guard.notify[0].type: unknown notify type "pager" (want webhook or exec)`,
-		`bad.yaml:9: guard.notify[1].url: notify: url "ftp://example.com/": want an http or https URL`,
-		`bad.yaml:10: guard.notify[2].secret: a webhook needs a secret`,
-		`bad.yaml:11: guard.notify[3].argv: notify: exec needs argv`,
-		`bad.yaml:16: guard.jails[0].notify[0].argv: notify: exec program "block" must be an absolute path`,
-		`bad.yaml:17: guard.jails[0].notify[1].argv: notify: exec argv[1] "{user}": unknown placeholder {user}`,
-		`bad.yaml:17: guard.jails[0].notify[1].events[0]: unknown event "unban"`,
-		`bad.yaml:19: guard.jails[0].notify[3].name: a notify sink named "dup" is already defined`,
-		`bad.yaml:19: guard.jails[0].notify[3].url: url and secret are for a webhook, not for exec`,
-		`bad.yaml:20: guard.jails[0].notify[4].queue: queue -1 must be 0`,
+		`bad.yaml:8:14: guard.notify[0].type: unknown notify type "pager" (want webhook or exec)`,
+		`bad.yaml:9:28: guard.notify[1].url: notify: url "ftp://example.com/": want an http or https URL`,
+		`bad.yaml:10:7: guard.notify[2].secret: a webhook needs a secret`,
+		`bad.yaml:11:26: guard.notify[3].argv: notify: exec needs argv`,
+		`bad.yaml:16:30: guard.jails[0].notify[0].argv: notify: exec program "block" must be an absolute path`,
+		`bad.yaml:17:30: guard.jails[0].notify[1].argv: notify: exec argv[1] "{user}": unknown placeholder {user}`,
+		`bad.yaml:17:65: guard.jails[0].notify[1].events[0]: unknown event "unban"`,
+		`bad.yaml:19:18: guard.jails[0].notify[3].name: a notify sink named "dup" is already defined`,
+		`bad.yaml:19:62: guard.jails[0].notify[3].url: url and secret are for a webhook, not for exec`,
+		`bad.yaml:20:87: guard.jails[0].notify[4].queue: queue -1 must be 0`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q; got:\n%v", want, err)
 		}
 	}
-	if _, err := Parse("bad.yaml", []byte(twoRules+"guard:\n  notify:\n    - {type: webhook, ur1: x}\n")); err == nil || !strings.Contains(err.Error(), "field ur1 not found in a notify entry") {
+	if _, err := Parse("bad.yaml", []byte(twoRules+"guard:\n  notify:\n    - {type: webhook, ur1: x}\n")); err == nil || !strings.Contains(err.Error(), `bad.yaml:8:23: guard.notify[0]: unknown field "ur1"; did you mean "url"?`) {
 		t.Errorf("a misspelled field: %v", err)
 	}
 }

@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/suggest"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -143,21 +145,25 @@ func (v *validator) descriptors(path []any, parent string, fds []fileDescriptor,
 	out := make([]Descriptor, 0, len(fds))
 	type match struct{ key, value string }
 	seen := make(map[match]int, len(fds))
+	var errs []error
 	for i, fd := range fds {
 		p := func(rest ...any) []any { return append(append(append([]any(nil), path...), i), rest...) }
 		if fd.Key == "" {
-			return nil, v.errorf(p(), "descriptor has an empty key")
+			errs = append(errs, v.errorf(p(), "descriptor has an empty key: give key: NAME"))
+			continue
 		}
 		full := parent + "." + fd.Key
 		if fd.Value != "" {
 			full += "_" + fd.Value
 		}
 		if prev, dup := seen[match{fd.Key, fd.Value}]; dup {
-			return nil, v.errorf(p("key"), "duplicate descriptor %q (already at line %d)", full, v.line(append(append([]any(nil), path...), prev)...))
+			errs = append(errs, v.errorf(p("key"), "duplicate descriptor %q (already at line %d)", full, v.line(append(append([]any(nil), path...), prev)...)))
+			continue
 		}
 		seen[match{fd.Key, fd.Value}] = i
 		if fd.ShareThreshold && !strings.Contains(fd.Value, "*") {
-			return nil, v.errorf(p("share_threshold"), "share_threshold needs a wildcard value (containing '*'), but %q has none", full)
+			errs = append(errs, v.errorf(p("share_threshold"), "share_threshold needs a wildcard value (containing '*'), but %q has none", full))
+			continue
 		}
 		d := Descriptor{
 			Key:            fd.Key,
@@ -169,17 +175,16 @@ func (v *validator) descriptors(path []any, parent string, fds []fileDescriptor,
 			ValueToMetric:  fd.ValueToMetric,
 			Line:           v.line(p()...),
 		}
-		rl, err := v.rateLimit(p, full, fd)
-		if err != nil {
-			return nil, err
-		}
-		d.RateLimit = rl
-		if d.Descriptors, err = v.descriptors(p("descriptors"), full, fd.Descriptors, depth+1); err != nil {
-			return nil, err
+		var rlErr, subErr error
+		d.RateLimit, rlErr = v.rateLimit(p, full, fd)
+		d.Descriptors, subErr = v.descriptors(p("descriptors"), full, fd.Descriptors, depth+1)
+		if rlErr != nil || subErr != nil {
+			errs = append(errs, rlErr, subErr)
+			continue
 		}
 		out = append(out, d)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // rateLimit converts a node's limit: Envoy's rate_limit block, or sluice's
@@ -220,7 +225,8 @@ func (v *validator) rateLimit(p func(...any) []any, full string, fd fileDescript
 		rl.Limits, err = v.limits(p("rate_limit", "limits"), frl.Limits)
 		return rl, err
 	case !known:
-		return nil, v.errorf(p("rate_limit", "unit"), "invalid rate limit unit %q (want second, minute, hour, day, week, month or year)", frl.Unit)
+		return nil, v.errorf(p("rate_limit", "unit"), "invalid rate limit unit %q%s (want second, minute, hour, day, week, month or year)",
+			frl.Unit, suggest.DidYouMean(frl.Unit, []string{"second", "minute", "hour", "day", "week", "month", "year"}))
 	case frl.RequestsPerUnit == 0:
 		rl.Deny = true
 		rl.Limits = []sluice.Limit{{Period: unit.Period(), Algorithm: sluice.FixedWindow}}
@@ -238,12 +244,16 @@ func (v *validator) rateLimit(p func(...any) []any, full string, fd fileDescript
 // checks that a store can apply them together.
 func (v *validator) limits(path []any, ss []string) ([]sluice.Limit, error) {
 	ls := make([]sluice.Limit, len(ss))
+	var errs []error
 	for j, s := range ss {
 		l, err := sluice.ParseLimit(s)
 		if err != nil {
-			return nil, v.errorf(append(append([]any(nil), path...), j), "%w", err)
+			errs = append(errs, v.errorf(append(append([]any(nil), path...), j), "%w%s", err, limitHint(s)))
 		}
 		ls[j] = l
+	}
+	if errs != nil {
+		return nil, errors.Join(errs...)
 	}
 	// The checks a store makes of every request, bar the cost: limits
 	// sharing their state cannot be applied together.
@@ -251,6 +261,42 @@ func (v *validator) limits(path []any, ss []string) ([]sluice.Limit, error) {
 		return nil, v.errorf(path, "%w", err)
 	}
 	return ls, nil
+}
+
+// limitWords are the words of sluice.ParseLimit's syntax a misspelt
+// word of a limit may have meant: its algorithms, options and units.
+var limitWords = []string{"gcra", "fixed", "sliding", "approx", "log", "burst", "buckets", "staggered",
+	"s", "sec", "second", "seconds", "min", "minute", "minutes", "h", "hour", "hours", "day", "days", "week", "weeks", "ms"}
+
+// limitHint returns `; did you mean "5/min sliding"?` for s, a limit
+// sluice.ParseLimit refused, when one of its words, or its period, is a
+// misspelling whose correction parses; else "".
+func limitHint(s string) string {
+	words := strings.Fields(s)
+	try := func(i int, head, w string) string {
+		fix, ok := suggest.Closest(w, limitWords)
+		if !ok {
+			return ""
+		}
+		fixed := slices.Clone(words)
+		fixed[i] = head + fix
+		if _, err := sluice.ParseLimit(strings.Join(fixed, " ")); err != nil {
+			return ""
+		}
+		return fmt.Sprintf("; did you mean %q?", strings.Join(fixed, " "))
+	}
+	for i, w := range words {
+		if rate, period, ok := strings.Cut(w, "/"); ok && i == 0 {
+			if h := try(i, rate+"/", period); h != "" {
+				return h
+			}
+			continue
+		}
+		if h := try(i, "", w); h != "" {
+			return h
+		}
+	}
+	return ""
 }
 
 // rules converts the rules section (or an Envoy file's domain) into c's
@@ -293,35 +339,36 @@ func (v *validator) rule(c *Config, seen map[string]int, i int, fr fileRule) err
 	if fr.Domain != "" {
 		name, field, kind = fr.Domain, "domain", "domain"
 	}
+	var nameErr error
 	switch prev, dup := seen[name]; {
 	case fr.Name != "" && fr.Domain != "":
 		return v.errorf(at("rules", i), "give a rule a name (with limits) or a domain (with descriptors), not both")
 	case name == "":
-		return v.errorf(at("rules", i), "rule has no name (or domain)")
+		nameErr = v.errorf(at("rules", i), "rule has no name: give it name: NAME (or domain: NAME, with descriptors)")
 	case !ruleName.MatchString(name):
-		return v.errorf(at("rules", i, field), "%s name %q must be 1 to 64 letters, digits, '_', '-' or '.'", kind, name)
+		nameErr = v.errorf(at("rules", i, field), "%s name %q must be 1 to 64 letters, digits, '_', '-' or '.'", kind, name)
 	case dup:
-		return v.errorf(at("rules", i, field), "%s %q is already defined at line %d", kind, name, v.line("rules", prev))
+		nameErr = v.errorf(at("rules", i, field), "%s %q is already defined at line %d", kind, name, v.line("rules", prev))
+	default:
+		seen[name] = i
 	}
-	seen[name] = i
-	if fr.Domain != "" {
-		return v.domainRule(c, i, name, fr)
+	var err error
+	switch {
+	case fr.Domain != "":
+		err = v.domainRule(c, i, name, fr)
+	case fr.Concurrency != nil:
+		err = v.concurrencyRule(c, i, name, fr)
+	case len(fr.Descriptors) > 0:
+		err = v.errorf(at("rules", i, "descriptors"), "rule %q has descriptors: name a domain instead (domain: %s)", name, name)
+	case len(fr.Limits) == 0:
+		err = v.errorf(at("rules", i, "limits"), "rule %q has no limits: give limits: [\"5/min\", ...]", name)
+	default:
+		var ls []sluice.Limit
+		if ls, err = v.limits(at("rules", i, "limits"), fr.Limits); err == nil && nameErr == nil {
+			c.Rules = append(c.Rules, NamedRule{Name: name, Limits: ls, Shadow: fr.Shadow})
+		}
 	}
-	if fr.Concurrency != nil {
-		return v.concurrencyRule(c, i, name, fr)
-	}
-	if len(fr.Descriptors) > 0 {
-		return v.errorf(at("rules", i, "descriptors"), "rule %q has descriptors: name a domain instead (domain: %s)", name, name)
-	}
-	if len(fr.Limits) == 0 {
-		return v.errorf(at("rules", i, "limits"), "rule %q has no limits", name)
-	}
-	ls, err := v.limits(at("rules", i, "limits"), fr.Limits)
-	if err != nil {
-		return err
-	}
-	c.Rules = append(c.Rules, NamedRule{Name: name, Limits: ls, Shadow: fr.Shadow})
-	return nil
+	return errors.Join(nameErr, err)
 }
 
 // domainRule validates the rule of index i, fr, a domain named name,

@@ -2,7 +2,9 @@ package config
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/suggest"
 )
 
 // Store types.
@@ -392,7 +395,8 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 		s.Type = StoreMemory
 	case StoreMemory, StoreRedis, StoreMemcached:
 	default:
-		return s, v.errorf(at("store", "type"), "unknown store type %q (want %s, %s or %s)", s.Type, StoreMemory, StoreRedis, StoreMemcached)
+		return s, v.errorf(at("store", "type"), "unknown store type %q%s (want %s, %s or %s)", s.Type,
+			suggest.DidYouMean(s.Type, []string{StoreMemory, StoreRedis, StoreMemcached}), StoreMemory, StoreRedis, StoreMemcached)
 	}
 	var err error
 	switch s.Type {
@@ -406,99 +410,112 @@ func (f *fileStoreSection) store(v *validator) (Store, error) {
 
 // redis validates the store's redis section.
 func (r *fileRedis) redis(v *validator) (RedisStore, error) {
-	var err error
+	var errs [7]error
 	s := RedisStore{Addrs: r.Addrs, Username: r.Username, DB: r.DB, InFlight: r.InFlight}
-	if s.Password, err = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, r.PasswordFile, "password"); err != nil {
-		return s, err
-	}
+	s.Password, errs[0] = secret(v, at("store", "redis"), r.Password, r.PasswordEnv, r.PasswordFile, "password")
 	st := r.Sentinel
 	s.Sentinel = Sentinel{Master: st.Master, Addrs: st.Addrs, Username: st.Username}
-	if s.Sentinel.Password, err = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, st.PasswordFile, "password"); err != nil {
-		return s, err
-	}
+	s.Sentinel.Password, errs[1] = secret(v, at("store", "redis", "sentinel"), st.Password, st.PasswordEnv, st.PasswordFile, "password")
 	switch {
 	case st.Master != "" && len(r.Addrs) > 0:
-		return s, v.errorf(at("store", "redis", "addrs"), "set addrs or sentinel, not both")
+		errs[2] = v.errorf(at("store", "redis", "addrs"), "set addrs or sentinel, not both")
 	case st.Master != "":
-		err = addrs(v, at("store", "redis", "sentinel", "addrs"), st.Addrs)
+		errs[2] = addrs(v, at("store", "redis", "sentinel", "addrs"), st.Addrs)
 	case len(st.Addrs) > 0:
-		err = v.errorf(at("store", "redis", "sentinel"), "sentinel addrs without a master name")
+		errs[2] = v.errorf(at("store", "redis", "sentinel"), "sentinel addrs without a master name")
 	default:
-		err = addrs(v, at("store", "redis", "addrs"), r.Addrs)
+		errs[2] = addrs(v, at("store", "redis", "addrs"), r.Addrs)
 	}
-	if err != nil {
-		return s, err
-	}
-	if s.TLS, err = r.TLS.redisTLS(v); err != nil {
-		return s, err
-	}
+	s.TLS, errs[3] = r.TLS.redisTLS(v)
 	if r.DB < 0 {
-		return s, v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
+		errs[4] = v.errorf(at("store", "redis", "db"), "db %d must not be negative", r.DB)
 	}
 	if r.InFlight < -1 {
-		return s, v.errorf(at("store", "redis", "in_flight"), "in_flight %d: want a count, 0 for the default or -1 for no queue", r.InFlight)
+		errs[5] = v.errorf(at("store", "redis", "in_flight"), "in_flight %d: want a count, 0 for the default or -1 for no queue", r.InFlight)
 	}
-	return s, nil
+	return s, errors.Join(errs[:]...)
 }
 
 // memcached validates the store's memcached section.
 func (m *fileMemcached) memcached(v *validator) (MemcachedStore, error) {
 	s := MemcachedStore(*m)
-	if err := addrs(v, at("store", "memcached", "addrs"), m.Addrs); err != nil {
-		return s, err
-	}
+	errs := []error{addrs(v, at("store", "memcached", "addrs"), m.Addrs)}
 	if len(m.Weights) > 0 && len(m.Weights) != len(m.Addrs) {
-		return s, v.errorf(at("store", "memcached", "weights"), "%d weights for %d servers", len(m.Weights), len(m.Addrs))
+		errs = append(errs, v.errorf(at("store", "memcached", "weights"), "%d weights for %d servers: give one per server of addrs, or none", len(m.Weights), len(m.Addrs)))
 	}
 	for i, w := range m.Weights {
 		if w < 1 {
-			return s, v.errorf(at("store", "memcached", "weights", i), "weight %d must be at least 1", w)
+			errs = append(errs, v.errorf(at("store", "memcached", "weights", i), "weight %d must be at least 1", w))
 		}
 	}
-	return s, nil
+	return s, errors.Join(errs...)
 }
 
 // failure validates the failure section against the rules and domains of
 // c.
 func (f *fileFailure) failure(v *validator, c *Config) (Failure, error) {
 	fl := Failure{Policy: sluice.FailLocal, Timeout: f.Timeout, Instances: f.Instances}
-	if f.Policy != "" {
-		p, err := sluice.ParseFailurePolicy(f.Policy)
+	var errs []error
+	policy := func(path []any, s string) sluice.FailurePolicy {
+		p, err := sluice.ParseFailurePolicy(s)
 		if err != nil {
-			return fl, v.errorf(at("failure", "policy"), "unknown policy %q (want local, open or closed)", f.Policy)
+			errs = append(errs, v.errorf(path, "unknown policy %q%s (want local, open or closed)", s, suggest.DidYouMean(s, []string{"local", "open", "closed"})))
 		}
-		fl.Policy = p
+		return p
+	}
+	if f.Policy != "" {
+		fl.Policy = policy(at("failure", "policy"), f.Policy)
 	}
 	switch {
 	case fl.Timeout == 0:
 		fl.Timeout = DefaultFailureTimeout
 	case fl.Timeout < 0:
-		return fl, v.errorf(at("failure", "timeout"), "timeout %v must be positive", fl.Timeout)
+		errs = append(errs, v.errorf(at("failure", "timeout"), "timeout %v must be positive", fl.Timeout))
 	}
 	switch {
 	case fl.Instances == 0:
 		fl.Instances = 1
 	case fl.Instances < 0:
-		return fl, v.errorf(at("failure", "instances"), "instances %d must be at least 1", fl.Instances)
+		errs = append(errs, v.errorf(at("failure", "instances"), "instances %d must be at least 1", fl.Instances))
 	}
 	if len(f.Rules) > 0 {
 		fl.Rules = make(map[string]sluice.FailurePolicy, len(f.Rules))
 	}
-	for name, s := range f.Rules {
+	for _, name := range slices.Sorted(maps.Keys(f.Rules)) {
 		if !hasRule(c.Rules, name) && !slices.ContainsFunc(c.Domains, func(d Domain) bool { return d.Name == name }) {
-			return fl, v.errorf(at("failure", "rules", name), "no rule or domain named %q", name)
+			errs = append(errs, v.errorf(at("failure", "rules", name), "no rule or domain named %q%s", name, suggest.DidYouMean(name, ruleNames(c))))
+			continue
 		}
-		p, err := sluice.ParseFailurePolicy(s)
-		if err != nil {
-			return fl, v.errorf(at("failure", "rules", name), "unknown policy %q (want local, open or closed)", s)
-		}
-		fl.Rules[name] = p
+		fl.Rules[name] = policy(at("failure", "rules", name), f.Rules[name])
 	}
-	return fl, nil
+	return fl, errors.Join(errs...)
 }
 
 func hasRule(rules []NamedRule, name string) bool {
 	return slices.ContainsFunc(rules, func(r NamedRule) bool { return r.Name == name })
+}
+
+// ruleNames returns the names of c's rules and domains, for the one a
+// misspelt name likely meant.
+func ruleNames(c *Config) []string {
+	var out []string
+	for _, r := range c.Rules {
+		out = append(out, r.Name)
+	}
+	for _, d := range c.Domains {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+// noRule returns the error for a name that names no rule, with the one
+// likely meant.
+func noRule(v *validator, path []any, name string, rules []NamedRule) error {
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.Name
+	}
+	return v.errorf(path, "no rule named %q%s", name, suggest.DidYouMean(name, names))
 }
 
 // admin validates the admin section.
@@ -567,63 +584,84 @@ func (f *fileGRPC) grpc(v *validator) (GRPC, error) {
 // guard.ParseEntry does; the error says which entry is none.
 func listEntries(v *validator, name string, in []string) ([]guard.Entry, error) {
 	var out []guard.Entry
+	var errs []error
 	for i, s := range in {
 		e, err := guard.ParseEntry(s)
 		if err != nil {
-			return nil, v.errorf(at("guard", name, i), "%q is not an address, a network or key:NAME", s)
+			errs = append(errs, v.errorf(at("guard", name, i), "%q is not an address (203.0.113.7), a network (198.51.100.0/24) or key:NAME", s))
+			continue
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
 	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes, StateFile: f.StateFile}
-	if err := g.checkBans(v); err != nil {
-		return g, err
-	}
+	errs := []error{g.checkBans(v)}
 	if g.MaxStrikes < 0 {
-		return g, v.errorf(at("guard", "max_strikes"), "max_strikes %d must not be negative", g.MaxStrikes)
+		errs = append(errs, v.errorf(at("guard", "max_strikes"), "max_strikes %d must not be negative", g.MaxStrikes))
 	}
-	var err error
-	if g.Allow, err = listEntries(v, "allow", f.Allow); err != nil {
-		return g, err
-	}
-	if g.Deny, err = listEntries(v, "deny", f.Deny); err != nil {
-		return g, err
-	}
+	var allowErr, denyErr error
+	g.Allow, allowErr = listEntries(v, "allow", f.Allow)
+	g.Deny, denyErr = listEntries(v, "deny", f.Deny)
+	errs = append(errs, allowErr, denyErr)
 	seen := map[string]int{}
 	for i, fj := range f.Jails {
 		j := Jail{Name: fj.Name, Rules: fj.Rules, MaxFailures: fj.MaxFailures, FindTime: fj.FindTime,
 			BanTime: fj.BanTime, MaxBanTime: fj.MaxBanTime, Growth: fj.Growth, Jitter: jitter(fj.Jitter)}
-		switch prev, dup := seen[j.Name]; {
-		case !ruleName.MatchString(j.Name):
-			return g, v.errorf(at("guard", "jails", i, "name"), "jail name %q must be 1 to 64 letters, digits, '_', '-' or '.'", j.Name)
-		case dup:
-			return g, v.errorf(at("guard", "jails", i, "name"), "jail %q is already defined at line %d", j.Name, v.line("guard", "jails", prev, "name"))
-		case len(j.Rules) == 0 && !slices.Contains(loginJails, j.Name):
-			return g, v.errorf(at("guard", "jails", i, "rules"), "jail %q names no rules whose denials it counts, and no login feeds it", j.Name)
-		case j.MaxFailures < 0, j.FindTime < 0, j.BanTime < 0, j.MaxBanTime < 0, j.Growth < 0:
-			return g, v.errorf(at("guard", "jails", i), "jail %q: counts, times and growth must not be negative", j.Name)
-		case j.Growth != 0 && j.Growth < 1:
-			return g, v.errorf(at("guard", "jails", i, "growth"), "growth %v must be at least 1", j.Growth)
-		case fj.Jitter != nil && !(*fj.Jitter >= 0 && *fj.Jitter <= 1):
-			return g, v.errorf(at("guard", "jails", i, "jitter"), "jitter %v must be a fraction of the ban, 0 (none) to 1 (default 0.1)", *fj.Jitter)
-		case j.MaxBanTime != 0 && j.MaxBanTime < cmp.Or(j.BanTime, 10*time.Minute):
-			return g, v.errorf(at("guard", "jails", i, "max_ban_time"), "max_ban_time %v is shorter than the ban time", j.MaxBanTime)
-		case max(j.BanTime, j.MaxBanTime, j.FindTime) > sluice.MaxPeriod/2:
-			return g, v.errorf(at("guard", "jails", i), "jail %q: times must be at most %v", j.Name, sluice.MaxPeriod/2)
+		if err := g.jail(v, i, j, seen, rules, loginJails); err != nil {
+			errs = append(errs, err)
+		}
+		if fj.Jitter != nil && !(*fj.Jitter >= 0 && *fj.Jitter <= 1) {
+			errs = append(errs, v.errorf(at("guard", "jails", i, "jitter"), "jitter %v must be a fraction of the ban, 0 (none) to 1 (default 0.1)", *fj.Jitter))
 		}
 		seen[j.Name] = i
-		for k, r := range j.Rules {
-			if !hasRule(rules, r) {
-				return g, v.errorf(at("guard", "jails", i, "rules", k), "no rule named %q", r)
-			}
-		}
-		g.Jails = append(g.Jails, j)
+		g.Jails = append(g.Jails, j) // (for the notify sections; a Guard with errors is not returned)
 	}
-	return g, nil
+	return g, errors.Join(errs...)
+}
+
+// jail checks the jail j of index i against the jails before it (seen),
+// the rules and the jails logins feed, and returns every mistake.
+func (g *Guard) jail(v *validator, i int, j Jail, seen map[string]int, rules []NamedRule, loginJails []string) error {
+	p := func(rest ...any) []any { return at(append([]any{"guard", "jails", i}, rest...)...) }
+	var errs []error
+	fail := func(path []any, format string, args ...any) { errs = append(errs, v.errorf(path, format, args...)) }
+	if prev, dup := seen[j.Name]; dup {
+		fail(p("name"), "jail %q is already defined at line %d", j.Name, v.line("guard", "jails", prev, "name"))
+	} else if !ruleName.MatchString(j.Name) {
+		fail(p("name"), "jail name %q must be 1 to 64 letters, digits, '_', '-' or '.'", j.Name)
+	}
+	if len(j.Rules) == 0 && !slices.Contains(loginJails, j.Name) {
+		fail(p("rules"), "jail %q names no rules whose denials it counts, and no login feeds it: give rules: [NAME, ...]", j.Name)
+	}
+	for k, r := range j.Rules {
+		if !hasRule(rules, r) {
+			errs = append(errs, noRule(v, p("rules", k), r, rules))
+		}
+	}
+	for _, x := range []struct {
+		field string
+		d     time.Duration
+	}{{"find_time", j.FindTime}, {"ban_time", j.BanTime}, {"max_ban_time", j.MaxBanTime}} {
+		switch {
+		case x.d < 0:
+			fail(p(x.field), "%s %v must not be negative", x.field, x.d)
+		case x.d > sluice.MaxPeriod/2:
+			fail(p(x.field), "%s %v is more than %v", x.field, x.d, sluice.MaxPeriod/2)
+		}
+	}
+	switch {
+	case j.MaxFailures < 0:
+		fail(p("max_failures"), "max_failures %d must not be negative (0: the default, 5)", j.MaxFailures)
+	case j.Growth < 0 || j.Growth != 0 && j.Growth < 1:
+		fail(p("growth"), "growth %v must be at least 1 (0: the default, 2)", j.Growth)
+	case j.MaxBanTime > 0 && j.BanTime >= 0 && j.MaxBanTime < cmp.Or(j.BanTime, 10*time.Minute):
+		fail(p("max_ban_time"), "max_ban_time %v is shorter than the ban time", j.MaxBanTime)
+	}
+	return errors.Join(errs...)
 }
 
 // jitter returns a jail's Jitter of the file's: unset, the default (0);
@@ -641,28 +679,32 @@ func jitter(f *float64) float64 {
 // checkBans validates the bounds of the ban registry.
 func (g *Guard) checkBans(v *validator) error {
 	maxBans := cmp.Or(g.MaxBans, 100_000) // guard.DefaultMaxBans
-	switch {
-	case g.MaxBans < 0:
-		return v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans)
-	case g.MaxKeyBans < 0 || g.MaxKeyBans >= maxBans:
-		return v.errorf(at("guard", "max_key_bans"), "max_key_bans %d must be 0 (half of max_bans) to %d, less than max_bans", g.MaxKeyBans, maxBans-1)
-	case g.CoarsenIPv4 != 0 && (g.CoarsenIPv4 < 8 || g.CoarsenIPv4 > 32):
-		return v.errorf(at("guard", "coarsen_ipv4"), "coarsen_ipv4 %d must be 8 to 32 (default 24)", g.CoarsenIPv4)
-	case g.CoarsenIPv6 != 0 && (g.CoarsenIPv6 < 16 || g.CoarsenIPv6 > 128):
-		return v.errorf(at("guard", "coarsen_ipv6"), "coarsen_ipv6 %d must be 16 to 128 (default 48)", g.CoarsenIPv6)
+	var errs []error
+	if g.MaxBans < 0 {
+		errs = append(errs, v.errorf(at("guard", "max_bans"), "max_bans %d must not be negative", g.MaxBans))
+	} else if g.MaxKeyBans < 0 || g.MaxKeyBans >= maxBans {
+		errs = append(errs, v.errorf(at("guard", "max_key_bans"), "max_key_bans %d must be 0 (half of max_bans) to %d, less than max_bans", g.MaxKeyBans, maxBans-1))
 	}
-	return nil
+	if g.CoarsenIPv4 != 0 && (g.CoarsenIPv4 < 8 || g.CoarsenIPv4 > 32) {
+		errs = append(errs, v.errorf(at("guard", "coarsen_ipv4"), "coarsen_ipv4 %d must be 8 to 32 (default 24)", g.CoarsenIPv4))
+	}
+	if g.CoarsenIPv6 != 0 && (g.CoarsenIPv6 < 16 || g.CoarsenIPv6 > 128) {
+		errs = append(errs, v.errorf(at("guard", "coarsen_ipv6"), "coarsen_ipv6 %d must be 16 to 128 (default 48)", g.CoarsenIPv6))
+	}
+	return errors.Join(errs...)
 }
 
 // forwardAuth validates the forward_auth section against the rules.
 func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardAuth, error) {
 	fa := ForwardAuth{Rule: f.Rule, Key: f.Key, DenyStatus: f.DenyStatus, IPv6Prefix: f.IPv6Prefix, IPv6Adaptive: f.IPv6Adaptive}
+	var errs []error
+	fail := func(path []any, format string, args ...any) { errs = append(errs, v.errorf(path, format, args...)) }
 	if fa.Rule == "" {
 		if len(rules) == 1 { // the only rule: no doubt which applies
 			fa.Rule = rules[0].Name
 		}
 	} else if !hasRule(rules, fa.Rule) {
-		return fa, v.errorf(at("forward_auth", "rule"), "no rule named %q", fa.Rule)
+		errs = append(errs, noRule(v, at("forward_auth", "rule"), fa.Rule, rules))
 	}
 	if len(fa.Key) == 0 {
 		fa.Key = []string{"ip"}
@@ -671,7 +713,7 @@ func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardA
 		if h, ok := strings.CutPrefix(k, "header:"); ok && validHeader(h) || slices.Contains(keyParts, k) {
 			continue
 		}
-		return fa, v.errorf(at("forward_auth", "key", i), "unknown key part %q (want %s or header:NAME)", k, strings.Join(keyParts, ", "))
+		fail(at("forward_auth", "key", i), "unknown key part %q%s (want %s or header:NAME)", k, suggest.DidYouMean(k, keyParts), strings.Join(keyParts, ", "))
 	}
 	if len(f.TrustedProxies) == 0 {
 		fa.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
@@ -679,7 +721,8 @@ func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardA
 	for i, s := range f.TrustedProxies {
 		p, err := guard.ParsePrefix(s)
 		if err != nil {
-			return fa, v.errorf(at("forward_auth", "trusted_proxies", i), "%q is not an address or network", s)
+			fail(at("forward_auth", "trusted_proxies", i), "%q is not an address (10.0.0.1) or a network (10.0.0.0/8)", s)
+			continue
 		}
 		fa.TrustedProxies = append(fa.TrustedProxies, p)
 	}
@@ -688,17 +731,17 @@ func (f *fileForwardAuth) forwardAuth(v *validator, rules []NamedRule) (ForwardA
 		fa.DenyStatus = 429
 	case 429, 403:
 	default:
-		return fa, v.errorf(at("forward_auth", "deny_status"), "deny_status %d must be 429 or 403", fa.DenyStatus)
+		fail(at("forward_auth", "deny_status"), "deny_status %d must be 429 or 403 (for nginx's auth_request)", fa.DenyStatus)
 	}
 	switch {
 	case fa.IPv6Prefix == 0:
 		fa.IPv6Prefix = 64
 	case fa.IPv6Prefix < 1 || fa.IPv6Prefix > 128:
-		return fa, v.errorf(at("forward_auth", "ipv6_prefix"), "ipv6_prefix %d must be 1 to 128", fa.IPv6Prefix)
+		fail(at("forward_auth", "ipv6_prefix"), "ipv6_prefix %d must be 1 to 128", fa.IPv6Prefix)
 	case fa.IPv6Adaptive && f.IPv6Prefix != 0:
-		return fa, v.errorf(at("forward_auth", "ipv6_adaptive"), "set ipv6_prefix or ipv6_adaptive, not both")
+		fail(at("forward_auth", "ipv6_adaptive"), "set ipv6_prefix or ipv6_adaptive, not both")
 	}
-	return fa, nil
+	return fa, errors.Join(errs...)
 }
 
 // validHeader reports whether h is a plausible header field name.
@@ -719,6 +762,7 @@ func addrs(v *validator, path []any, list []string) error {
 	if len(list) == 0 {
 		return v.errorf(path, "at least one address (host:port) is required")
 	}
+	var errs []error
 	for i, a := range list {
 		host, port, err := net.SplitHostPort(a)
 		if err == nil && host == "" {
@@ -728,10 +772,10 @@ func addrs(v *validator, path []any, list []string) error {
 			_, err = strconv.ParseUint(port, 10, 16)
 		}
 		if err != nil {
-			return v.errorf(append(path, i), "%q is not host:port: %v", a, err)
+			errs = append(errs, v.errorf(append(path[:len(path):len(path)], i), "%q is not host:port, such as 10.0.0.5:6379: %v", a, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // listenAddr checks a listening address, host:port with a port from 0 to
@@ -739,7 +783,7 @@ func addrs(v *validator, path []any, list []string) error {
 func listenAddr(v *validator, path []any, addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return v.errorf(path, "%q is not host:port: %v", addr, err)
+		return v.errorf(path, "%q is not host:port, such as 127.0.0.1:8080: %v", addr, err)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return v.errorf(path, "port %q is not a number from 0 to 65535", port)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -51,9 +52,7 @@ func (f *fileTelemetry) telemetry(v *validator) (Telemetry, error) {
 		}
 		return Telemetry{}, nil
 	}
-	if err := listenAddr(v, at("telemetry", "endpoint"), f.Endpoint); err != nil {
-		return t, err
-	}
+	errs := []error{listenAddr(v, at("telemetry", "endpoint"), f.Endpoint)}
 	if f.Traces != nil {
 		t.Traces = *f.Traces
 	}
@@ -62,18 +61,18 @@ func (f *fileTelemetry) telemetry(v *validator) (Telemetry, error) {
 	}
 	if r := f.SampleRatio; r != nil {
 		if !(*r > 0 && *r <= 1) {
-			return t, v.errorf(at("telemetry", "sample_ratio"), "%v is not in (0, 1]", *r)
+			errs = append(errs, v.errorf(at("telemetry", "sample_ratio"), "%v is not in (0, 1]", *r))
 		}
 		t.SampleRatio = *r
 	}
 	if f.Interval != "" {
 		d, err := time.ParseDuration(f.Interval)
 		if err != nil || d < time.Second {
-			return t, v.errorf(at("telemetry", "interval"), "%q: want a duration of a second or more, such as 30s", f.Interval)
+			errs = append(errs, v.errorf(at("telemetry", "interval"), "%q: want a duration of a second or more, such as 30s", f.Interval))
 		}
 		t.Interval = d
 	}
-	return t, nil
+	return t, errors.Join(errs...)
 }
 
 // String describes t for a log line.

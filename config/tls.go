@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -245,7 +246,9 @@ func readSecret(file string) (string, error) {
 
 // warn records a warning of a lenient load about the field at path.
 func (v *validator) warn(path []any, msg string) {
-	v.warnings = append(v.warnings, fmt.Sprintf("%s:%d: %s: %s (needed to serve)", v.name, v.line(path...), fieldPath(path), msg))
+	n := v.node(path...)
+	w := &Error{File: v.name, Line: n.Line, Column: n.Column, Path: fieldPath(path), Err: errors.New(msg + " (needed to serve)")}
+	v.warnings = append(v.warnings, w.Error())
 }
 
 func btoi(b bool) int {

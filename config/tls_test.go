@@ -65,15 +65,15 @@ func TestParseTLSErrors(t *testing.T) {
 	}
 	pair := func(cert, key string) string { return "{cert_file: " + cert + ", key_file: " + key }
 	tests := []parseError{
-		{"no key", "tls: {cert_file: " + a.CertFile + "}\n", []string{"t.yaml:6: tls: cert_file and key_file are both required"}},
-		{"missing file", "tls: " + pair(a.CertFile, "/nonexistent/k.pem") + "}\n", []string{"t.yaml:6: tls: certificate", "no such file"}},
-		{"key of another cert", "tls: " + pair(a.CertFile, b.KeyFile) + "}\n", []string{"t.yaml:6: tls: certificate", "private key does not match public key"}},
-		{"junk ca", "grpc:\n  tls: " + pair(a.CertFile, a.KeyFile) + ", client_ca_file: " + junk + "}\n", []string{"t.yaml:7: grpc.tls.client_ca_file:", "holds no PEM certificate"}},
-		{"min version", "tls: " + pair(a.CertFile, a.KeyFile) + ", min_version: \"1.1\"}\n", []string{"t.yaml:6: tls.min_version:", `want "1.2" or "1.3"`}},
-		{"unknown field", "tls: {cert: x}\n", []string{"t.yaml:6: field cert not found in a listener's tls"}},
-		{"grpc listen", "grpc: {listen: nowhere}\n", []string{"t.yaml:6: grpc.listen:"}},
-		{"admin tls without token", "admin:\n  tls: " + pair(a.CertFile, a.KeyFile) + "}\n", []string{"t.yaml:7: admin.tls: an admin listener needs a token"}},
-		{"redis half pair", "store: {type: redis, redis: {addrs: [\"h:1\"], tls: {cert_file: " + a.CertFile + "}}}\n", []string{"t.yaml:6: store.redis.tls: set cert_file and key_file both, or neither"}},
+		{"no key", "tls: {cert_file: " + a.CertFile + "}\n", []string{"t.yaml:6:6: tls: cert_file and key_file are both required"}},
+		{"missing file", "tls: " + pair(a.CertFile, "/nonexistent/k.pem") + "}\n", []string{"t.yaml:6:6: tls: certificate", "no such file"}},
+		{"key of another cert", "tls: " + pair(a.CertFile, b.KeyFile) + "}\n", []string{"t.yaml:6:6: tls: certificate", "private key does not match public key"}},
+		{"junk ca", "grpc:\n  tls: " + pair(a.CertFile, a.KeyFile) + ", client_ca_file: " + junk + "}\n", []string{"t.yaml:7:", " grpc.tls.client_ca_file: ", "holds no PEM certificate"}},
+		{"min version", "tls: " + pair(a.CertFile, a.KeyFile) + ", min_version: \"1.1\"}\n", []string{"t.yaml:6:", " tls.min_version: ", `want "1.2" or "1.3"`}},
+		{"unknown field", "tls: {cert: x}\n", []string{`t.yaml:6:7: tls: unknown field "cert"; did you mean "cert_file"?`}},
+		{"grpc listen", "grpc: {listen: nowhere}\n", []string{"t.yaml:6:16: grpc.listen:"}},
+		{"admin tls without token", "admin:\n  tls: " + pair(a.CertFile, a.KeyFile) + "}\n", []string{"t.yaml:7:8: admin.tls: an admin listener needs a token"}},
+		{"redis half pair", "store: {type: redis, redis: {addrs: [\"h:1\"], tls: {cert_file: " + a.CertFile + "}}}\n", []string{"t.yaml:6:51: store.redis.tls: set cert_file and key_file both, or neither"}},
 		{"redis junk ca", "store: {type: redis, redis: {addrs: [\"h:1\"], tls: {ca_file: " + junk + "}}}\n", []string{"store.redis.tls.ca_file:", "holds no PEM certificate"}},
 	}
 	checkParseErrors(t, "t.yaml", twoRules, tests)
@@ -108,8 +108,8 @@ admin: {token_file: ` + token + `}
 
 	write("empty", "\n")
 	checkParseErrors(t, filepath.Join(dir, "s.yaml"), twoRules, []parseError{
-		{"empty", "admin: {token_file: empty}\n", []string{"s.yaml:6: admin.token_file:", "empty is empty"}},
-		{"missing", "admin: {token_file: nope}\n", []string{"s.yaml:6: admin.token_file:", "no such file"}},
+		{"empty", "admin: {token_file: empty}\n", []string{"s.yaml:6:21: admin.token_file:", "empty is empty"}},
+		{"missing", "admin: {token_file: nope}\n", []string{"s.yaml:6:21: admin.token_file:", "no such file"}},
 		{"two forms", "admin: {token: x, token_file: token}\n", []string{"admin: set one of token, token_env and token_file"}},
 	})
 
@@ -119,7 +119,7 @@ admin: {token_file: ` + token + `}
 		t.Fatal(err)
 	}
 	_, warnings, err := Validate(cfg)
-	if err != nil || len(warnings) != 2 || !strings.Contains(warnings[0], "v.yaml:7: tls:") || !strings.Contains(warnings[1], "admin.token_file") {
+	if err != nil || len(warnings) != 2 || !strings.Contains(warnings[0], "v.yaml:7:6: tls:") || !strings.Contains(warnings[1], "admin.token_file") {
 		t.Errorf("Validate = %q, %v; want warnings about admin.token_file and tls, no error", warnings, err)
 	}
 }

@@ -157,7 +157,7 @@ func (m *ConcurrencyLimit) serve(w http.ResponseWriter, r *http.Request, next ht
 			m.storeFailed(r, err)
 		}
 	}()
-	next.ServeHTTP(sw, r)
+	next.ServeHTTP(sw.Wrap(), r)
 }
 
 func (m *ConcurrencyLimit) refuse(w http.ResponseWriter, l *sluice.Lease) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpstatus"
+	"github.com/sluicehq/sluice/internal/logthrottle"
 	"github.com/sluicehq/sluice/internal/ratelimitheader"
 )
 
@@ -164,8 +165,11 @@ type Config struct {
 	// Fields chooses the rate-limit header fields. Default FieldsDraft.
 	Fields Fields
 	// Logger receives denials (Info), dry-run and shadow denials (Info)
-	// and store failures (Warn, at most one line a second). Default
-	// slog.Default().
+	// and store failures (Warn, at most one line a second). Denials are
+	// throttled per message and policy: a burst of 10 lines, then one a
+	// second, the next line passed counting those left out
+	// ("suppressed"); metrics, not logs, should count every denial.
+	// Default slog.Default().
 	Logger *slog.Logger
 	// AttachOutcome attaches the Outcome to every request the handler
 	// gets, for handlers that read the binding decision of an allowed
@@ -220,10 +224,12 @@ func New(c Config) (*Middleware, error) {
 	if err := c.Failure.CheckOpenClosed(); err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	m := &Middleware{deny: c.Deny, failure: c.Failure, fields: c.Fields, log: c.Logger, attach: c.AttachOutcome, custom: c.Deny != nil}
-	if m.log == nil {
-		m.log = slog.Default()
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
+	m := &Middleware{deny: c.Deny, failure: c.Failure, fields: c.Fields, attach: c.AttachOutcome, custom: c.Deny != nil}
+	// A flood of denials writes a bounded log, as the service's does.
+	m.log = slog.New(logthrottle.New(c.Logger.Handler(), logthrottle.Config{RuleKeys: []string{"policy"}}))
 	seen := map[string]bool{}
 	for i, r := range c.Rules {
 		dec, err := decider(i, r)
@@ -425,7 +431,7 @@ func (m *Middleware) pass(w http.ResponseWriter, r *http.Request, next http.Hand
 		return
 	}
 	st.sw = httpstatus.Writer{ResponseWriter: w}
-	next.ServeHTTP(&st.sw, r)
+	next.ServeHTTP(st.sw.Wrap(), r) // the writer's Hijacker, Flusher, ReaderFrom and Pusher kept
 	m.settle(context.WithoutCancel(r.Context()), as, st.sw.Code())
 }
 

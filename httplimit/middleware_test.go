@@ -277,6 +277,39 @@ func TestModes(t *testing.T) {
 	}
 }
 
+// TestDenialLogThrottled floods two rules with denials in a synctest
+// bubble (a still clock): each policy logs its burst of 10 lines, no
+// more, and the first line a second later counts those left out.
+func TestDenialLogThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newClock()
+		var logs bytes.Buffer
+		s := newStore(t)
+		m := middleware(t, httplimit.Config{
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Rules: []httplimit.Rule{
+				{Name: "api", Limiter: limiter(t, s, c, "api", "1/h"), Match: httplimit.PathPrefix("/api/")},
+				{Name: "trial", Limiter: limiter(t, s, c, "trial", "1/h"), Match: httplimit.PathPrefix("/trial/"), Mode: httplimit.DryRun},
+			},
+		})
+		srv := m.Handler(&recordingHandler{})
+		for range 1000 {
+			serve(srv, httptest.NewRequest("GET", "/api/x", nil))
+			serve(srv, httptest.NewRequest("GET", "/trial/x", nil))
+		}
+		denied, wouldDeny := strings.Count(logs.String(), "httplimit: denied"), strings.Count(logs.String(), "would deny")
+		if denied != 10 || wouldDeny != 10 {
+			t.Errorf("1000 requests: %d denial and %d dry-run lines, want 10 each (the burst)", denied, wouldDeny)
+		}
+		time.Sleep(time.Second) // fake time: one more line, which tells
+		logs.Reset()
+		serve(srv, httptest.NewRequest("GET", "/api/x", nil))
+		if !strings.Contains(logs.String(), "suppressed=989") {
+			t.Errorf("line after a second = %q, want it to count the 989 left out", logs.String())
+		}
+	})
+}
+
 // TestCountFailuresResetOnSuccess drives a login endpoint: only 401s
 // count, and a success forgets the actor's failures.
 func TestCountFailuresResetOnSuccess(t *testing.T) {

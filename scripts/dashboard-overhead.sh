@@ -39,7 +39,7 @@ pass() { # $1: dashboards streaming
 	done
 	sleep 2 # the streams open and receive their first snapshots
 	before=$(cpu)
-	n=$("$work/sluice" bench -target "http://127.0.0.1:$api" -rule api -keys 1000 -rate "$rate" -d "${secs}s" -quiet -json | python3 -c 'import json,sys; r = json.load(sys.stdin); print(r["allowed"] + r["over_limit"])')
+	n=$("$work/sluice" bench -server "http://127.0.0.1:$api" -rule api -keys 1000 -rate "$rate" -d "${secs}s" -quiet -json | python3 -c 'import json,sys; r = json.load(sys.stdin); print(r["allowed"] + r["over_limit"])')
 	after=$(cpu)
 	[ ${#streams[@]} -eq 0 ] || kill "${streams[@]}" 2>/dev/null || true
 	python3 -c "print(f'dashboards=$1 decisions=$n cpu-us/decision={($after-$before)/$hz/$n*1e6:.2f}')"

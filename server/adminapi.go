@@ -299,7 +299,7 @@ func (a *adminBackend) Denials() []admin.Denial {
 	ds := a.denials.list()
 	out := make([]admin.Denial, len(ds))
 	for i, d := range ds {
-		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: httpapi.Seconds(d.RetryAfter)}
+		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: wire.Seconds(d.RetryAfter)}
 	}
 	return out
 }

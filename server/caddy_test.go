@@ -14,7 +14,9 @@ import (
 )
 
 // caddyConf puts Caddy in front of an upstream with forward_auth to
-// sluice, as docs/operations.md shows it. Caddy hands the client sluice's
+// sluice, in the shape of docs/operations.md's block (which cmd/sluice's
+// TestDocsCaddy runs as written), with a rule and a deny list of its
+// own. Caddy hands the client sluice's
 // non-2xx answer as it is, status and headers, so sluice keeps its
 // default 429. trusted_proxies makes Caddy keep the X-Forwarded-For of
 // the test's clients, as behind a trusted load balancer; it appends the

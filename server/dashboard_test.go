@@ -20,7 +20,10 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/testing/rlqstest"
+	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/internal/testing/testserver"
+	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -38,6 +41,9 @@ guard:
     - {name: abuse, rules: [login], max_failures: 5, find_time: 1m, ban_time: 10m}
 admin:
   token: test-token-0123456789
+quota:
+  buckets:
+    - {domain: edge, rule: api}
 `
 
 // attacker is the address the test's traffic tries to log in from.
@@ -232,6 +238,22 @@ func TestDashboardBrowser(t *testing.T) {
 	poll(t, b, "the strikes the jails lost", `(() => {
 		const p = document.querySelector('#strikes-lost');
 		return p.textContent.includes('abuse: 1 estimated, 2 forgotten') && p.classList.contains('warn');
+	})()`)
+	// An Envoy-like edge subscribes to a quota bucket and reports.
+	g := envoyrls.NewServer(s.RateLimitService())
+	s.QuotaService().Register(g)
+	edge, err := rlqstest.New(rlqstest.Config{Targets: []string{rlstest.ListenGRPC(t, g)}, Domain: "edge", Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edge.Close)
+	for range 3 {
+		edge.Allow(map[string]string{"name": "x"})
+	}
+	poll(t, b, "the edge's share and reports", `(() => {
+		const r = document.querySelector('#quota tr[data-bucket="api"]');
+		const f = (n) => r && r.querySelector('[data-f="' + n + '"]').textContent;
+		return f('clients') === '1' && +f('assigned') > 0 && f('allowed') === '3';
 	})()`)
 	poll(t, b, "the markup key shown as text", `[...document.querySelectorAll('#bans code')].some(c => c.textContent.includes('<img src=x'))`)
 	if title, pwned := eval[string](t, b, `document.title`), eval[bool](t, b, `!!document.getElementById('pwned')`); title == "pwned" || pwned {

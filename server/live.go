@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/internal/topkeys"
 	"github.com/sluicehq/sluice/server/admin"
-	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/wire"
 )
 
 const (
@@ -42,8 +42,9 @@ const (
 type live struct {
 	feed    *admin.Feed
 	m       *metrics
-	state   func() *state // the configuration in force
-	bans    *guard.BanSet // the bans the service enforces
+	state   func() *state            // the configuration in force
+	bans    *guard.BanSet            // the bans the service enforces
+	quota   func() []wire.QuotaStats // the edge quotas' buckets; nil: none
 	clock   func() time.Time
 	log     *slog.Logger
 	stop    context.CancelFunc // stops sampling
@@ -300,6 +301,9 @@ func (l *live) fill(ctx context.Context, snap *admin.Snapshot) *admin.Snapshot {
 	st := l.bans.Stats()
 	snap.BansTotal, snap.BansChanges = st.Bans, st.Changes
 	snap.Jails = l.m.strikesLostByJail()
+	if l.quota != nil {
+		snap.Quota = l.quota()
+	}
 	l.keyStates(ctx, snap)
 	return snap
 }
@@ -324,7 +328,7 @@ func (l *live) keyStates(ctx context.Context, snap *admin.Snapshot) {
 			if d, err := peekRule(ctx, st.engine, r.Name, t.Key); err == nil {
 				t.State = "allowed"
 				if !d.Allowed {
-					t.State, t.RetryAfter = "denied", httpapi.Seconds(d.RetryAfter)
+					t.State, t.RetryAfter = "denied", wire.Seconds(d.RetryAfter)
 				}
 			}
 		}

@@ -403,7 +403,7 @@ func (m *metrics) instrument(handler string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &httpstatus.Writer{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
+		h.ServeHTTP(sw.Wrap(), r)
 		obs.Observe(time.Since(start).Seconds())
 		m.requests.WithLabelValues(handler, strconv.Itoa(sw.Code())).Inc()
 	})

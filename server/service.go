@@ -28,7 +28,9 @@ import (
 	"github.com/sluicehq/sluice/server/grpcapi"
 	"github.com/sluicehq/sluice/server/httpapi"
 	"github.com/sluicehq/sluice/server/leaseapi"
+	"github.com/sluicehq/sluice/server/rlqs"
 	"github.com/sluicehq/sluice/server/rules"
+	"github.com/sluicehq/sluice/store/memory"
 )
 
 // Options configure a Service beyond its configuration file. The zero
@@ -88,6 +90,8 @@ type Service struct {
 	limits    *grpcapi.Service
 	leases    *leaseapi.GRPC
 	leaseM    *leaseapi.Metrics
+	quota     *rlqs.Service // Envoy's RLQS and POST /v1/quota
+	quotaM    *rlqs.Metrics
 	handler   http.Handler
 	tel       *telemetry
 	notes     *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
@@ -128,6 +132,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s := &Service{opts: o, log: slog.New(logthrottle.New(o.Logger.Handler(), logthrottle.Config{})), m: newMetrics()}
 	s.denials.max = 100
 	s.leaseM = leaseapi.NewMetrics(s.m.reg)
+	s.quotaM = rlqs.NewMetrics(s.m.reg)
 	st, err := openStores(ctx, c, o, s.m, s.log)
 	if err != nil {
 		return nil, err
@@ -141,6 +146,7 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, m: s.m, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
 	if c.Admin.Enabled() {
 		s.live = newLive(s.m, s.state.Load, st.registry.Bans(), s.now, s.log)
+		s.live.quota = s.quotaM.Stats
 		s.admin.live = s.live
 	}
 	if s.tel, err = newTelemetry(ctx, c.Telemetry, o, s.m.reg, s.log); err != nil {
@@ -166,6 +172,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	}
 	s.limits = grpcapi.New(s.Engine, func() map[string]*guard.Login { return s.state.Load().logins }, s.log)
 	s.leases = leaseapi.NewGRPC(s.Leases)
+	if s.quota, err = s.newQuota(); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	s.handler = s.tel.traceContext(s.routes())
 	return s, nil
 }
@@ -184,6 +193,7 @@ func (s *Service) routes() http.Handler {
 	for _, p := range []string{"/v1/acquire", "/v1/release", "/v1/extend"} {
 		mux.Handle(p, s.m.instrument("leases", leases))
 	}
+	mux.Handle("/v1/quota", s.m.instrument("quota", s.quota.Handler()))
 	mux.Handle("/openapi.yaml", s.m.instrument("openapi", httpapi.OpenAPIHandler()))
 	mux.Handle("/", s.m.instrument("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.state.Load().api.ServeHTTP(w, r)
@@ -204,6 +214,34 @@ func (s *Service) LimitsService() *grpcapi.Service { return s.limits }
 // LeasesService returns the gRPC service of the concurrency rules
 // (sluice.v1.Leases), to register beside the others on a gRPC server.
 func (s *Service) LeasesService() *leaseapi.GRPC { return s.leases }
+
+// QuotaService returns Envoy's Rate Limit Quota Service over the
+// service's rules, to register beside the others on a gRPC server;
+// POST /v1/quota of Handler answers through it too.
+func (s *Service) QuotaService() *rlqs.Service { return s.quota }
+
+// newQuota builds the quota service over the service's store: the
+// primary store divides the limits, and while a shared one fails, the
+// memory store of this process (the local leases') those of the rules
+// that fail local.
+func (s *Service) newQuota() (*rlqs.Service, error) {
+	qs, ok := s.st.primary.(sluice.QuotaStore)
+	if !ok { // an embedded Options.Store without quotas: divide them in this process
+		ms := memory.New(memory.Config{MaxBytes: localLeaseBytes})
+		s.st.closers = append(s.st.closers, ms)
+		qs = ms
+	}
+	c := rlqs.Config{
+		Config: s.Config, Engine: s.Engine, Guard: func() *guard.Guard { return s.state.Load().guard },
+		OnGuard:   func(rule string, a guard.Action) { s.m.guard.WithLabelValues(rule, a.String()).Inc() },
+		Store:     qs,
+		Namespace: s.opts.Namespace, Metrics: s.quotaM, Logger: s.log,
+	}
+	if local, ok := s.st.localLeases.(sluice.QuotaStore); ok && s.st.policies != nil {
+		c.Shared, c.Local = true, local
+	}
+	return rlqs.New(c)
+}
 
 // Leases returns the concurrency rules of the configuration in force.
 func (s *Service) Leases() *leaseapi.Leases { return s.state.Load().leases }
@@ -365,8 +403,9 @@ func (s *Service) onBan(b guard.Ban) {
 
 // Handler returns the service's HTTP handler: the HTTP JSON API (package
 // server/httpapi), GET /v1/auth (package server/forwardauth), POST /json
-// (package server/envoyrls), GET /metrics, /healthz, /readyz and
-// /openapi.yaml (the HTTP API's description, httpapi.OpenAPI).
+// (package server/envoyrls), POST /v1/quota (package server/rlqs), GET
+// /metrics, /healthz, /readyz and /openapi.yaml (the HTTP API's
+// description, httpapi.OpenAPI).
 func (s *Service) Handler() http.Handler { return s.handler }
 
 // ForwardAuth returns the forward-auth endpoint of the configuration in

@@ -30,6 +30,7 @@ const bansHelp = `usage: sluice bans list [-json]
        sluice bans add [-jail J] [-for D] [-reason R] KEY
        sluice bans lift [-jail J] KEY
        sluice bans export -format F [-set NAME]
+   each with [-server URL] [-token-file FILE] [-timeout D] ` + tlsUsage + `
 
 Lists, adds and lifts the bans of a running sluice server through its admin
 API, tells each jail's counts, or exports the bans for a firewall. KEY is
@@ -41,7 +42,7 @@ fails when there is none. "status" writes each jail's settings, bans in
 force, requests they refused and bans made; "status JAIL" that jail's and
 its banned keys. The admin token comes from $SLUICE_ADMIN_TOKEN or
 -token-file (never from a flag, which other users could read in the process
-list); the server from -admin or $SLUICE_ADMIN.
+list); the server from -server (the admin API's URL) or $SLUICE_ADMIN.
 
 Export formats:
   %s
@@ -78,12 +79,13 @@ type bansFlags struct {
 }
 
 // register adds the flags to fs.
-func (f *bansFlags) register(fs *flag.FlagSet) {
+func (f *bansFlags) register(fs *flag.FlagSet, warn io.Writer) {
 	f.base = defaultAdmin
 	if env := os.Getenv("SLUICE_ADMIN"); env != "" {
 		f.base = env
 	}
-	fs.StringVar(&f.base, "admin", f.base, "base `URL` of the admin API; $SLUICE_ADMIN sets the default")
+	fs.StringVar(&f.base, "server", f.base, "base `URL` of the server's admin API; $SLUICE_ADMIN sets the default")
+	alias(fs, "admin", "server", warn)
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the admin token from `file` (default $SLUICE_ADMIN_TOKEN)")
 	fs.StringVar(&f.jail, "jail", "", "the jail of the ban (add: default manual; lift: default every jail)")
 	fs.DurationVar(&f.dur, "for", 0, "length of the ban (add); default the jail's own")
@@ -92,13 +94,13 @@ func (f *bansFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "", "export `format`: "+guard.FormatNames())
 	fs.StringVar(&f.set, "set", "sluice", "the set, table or chain the export fills")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the server")
-	f.tls.register(fs)
+	f.tls.register(fs, warn)
 }
 
-func runBans(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runBans(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bans", flag.ContinueOnError)
 	var f bansFlags
-	f.register(fs)
+	f.register(fs, stderr)
 	pos, err := parseFlags(fs, fmt.Sprintf(bansHelp, guard.FormatNames()), args, stdout)
 	if err != nil {
 		return err
@@ -276,7 +278,7 @@ func (ac *adminClient) do(ctx context.Context, method, path string, in, out any)
 	}
 	resp, err := ac.hc.Do(req)
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("bans: no admin API at %s: is sluice serve running with an admin token (admin.token or admin.token_env in its file), and is -admin or $SLUICE_ADMIN its admin listener? %w", ac.base, err)
+		return fmt.Errorf("bans: no admin API at %s: is sluice serve running with an admin token (admin.token or admin.token_env in its file), and is -server or $SLUICE_ADMIN its admin listener? %w", ac.base, err)
 	}
 	if err != nil {
 		return fmt.Errorf("bans: %w", err)

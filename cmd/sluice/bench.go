@@ -13,7 +13,10 @@ import (
 	"github.com/sluicehq/sluice/internal/load"
 )
 
-const benchHelp = `usage: sluice bench -target URL (-domain D -descriptor K=V[,K=V]... | -rule R) [flags]
+const benchHelp = `usage: sluice bench -server URL (-domain D -descriptor K=V[,K=V]... | -rule R)
+                    [-keys N] [-key-prefix P] [-hits N] [-c N] [-rate R] [-conns N]
+                    [-d D] [-n N] [-timeout D] [-json] [-quiet]
+                    ` + tlsUsage + `
 
 Drives a running sluice server on this machine (loopback addresses only)
 for -d or -n requests, whichever comes first. It prints a line per second
@@ -30,7 +33,7 @@ measure). A request that finds -c in flight waits and is reported late;
 those still waiting when -d is up are reported missed. Latency at half
 load: run closed to find the maximum, then -rate at half of it.
 
-The target is grpc://host:port for Envoy's rate limit API (sluice serve
+The server is grpc://host:port for Envoy's rate limit API (sluice serve
 -grpc-listen, or any server of envoy.service.ratelimit.v3, such as
 envoyproxy/ratelimit), http://host:port for sluice's HTTP API (POST
 /v1/check), or http://host:port/json for envoyproxy/ratelimit's HTTP
@@ -40,10 +43,10 @@ cycles through N keys (1: a hot key).
 
 Example:
 
-  sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'remote_address={key}' -keys 10000 -c 64 -d 10s
-  sluice bench -target grpc://127.0.0.1:8081 -domain edge -descriptor 'remote_address={key}' -keys 10000 -rate 5000 -d 10s
-  sluice bench -target http://127.0.0.1:8080 -rule api -keys 1000 -n 100000
-  sluice bench -target http://127.0.0.1:8080/json -domain edge -descriptor 'remote_address={key}' -keys 10000 -d 10s
+  sluice bench -server grpc://127.0.0.1:8082 -domain edge -descriptor 'remote_address={key}' -keys 10000 -c 64 -d 10s
+  sluice bench -server grpc://127.0.0.1:8082 -domain edge -descriptor 'remote_address={key}' -keys 10000 -rate 5000 -d 10s
+  sluice bench -server http://127.0.0.1:8080 -rule api -keys 1000 -n 100000
+  sluice bench -server http://127.0.0.1:8080/json -domain edge -descriptor 'remote_address={key}' -keys 10000 -d 10s
 `
 
 // descriptors collects repeated -descriptor flags.
@@ -56,7 +59,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c load.Config
 	var descs descriptors
-	fs.StringVar(&c.Target, "target", "", "server `URL`: grpc://host:port, http://host:port or http://host:port/json (grpcs://, https:// over TLS), on a loopback address")
+	fs.StringVar(&c.Target, "server", "", "the server's `URL`: grpc://host:port, http://host:port or http://host:port/json (grpcs://, https:// over TLS), on a loopback address")
+	alias(fs, "target", "server", stderr)
 	fs.StringVar(&c.Domain, "domain", "", "`domain` of the descriptors")
 	fs.Var(&descs, "descriptor", "a descriptor, `key=value[,key=value...]`; repeat for several per request")
 	fs.StringVar(&c.Rule, "rule", "", "named `rule` to check with the HTTP API, instead of -domain")
@@ -72,7 +76,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	var tf tlsFlags
-	tf.register(fs)
+	tf.register(fs, stderr)
 	pos, err := parseFlags(fs, benchHelp, args, stdout)
 	if err != nil {
 		return err
@@ -81,7 +85,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError(fmt.Sprintf("bench: unexpected argument %q (run \"sluice bench -h\")", pos[0]))
 	}
 	if c.Target == "" {
-		return usageError("bench: -target is required (run \"sluice bench -h\")")
+		return usageError("bench: -server is required (run \"sluice bench -h\")")
 	}
 	c.Descriptors = descs
 	if c.TLS, err = tf.config(); err != nil {

@@ -30,7 +30,7 @@ func startServeGRPC(t *testing.T) (httpURL, grpcAddr string) {
 func TestBench(t *testing.T) {
 	httpURL, grpcAddr := startServeGRPC(t)
 
-	out, errOut, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "200", "-c", "4", "-conns", "2")
+	out, errOut, err := runCmd(t, "bench", "-server", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "200", "-c", "4", "-conns", "2")
 	if err != nil {
 		t.Fatalf("bench grpc: %v; stderr %s", err, errOut)
 	}
@@ -40,7 +40,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 
-	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=h{key}", "-keys", "4", "-n", "100")
+	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-server", httpURL, "-domain", "edge", "-descriptor", "remote_address=h{key}", "-keys", "4", "-n", "100")
 	if err != nil {
 		t.Fatalf("bench http: %v; stderr %s", err, errOut)
 	}
@@ -51,7 +51,7 @@ func TestBench(t *testing.T) {
 
 	// envoyproxy/ratelimit's /json, which serve answers too: 50 of 60
 	// allowed on a fresh address, the rest answered 429.
-	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL+"/json", "-domain", "edge", "-descriptor", "remote_address=j{key}", "-n", "60", "-c", "4")
+	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-server", httpURL+"/json", "-domain", "edge", "-descriptor", "remote_address=j{key}", "-n", "60", "-c", "4")
 	if err != nil {
 		t.Fatalf("bench /json: %v; stderr %s", err, errOut)
 	}
@@ -65,10 +65,10 @@ func TestBench(t *testing.T) {
 		want string
 		code int
 	}{
-		{[]string{"bench", "-domain", "edge", "-descriptor", "a=b"}, "-target is required", 2},
-		{[]string{"bench", "-target", "grpc://192.0.2.1:8081", "-domain", "edge", "-descriptor", "a=b"}, "not a loopback address", 1},
-		{[]string{"bench", "-target", "grpc://" + grpcAddr, "-rule", "x"}, "needs a domain", 1},
-		{[]string{"bench", "-target", httpURL, "-rule", "nope", "-n", "3", "-quiet"}, "every request failed", 1},
+		{[]string{"bench", "-domain", "edge", "-descriptor", "a=b"}, "-server is required", 2},
+		{[]string{"bench", "-server", "grpc://192.0.2.1:8081", "-domain", "edge", "-descriptor", "a=b"}, "not a loopback address", 1},
+		{[]string{"bench", "-server", "grpc://" + grpcAddr, "-rule", "x"}, "needs a domain", 1},
+		{[]string{"bench", "-server", httpURL, "-rule", "nope", "-n", "3", "-quiet"}, "every request failed", 1},
 	} {
 		_, _, err := runCmd(t, tt.args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || exitCode(err) != tt.code {
@@ -94,7 +94,7 @@ func atoiOf(t *testing.T, s, pattern string) int {
 func TestBenchRate(t *testing.T) {
 	httpURL, grpcAddr := startServeGRPC(t)
 
-	out, errOut, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}",
+	out, errOut, err := runCmd(t, "bench", "-server", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "remote_address={key}",
 		"-rate", "200", "-d", "1s", "-c", "8", "-conns", "2")
 	if err != nil {
 		t.Fatalf("bench -rate grpc: %v; stderr %s", err, errOut)
@@ -117,7 +117,7 @@ func TestBenchRate(t *testing.T) {
 		t.Errorf("bench -rate grpc: %d answered, %d missed, %d allowed, %d over; want 200 answered or missed, 50 allowed of those answered, no errors:\n%s", answered, missed, allowed, over, out)
 	}
 
-	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=r{key}",
+	out, errOut, err = runCmd(t, "bench", "-json", "-quiet", "-server", httpURL, "-domain", "edge", "-descriptor", "remote_address=r{key}",
 		"-keys", "10", "-rate", "500", "-n", "100")
 	if err != nil {
 		t.Fatalf("bench -rate -json http: %v; stderr %s", err, errOut)
@@ -130,7 +130,7 @@ func TestBenchRate(t *testing.T) {
 		t.Errorf("bench -rate -json http = %+v, schedule %+v; want the 100 scheduled at 500/s answered (allowed) or missed", r, *s)
 	}
 	// A closed loop has no schedule.
-	out, _, err = runCmd(t, "bench", "-json", "-quiet", "-target", httpURL, "-domain", "edge", "-descriptor", "remote_address=c{key}", "-n", "5")
+	out, _, err = runCmd(t, "bench", "-json", "-quiet", "-server", httpURL, "-domain", "edge", "-descriptor", "remote_address=c{key}", "-n", "5")
 	if err != nil || strings.Contains(out, "schedule") {
 		t.Errorf("bench -json (closed loop) = %q, %v; want no schedule", out, err)
 	}
@@ -142,7 +142,7 @@ func TestBenchRate(t *testing.T) {
 		{"2e6", "want at most 1000000 per second"},
 		{"fast", "invalid value"},
 	} {
-		_, _, err := runCmd(t, "bench", "-target", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "a=b", "-rate", tt.rate)
+		_, _, err := runCmd(t, "bench", "-server", "grpc://"+grpcAddr, "-domain", "edge", "-descriptor", "a=b", "-rate", tt.rate)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("sluice bench -rate %s = %v, want an error with %q", tt.rate, err, tt.want)
 		}

@@ -15,7 +15,8 @@ import (
 	"github.com/sluicehq/sluice/wire"
 )
 
-const checkHelp = `usage: sluice check [-server URL] [-cost N] [-peek] [-json] RULE KEY
+const checkHelp = `usage: sluice check [-server URL] [-cost N] [-peek] [-json] [-timeout D]
+                    ` + tlsUsage + ` RULE KEY
 
 Asks a running sluice server whether KEY may act now under RULE, taking
 -cost units (with -peek, taking nothing), and prints the answer. The exit
@@ -26,25 +27,26 @@ Example:
 
   sluice check -server http://127.0.0.1:8080 login 203.0.113.7 -cost 1
   allowed: login 203.0.113.7: 4 of 5/min left, full again in 12s
+  sluice check -server https://sluice.internal:8443 -tls-ca ca.crt login 203.0.113.7
 `
 
 // defaultServer is the server "check" asks when neither -server nor
 // SLUICE_SERVER names one: where "sluice serve" listens by default.
 const defaultServer = "http://127.0.0.1:8080"
 
-func runCheck(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	serverURL := defaultServer
 	if env := os.Getenv("SLUICE_SERVER"); env != "" {
 		serverURL = env
 	}
-	fs.StringVar(&serverURL, "server", serverURL, "base `URL` of the server; $SLUICE_SERVER sets the default")
+	fs.StringVar(&serverURL, "server", serverURL, "base `URL` of the server's HTTP API; $SLUICE_SERVER sets the default")
 	cost := fs.Int("cost", 1, "units the request takes")
 	peek := fs.Bool("peek", false, "only report whether the request would be allowed; take nothing")
 	asJSON := fs.Bool("json", false, "print the server's answer as JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the server")
 	var tf tlsFlags
-	tf.register(fs)
+	tf.register(fs, stderr)
 	pos, err := parseFlags(fs, checkHelp, args, stdout)
 	if err != nil {
 		return err

@@ -21,6 +21,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/suggest"
 )
 
 const usage = `sluice: a rate limiter and abuse throttle.
@@ -38,21 +41,66 @@ Commands:
   simulate   replay access logs through rules: who would have been limited
   bench      load a running server on loopback: throughput and latency
   accuracy   measure every algorithm against a brute-force oracle
-  version    print the version and commit of this binary
-  help       print this list
+  version    print the version and commit of this binary (also --version)
+  help       print this list, or with a command its flags and examples
 
-Run "sluice <command> -h" for a command's flags and examples.
+Run "sluice help <command>" or "sluice <command> -h" for a command's flags
+and examples.
 Exit status: 0 success, 1 failure, 2 bad usage, 3 "check" denied.
 `
+
+// commands are the subcommands, in the order of the usage.
+var commands = []struct {
+	name string
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}{
+	{"serve", runServe},
+	{"check", runCheck},
+	{"bans", runBans},
+	{"config", runConfig},
+	{"simulate", runSimulate},
+	{"bench", runBench},
+	{"accuracy", runAccuracy},
+	{"version", runVersion},
+}
+
+// commandNames returns the names of the subcommands and "help".
+func commandNames() []string {
+	names := make([]string, 0, len(commands)+1)
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return append(names, "help")
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errDenied) {
-		fmt.Fprintln(os.Stderr, "sluice:", err)
-	}
+	report(os.Stderr, err)
 	os.Exit(exitCode(err))
+}
+
+// report writes err for a person: each line of it once, with one
+// prefix. The mistakes of a configuration file carry their own, the
+// file's name and place ("sluice.yaml:7:13: rules[1].limits[0]: ..."),
+// as a compiler's do; any other line gets "sluice: ". The help a person
+// asked for and a denial of "check" (which printed its answer) are no
+// errors to report.
+func report(w io.Writer, err error) {
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, errDenied) {
+		return
+	}
+	var ce config.Errors
+	if errors.As(err, &ce) {
+		for _, e := range ce {
+			fmt.Fprintln(w, e)
+		}
+		return
+	}
+	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		fmt.Fprintln(w, "sluice:", line)
+	}
 }
 
 // run runs the command line args (without the program name), writing
@@ -65,27 +113,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
-	case "serve":
-		return runServe(ctx, args, stdout, stderr)
-	case "check":
-		return runCheck(ctx, args, stdout, stderr)
-	case "bans":
-		return runBans(ctx, args, stdout, stderr)
-	case "config":
-		return runConfig(ctx, args, stdout, stderr)
-	case "simulate":
-		return runSimulate(ctx, args, stdout, stderr)
-	case "bench":
-		return runBench(ctx, args, stdout, stderr)
-	case "accuracy":
-		return runAccuracy(ctx, args, stdout, stderr)
-	case "version":
-		return runVersion(ctx, args, stdout, stderr)
+	case "-version", "--version":
+		cmd = "version"
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		if len(args) == 0 {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		if len(args) > 1 {
+			return usageError("help: want one command at most (run \"sluice help\")")
+		}
+		cmd, args = args[0], []string{"-h"} // "sluice help serve" is "sluice serve -h"
 	}
-	return usageError(fmt.Sprintf("unknown command %q (run \"sluice help\")", cmd))
+	for _, c := range commands {
+		if c.name == cmd {
+			return c.run(ctx, args, stdout, stderr)
+		}
+	}
+	return usageError(fmt.Sprintf("unknown command %q%s (run \"sluice help\" for the list)", cmd, suggest.DidYouMean(cmd, commandNames())))
 }
 
 // A usageError is a mistake in how sluice was invoked: exit status 2.
@@ -109,43 +154,4 @@ func exitCode(err error) int {
 		return 2
 	}
 	return 1
-}
-
-// parseFlags parses args into fs and returns the positional arguments,
-// which may come before, between or after the flags ("check login k
-// -cost 2"); "--" ends the flags. On -h it prints help to stdout and
-// returns flag.ErrHelp; a bad flag is a usageError.
-func parseFlags(fs *flag.FlagSet, help string, args []string, stdout io.Writer) ([]string, error) {
-	fs.SetOutput(io.Discard) // errors are returned, help printed below
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				printHelp(fs, help, stdout)
-				return nil, err
-			}
-			return nil, usageError(fmt.Sprintf("%s: %v (run \"sluice %s -h\")", fs.Name(), err, fs.Name()))
-		}
-		rest := fs.Args()
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// printHelp writes a command's help text and its flags.
-func printHelp(fs *flag.FlagSet, help string, w io.Writer) {
-	fmt.Fprint(w, help)
-	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	if b.Len() > 0 {
-		fmt.Fprintf(w, "\nFlags:\n%s", b.String())
-	}
 }

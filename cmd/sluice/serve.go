@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,7 +27,8 @@ import (
 	"github.com/sluicehq/sluice/store/memory"
 )
 
-const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-grpc-listen ADDR] [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
+const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-grpc-listen ADDR] [-grpc-headers]
+                    [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
 
 Serves sluice with the configuration FILE (a sluice YAML file, an
 envoyproxy/ratelimit file or its config directory), or the built-in sample
@@ -40,9 +42,18 @@ rules ("sluice config sample" prints them):
 
 with -grpc-listen (or the file's grpc.listen), Envoy's rate limit
 service API (gRPC envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit,
-and the gRPC health service) on its own listener, and, when the file sets
+its Rate Limit Quota Service, and the gRPC health service) on its own
+listener, and, when the file sets
 an admin token, the admin API and dashboard on their own listener
-(loopback by default): /admin/.
+(loopback by default): /admin/. The defaults are 127.0.0.1:8080 for the
+HTTP API and 127.0.0.1:8081 for the admin API; gRPC has none (these pages
+use 127.0.0.1:8082). Every address is bound before any is served: one
+that is taken stops sluice serve at once, naming it.
+
+A denial on gRPC carries its wait, in seconds, in the response metadata
+sluice-retry-after, for sluice's clients; -grpc-headers also adds the
+RateLimit, RateLimit-Policy and Retry-After fields to Envoy's answers,
+for Envoy to pass on to the client (and to /json's).
 
 Each listener serves TLS when the file gives it a tls block (tls,
 grpc.tls, admin.tls; with client_ca_file, mutual TLS). Certificates are
@@ -62,7 +73,7 @@ more unless the GOMEMLIMIT variable is set.
 Example:
 
   sluice serve -config sluice.yaml -listen 127.0.0.1:8080
-  sluice serve -config /etc/ratelimit/config -grpc-listen 127.0.0.1:8081 -admin-listen 127.0.0.1:8082
+  sluice serve -config /etc/ratelimit/config -grpc-listen 127.0.0.1:8082 -grpc-headers
   curl -s --json '{"rule":"login","key":"203.0.113.7"}' http://127.0.0.1:8080/v1/check
   kill -HUP $(pidof sluice)
 `
@@ -161,75 +172,112 @@ type listeners struct {
 	served chan error // each server's Serve's return
 }
 
-// start listens on every address f and cfg name, and serves there.
+// A door is one listener of sluice serve: where it listens, which
+// flag and field of the configuration set that, and how it serves.
+type door struct {
+	name        string // in the announcement: "listening", "grpc", "admin"
+	flag, field string // the flag and the configuration field of addr
+	addr        string
+	scheme      string // of the announced URL: "http://", "https://" or none
+	serve       func(net.Listener) error
+	ln          net.Listener
+}
+
+// start binds every address f and cfg name, then serves on each: a port
+// that is taken, or an address that is not the machine's, stops sluice
+// serve before it serves anything, with the door, its flag and its
+// field named, never leaving a half-started server.
 func (ls *listeners) start(ctx context.Context, f serveFlags, cfg *config.Config, svc *server.Service) error {
-	if err := ls.startHTTP(ctx, "listening", cmp.Or(f.listen, cfg.Listen), cfg.TLS, svc.Handler()); err != nil {
+	var doors []*door
+	d, err := ls.httpDoor("listening", cmp.Or(f.listen, cfg.Listen), cfg.TLS, svc.Handler())
+	if err != nil {
 		return err
 	}
+	d.flag, d.field = "-listen", "listen"
+	doors = append(doors, d)
 	if addr := cmp.Or(f.grpcListen, cfg.GRPC.Listen); addr != "" {
-		if err := ls.startGRPC(ctx, addr, cfg.GRPC.TLS, svc); err != nil {
+		d, err := ls.grpcDoor(addr, cfg.GRPC.TLS, svc)
+		if err != nil {
 			return err
 		}
+		doors = append(doors, d)
 	}
 	if ah := svc.AdminHandler(); ah != nil {
-		if err := ls.startHTTP(ctx, "admin", cmp.Or(f.adminListen, cfg.Admin.Listen), cfg.Admin.TLS, ah); err != nil {
+		d, err := ls.httpDoor("admin", cmp.Or(f.adminListen, cfg.Admin.Listen), cfg.Admin.TLS, ah)
+		if err != nil {
 			return err
 		}
+		d.flag, d.field = "-admin-listen", "admin.listen"
 		// The dashboards' streams never end on their own: end them on
 		// shutdown, which would otherwise wait for them.
 		ls.https[len(ls.https)-1].RegisterOnShutdown(svc.Admin().Feed().Close)
+		doors = append(doors, d)
+	}
+	for i, d := range doors {
+		if err := d.listen(ctx, doors[:i]); err != nil {
+			for _, o := range doors[:i] {
+				o.ln.Close()
+			}
+			return err
+		}
+	}
+	for _, d := range doors {
+		go func() { ls.served <- d.serve(d.ln) }()
+		ls.announce(d.name, d.scheme+d.ln.Addr().String())
 	}
 	return nil
 }
 
-// startHTTP serves h at addr, over TLS when tc is set.
-func (ls *listeners) startHTTP(ctx context.Context, name, addr string, tc *config.ServerTLS, h http.Handler) error {
+// listen binds d's address; bound are the doors bound before it.
+func (d *door) listen(ctx context.Context, bound []*door) error {
+	for _, o := range bound {
+		if o.addr == d.addr && !strings.HasSuffix(d.addr, ":0") { // port 0: each its own free port
+			return fmt.Errorf("%s: %s is also the address of %s (%s): give each its own, with %s or %s", d.name, d.addr, o.name, o.field, d.flag, d.field)
+		}
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", d.addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s: %s is taken by another program (another sluice serve?): stop it, or give another address with %s or %s: %w", d.name, d.addr, d.flag, d.field, err)
+	case err != nil:
+		return fmt.Errorf("%s: cannot listen on %s (%s, %s): %w", d.name, d.addr, d.flag, d.field, err)
+	}
+	d.ln = ln
+	return nil
+}
+
+// httpDoor prepares a server of h at addr, over TLS when tc is set.
+func (ls *listeners) httpDoor(name, addr string, tc *config.ServerTLS, h http.Handler) (*door, error) {
 	hs := server.NewHTTPServer(h, ls.log)
-	scheme := "http://"
+	d := &door{name: name, addr: addr, scheme: "http://", serve: hs.Serve}
 	if tc != nil {
 		t, err := server.NewTLS(*tc, server.HTTPProtos, ls.log)
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		hs.TLSConfig, scheme = t.Config(), "https://"
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		hs.TLSConfig, d.scheme = t.Config(), "https://"
+		d.serve = func(ln net.Listener) error { return hs.ServeTLS(ln, "", "") } // the certificate is hs.TLSConfig's
 	}
 	ls.https = append(ls.https, hs)
-	go func() {
-		if tc != nil {
-			ls.served <- hs.ServeTLS(ln, "", "") // the certificate is hs.TLSConfig's
-			return
-		}
-		ls.served <- hs.Serve(ln)
-	}()
-	ls.announce(name, scheme+ln.Addr().String())
-	return nil
+	return d, nil
 }
 
-// startGRPC serves Envoy's rate limit API and sluice's own at addr, over TLS when tc is
-// set.
-func (ls *listeners) startGRPC(ctx context.Context, addr string, tc *config.ServerTLS, svc *server.Service) error {
+// grpcDoor prepares the gRPC server, Envoy's rate limit API and
+// sluice's own, at addr, over TLS when tc is set.
+func (ls *listeners) grpcDoor(addr string, tc *config.ServerTLS, svc *server.Service) (*door, error) {
 	var opts []grpc.ServerOption
 	if tc != nil {
 		t, err := server.NewTLS(*tc, server.GRPCProtos, ls.log)
 		if err != nil {
-			return fmt.Errorf("grpc: %w", err)
+			return nil, fmt.Errorf("grpc: %w", err)
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Config())))
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("grpc: %w", err)
 	}
 	ls.grpc = envoyrls.NewServer(svc.RateLimitService(), opts...)
 	svc.LimitsService().Register(ls.grpc)
 	svc.LeasesService().Register(ls.grpc)
-	go func() { ls.served <- ls.grpc.Serve(ln) }()
-	ls.announce("grpc", ln.Addr().String())
-	return nil
+	svc.QuotaService().Register(ls.grpc)
+	return &door{name: "grpc", flag: "-grpc-listen", field: "grpc.listen", addr: addr, serve: ls.grpc.Serve}, nil
 }
 
 // announce prints where a server listens, for the people and scripts

@@ -16,7 +16,9 @@ import (
 	"github.com/sluicehq/sluice/simulate/loggen"
 )
 
-const simulateHelp = `usage: sluice simulate -config FILE [flags] [LOG...]
+const simulateHelp = `usage: sluice simulate -config FILE [-rule NAME[=/PATH]]... [-compare FILE]
+                       [-format F [-fields MAPPING]] [-user-header H] [-strict] [-max-line N]
+                       [-workers N] [-top N] [-json] [-html FILE] [LOG...]
        sluice simulate -generate N [-seed S] > access.log
 
 Replays access logs through the rules of FILE, deciding each request
@@ -31,7 +33,9 @@ LOG files are nginx or Apache combined/common logs, or the JSON access
 logs of Caddy, Envoy or Traefik (-format, detected by default), or any
 JSON lines with -format json -fields; plain or gzip; "-" or none reads
 standard input. Several files are merged in time order. Malformed lines
-are counted and the first few shown (-strict: the first is fatal).
+are counted and the first few shown (-strict: the first is fatal). A
+file that ends early (a truncated gzip) or a check that fails still gets
+its report of what was read, then exit status 1.
 
 Each request is checked against every named rule, or against those of
 -rule (NAME, or NAME=/path/prefix for the requests under a path, as an
@@ -138,9 +142,25 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if f.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(stdout)
 	}
-	return rep.WriteText(stdout)
+	if err != nil {
+		return err
+	}
+	return incomplete(rep)
+}
+
+// incomplete fails a replay whose report lacks part of its input: a log
+// that ended early (a truncated gzip, a read error) or a check that
+// failed. The report, written before, covers what was read; the exit
+// status tells scripts it is not the whole story.
+func incomplete(rep *simulate.Report) error {
+	if len(rep.Errors) == 0 {
+		return nil
+	}
+	return fmt.Errorf("simulate: the report is incomplete: %s", strings.Join(rep.Errors, "; "))
 }
 
 // simulateOptions loads the rule files and the format of f.

@@ -128,6 +128,20 @@ func TestSimulateBadInput(t *testing.T) {
 	if rep.Requests != 2 || rep.Malformed != 3 || len(rep.MalformedLines) != 3 || rep.MalformedLines[2].Line != 4 {
 		t.Errorf("report: %d requests, %d malformed (%+v); want 2, 3, the last on line 4", rep.Requests, rep.Malformed, rep.MalformedLines)
 	}
+	// A gzip cut short: the report of what was read, and exit 1.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(strings.Repeat(good+"\n", 1000)))
+	zw.Close()
+	cut := filepath.Join(dir, "cut.log.gz")
+	if err := os.WriteFile(cut, gz.Bytes()[:gz.Len()-12], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err := run(context.Background(), []string{"simulate", "-config", rules, cut}, &out, &out)
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "ends early") || !strings.Contains(out.String(), "requests") {
+		t.Errorf("simulate of a truncated gzip = %v (exit %d), output %q; want the report and exit 1 saying it ends early", err, exitCode(err), out.String())
+	}
 	for _, tt := range []struct {
 		args []string
 		want string

@@ -86,24 +86,24 @@ admin:
 	}
 	// The commands: check trusting the CA, bans with the client's
 	// certificate too (the admin listener requires one).
-	if out, _, err := runCmd(t, "check", "-server", addrs[0], "-cacert", ca.CertFile, "api", "k2"); err != nil || !strings.Contains(out, "allowed") {
-		t.Errorf("sluice check -cacert = %q, %v; want allowed", out, err)
+	if out, _, err := runCmd(t, "check", "-server", addrs[0], "-tls-ca", ca.CertFile, "api", "k2"); err != nil || !strings.Contains(out, "allowed") {
+		t.Errorf("sluice check -tls-ca = %q, %v; want allowed", out, err)
 	}
 	if _, _, err := runCmd(t, "check", "-server", addrs[0], "api", "k2"); err == nil {
-		t.Error("sluice check without -cacert trusted the test CA")
+		t.Error("sluice check without -tls-ca trusted the test CA")
 	}
 	t.Setenv("SLUICE_ADMIN_TOKEN", token)
-	if out, _, err := runCmd(t, "bans", "-admin", addrs[2], "-cacert", ca.CertFile, "-cert", client.CertFile, "-key", client.KeyFile, "list"); err != nil || !strings.Contains(out, "JAIL") {
+	if out, _, err := runCmd(t, "bans", "-server", addrs[2], "-tls-ca", ca.CertFile, "-tls-cert", client.CertFile, "-tls-key", client.KeyFile, "list"); err != nil || !strings.Contains(out, "JAIL") {
 		t.Errorf("sluice bans list over mTLS = %q, %v; want the list", out, err)
 	}
-	if out, _, err := runCmd(t, "bench", "-target", addrs[0], "-rule", "api", "-n", "20", "-quiet", "-cacert", ca.CertFile); err != nil || !strings.Contains(out, "requests   20") {
+	if out, _, err := runCmd(t, "bench", "-server", addrs[0], "-rule", "api", "-n", "20", "-quiet", "-tls-ca", ca.CertFile); err != nil || !strings.Contains(out, "requests   20") {
 		t.Errorf("sluice bench over https = %q, %v; want 20 requests", out, err)
 	}
-	if out, _, err := runCmd(t, "bench", "-target", "grpcs://"+addrs[1], "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "20", "-quiet",
-		"-cacert", ca.CertFile, "-cert", client.CertFile, "-key", client.KeyFile); err != nil || !strings.Contains(out, "requests   20") {
+	if out, _, err := runCmd(t, "bench", "-server", "grpcs://"+addrs[1], "-domain", "edge", "-descriptor", "remote_address={key}", "-n", "20", "-quiet",
+		"-tls-ca", ca.CertFile, "-tls-cert", client.CertFile, "-tls-key", client.KeyFile); err != nil || !strings.Contains(out, "requests   20") {
 		t.Errorf("sluice bench over grpcs with mTLS = %q, %v; want 20 requests", out, err)
 	}
-	if _, _, err := runCmd(t, "bans", "-admin", addrs[2], "-cacert", ca.CertFile, "-cert", client.CertFile, "list"); exitCode(err) != 2 {
+	if _, _, err := runCmd(t, "bans", "-server", addrs[2], "-tls-ca", ca.CertFile, "-tls-cert", client.CertFile, "list"); exitCode(err) != 2 {
 		t.Errorf("-cert without -key: %v, want a usage error", err)
 	}
 }

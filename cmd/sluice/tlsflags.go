@@ -3,9 +3,9 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -18,12 +18,20 @@ type tlsFlags struct {
 	caFile, certFile, keyFile string
 }
 
-// register adds the flags to fs.
-func (f *tlsFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.caFile, "cacert", "", "trust the server certificates `file` (PEM) signs, for an https:// URL (default: the system's)")
-	fs.StringVar(&f.certFile, "cert", "", "present this client certificate `file` (PEM), for a listener that requires one (mTLS); with -key")
-	fs.StringVar(&f.keyFile, "key", "", "the client certificate's private key `file` (PEM)")
+// register adds the flags to fs: -tls-ca, -tls-cert and -tls-key, and
+// their names before this release (-cacert, -cert, -key, which read like
+// a rate-limit key beside -keys), deprecated, warning on warn.
+func (f *tlsFlags) register(fs *flag.FlagSet, warn io.Writer) {
+	fs.StringVar(&f.caFile, "tls-ca", "", "trust the server certificates `file` (PEM) signs, for an https:// or grpcs:// URL (default: the system's)")
+	fs.StringVar(&f.certFile, "tls-cert", "", "present this client certificate `file` (PEM), for a listener that requires one (mTLS); with -tls-key")
+	fs.StringVar(&f.keyFile, "tls-key", "", "the client certificate's private key `file` (PEM)")
+	alias(fs, "cacert", "tls-ca", warn)
+	alias(fs, "cert", "tls-cert", warn)
+	alias(fs, "key", "tls-key", warn)
 }
+
+// tlsUsage is the synopsis of the TLS flags.
+const tlsUsage = "[-tls-ca FILE] [-tls-cert FILE -tls-key FILE]"
 
 // client returns an HTTP client with the TLS settings of f and timeout.
 func (f *tlsFlags) client(timeout time.Duration) (*http.Client, error) {
@@ -39,7 +47,7 @@ func (f *tlsFlags) client(timeout time.Duration) (*http.Client, error) {
 // config returns the TLS client settings of f.
 func (f *tlsFlags) config() (*tls.Config, error) {
 	if (f.certFile == "") != (f.keyFile == "") {
-		return nil, usageError("-cert and -key go together")
+		return nil, usageError("-tls-cert and -tls-key go together")
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if f.caFile != "" {
@@ -49,13 +57,13 @@ func (f *tlsFlags) config() (*tls.Config, error) {
 		}
 		c.RootCAs = x509.NewCertPool()
 		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-cacert %s: no PEM certificate in it", f.caFile)
+			return nil, fmt.Errorf("-tls-ca %s: no PEM certificate in it", f.caFile)
 		}
 	}
 	if f.certFile != "" {
 		pair, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
 		if err != nil {
-			return nil, errors.Join(errors.New("-cert, -key"), err)
+			return nil, fmt.Errorf("-tls-cert, -tls-key: %w", err)
 		}
 		c.Certificates = []tls.Certificate{pair}
 	}

@@ -11,14 +11,18 @@ import (
 
 const versionHelp = `usage: sluice version
 
-Prints the module version of this binary, the commit it was built from and
-its time (when Go recorded them: go build and go install in a git checkout
-do, go run does not) and the Go version that built it.
+Prints the module version of this binary and the Go version that built it.
+The module version is the release tag (vMAJOR.MINOR.PATCH) for a binary
+installed with go install github.com/sluicehq/sluice/cmd/sluice@vX.Y.Z or
+built at a tagged commit; a build between tags has a pseudo-version
+(v0.4.1-0.20261125212858-0123abcdef01). A build in a git checkout also
+names its commit (+dirty with uncommitted changes); go run records none.
 
-Example:
+Examples:
 
   sluice version
-  sluice v0.1.0 (commit 0123abcdef01 of 2026-11-25T21:28:58Z, go1.26.8 linux/amd64)
+  sluice v0.4.0 (go1.26.8 linux/amd64)
+  sluice v0.4.1-0.20261125212858-0123abcdef01 (commit 0123abcdef01 of 2026-11-25T21:28:58Z, go1.26.8 linux/amd64)
 `
 
 func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
@@ -40,22 +44,32 @@ func version() string {
 	if !ok {
 		return "sluice (unknown) (" + goBuild() + ")"
 	}
+	return describeBuild(bi.Main.Version, bi.Settings, goBuild())
+}
+
+// describeBuild says what a build is: its module version (a release tag or a
+// pseudo-version; "(devel)" when Go knew none), then the commit when Go
+// recorded one, and the Go that built it.
+func describeBuild(module string, settings []debug.BuildSetting, build string) string {
 	vcs := map[string]string{}
-	for _, s := range bi.Settings {
+	for _, s := range settings {
 		vcs[s.Key] = s.Value
 	}
 	commit := vcs["vcs.revision"]
-	if commit == "" {
-		return fmt.Sprintf("sluice %s (no commit recorded: built by go run, or with -buildvcs=false; %s)", bi.Main.Version, goBuild())
+	switch {
+	case commit != "":
+		commit = commit[:min(len(commit), 12)]
+		if vcs["vcs.modified"] == "true" {
+			commit += "+dirty"
+		}
+		if t := vcs["vcs.time"]; t != "" {
+			commit += " of " + t
+		}
+		return fmt.Sprintf("sluice %s (commit %s, %s)", module, commit, build)
+	case module == "" || module == "(devel)":
+		return fmt.Sprintf("sluice (devel) (no version or commit recorded: built by go run, or with -buildvcs=false; %s)", build)
 	}
-	commit = commit[:min(len(commit), 12)]
-	if vcs["vcs.modified"] == "true" {
-		commit += "+dirty"
-	}
-	if t := vcs["vcs.time"]; t != "" {
-		commit += " of " + t
-	}
-	return fmt.Sprintf("sluice %s (commit %s, %s)", bi.Main.Version, commit, goBuild())
+	return fmt.Sprintf("sluice %s (%s)", module, build) // go install …@version
 }
 
 // goBuild names the Go version and platform of the binary.

@@ -29,8 +29,8 @@ func TestWriter(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	w := &Writer{ResponseWriter: rec}
-	w.Flush()
-	if !rec.Flushed {
+	w.Wrap().(http.Flusher).Flush()
+	if !rec.Flushed || w.Code() != 200 {
 		t.Error("Flush did not reach the underlying writer")
 	}
 }

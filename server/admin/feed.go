@@ -36,6 +36,9 @@ type Snapshot struct {
 	// them, the last ones).
 	Trimmed      bool `json:"trimmed,omitempty"`
 	RulesLeftOut int  `json:"rules_left_out,omitempty"`
+	// Quota holds the edge quotas' buckets this replica has seen (the
+	// RLQS streams it serves, the reports it was sent), by name.
+	Quota []wire.QuotaStats `json:"quota,omitempty"`
 }
 
 // A JailLive is a jail of a Snapshot: the failures it was told of and

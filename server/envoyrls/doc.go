@@ -33,6 +33,11 @@
 // client's response (RateLimit-Policy, RateLimit, and Retry-After when
 // the request is denied).
 //
+// Every OVER_LIMIT answer but a deny list's carries its wait, in
+// seconds rounded up to the millisecond, in the response metadata
+// [wire.RetryAfterKey] (sluice-retry-after), for sluice's clients: the
+// protobuf has no field for it. Envoy ignores it.
+//
 // # Errors
 //
 // A domain the configuration does not know is answered OK with no

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -160,7 +161,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		s.log.ErrorContext(ctx, "store failed", "domain", req.GetDomain(), "err", err)
 		return nil, status.Error(codes.Unavailable, "the store failed to decide; try again")
 	}
-	return s.response(res), nil
+	resp, wait := s.response(res)
+	if wait > 0 {
+		// For sluice's clients, whose denial cache needs the wait, which
+		// Envoy's protobuf has no field for (a call that is not gRPC's,
+		// /json's, has no metadata to set: the error says so).
+		_ = grpc.SetHeader(ctx, metadata.Pairs(wire.RetryAfterKey, wire.FormatSeconds(wait)))
+	}
+	return resp, nil
 }
 
 // descriptor converts an Envoy descriptor. (One of a named rule gives the
@@ -220,8 +228,9 @@ func unknownDomain(n int) *pb.RateLimitResponse {
 	return resp
 }
 
-// response converts an engine's result.
-func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
+// response converts an engine's result, and returns the wait of a
+// denial (0 when allowed, or refused by the deny list, which has none).
+func (s *Service) response(res rules.Result) (*pb.RateLimitResponse, time.Duration) {
 	resp := &pb.RateLimitResponse{
 		OverallCode: pb.RateLimitResponse_OK,
 		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
@@ -252,8 +261,15 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 			bind = i
 		}
 	}
-	if s.headers && bind >= 0 && res.Statuses[bind].Guard != guard.Refuse {
-		st := res.Statuses[bind]
+	if bind < 0 || res.Statuses[bind].Guard == guard.Refuse {
+		return resp, 0
+	}
+	st := res.Statuses[bind]
+	var wait time.Duration
+	if !res.Allowed {
+		wait = st.Verdict().RetryAfter
+	}
+	if s.headers {
 		rl, ra := st.Rule.Fields(st.Verdict())
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
 			{Key: "RateLimit-Policy", Value: st.Rule.Policy()},
@@ -263,7 +279,7 @@ func (s *Service) response(res rules.Result) *pb.RateLimitResponse {
 			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: ra})
 		}
 	}
-	return resp
+	return resp, wait
 }
 
 // currentLimit describes limit l of rule ru in Envoy's terms: its rate

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/sluicehq/sluice/server/envoyrls"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
+	"github.com/sluicehq/sluice/wire"
 )
 
 // start is a minute boundary: fixed windows of any unit begin there.
@@ -217,6 +219,36 @@ func TestResponseHeaders(t *testing.T) {
 	h = headers(rlstest.ShouldRateLimit(t, c, &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{rlstest.Descriptor("nothing=here")}}))
 	if len(h) != 0 {
 		t.Errorf("no rule: headers %v, want none", h)
+	}
+}
+
+// TestRetryAfterMetadata checks that every denial carries its wait in
+// the response metadata, by default (without ResponseHeaders), to the
+// millisecond (a block entry, requests_per_unit: 0, until its unit
+// ends); an admission carries none.
+func TestRetryAfterMetadata(t *testing.T) {
+	c := serve(t, false)
+	call := func(d *rlv3.RateLimitDescriptor, hits uint32) (*pb.RateLimitResponse, []string) {
+		t.Helper()
+		var md metadata.MD
+		resp, err := c.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "edge", Descriptors: []*rlv3.RateLimitDescriptor{d}, HitsAddend: hits}, grpc.Header(&md))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, md.Get(wire.RetryAfterKey)
+	}
+	odd := rlstest.Descriptor("odd=1") // 3/1500ms: a denial waits 500ms
+	if resp, got := call(odd, 3); resp.OverallCode != pb.RateLimitResponse_OK || got != nil {
+		t.Errorf("allowed: %v, metadata %q; want OK, none", resp.OverallCode, got)
+	}
+	if resp, got := call(odd, 1); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || len(got) != 1 || got[0] != "0.5" {
+		t.Errorf("denied: %v, metadata %q; want OVER_LIMIT, 0.5", resp.OverallCode, got)
+	}
+	if resp, got := call(rlstest.Descriptor("remote_address=50.0.0.5"), 1); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || len(got) != 1 || got[0] != "1" {
+		t.Errorf("blocked by requests_per_unit 0: %v, metadata %q; want OVER_LIMIT, until the unit ends, 1", resp.OverallCode, got)
+	}
+	if resp, got := call(rlstest.Descriptor("health=1"), 1); resp.OverallCode != pb.RateLimitResponse_OK || got != nil || len(resp.ResponseHeadersToAdd) != 0 {
+		t.Errorf("unlimited: %v, metadata %q, headers %v; want OK, nothing", resp.OverallCode, got, resp.ResponseHeadersToAdd)
 	}
 }
 

@@ -51,7 +51,7 @@ func (h *Handler) loginBegin(w http.ResponseWriter, r *http.Request) *apiError {
 
 // NewLoginResponse renders an attempt as the API answers it.
 func NewLoginResponse(a *guard.Attempt) wire.LoginResponse {
-	resp := wire.LoginResponse{Allowed: a.Allowed, Delay: Seconds(a.Delay), RetryAfter: Seconds(a.RetryAfter),
+	resp := wire.LoginResponse{Allowed: a.Allowed, Delay: wire.Seconds(a.Delay), RetryAfter: wire.Seconds(a.RetryAfter),
 		Captcha: a.Captcha, KnownGood: a.KnownGood, Reason: a.Reason}
 	if a.Guard != guard.Pass {
 		resp.Guard = a.Guard.String()
@@ -82,7 +82,7 @@ func (h *Handler) loginSettle(end guard.Ending) func(http.ResponseWriter, *http.
 		}
 		resp := wire.SettleResponse{Duplicate: st.Duplicate, Banned: st.Banned}
 		if st.Banned {
-			resp.BanSeconds = Seconds(st.Ban.Until.Sub(st.Ban.Since))
+			resp.BanSeconds = wire.Seconds(st.Ban.Until.Sub(st.Ban.Since))
 		}
 		jsonhttp.Write(w, http.StatusOK, resp)
 		return nil

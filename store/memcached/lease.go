@@ -120,8 +120,15 @@ func (s *Store) writeLeases(ctx context.Context, c *meta.Client, b *meta.Batch, 
 	if err != nil {
 		return false, err
 	}
+	return s.writeTable(ctx, c, b, key, enc, t.Latest(), found, cas, now)
+}
+
+// writeTable writes the encoded table enc to key by compare-and-set with
+// cas (or add, when the item was not found), to expire at last (Unix ns)
+// plus the store's margin, and reports whether it won.
+func (s *Store) writeTable(ctx context.Context, c *meta.Client, b *meta.Batch, key string, enc []byte, last int64, found bool, cas uint64, now int64) (bool, error) {
 	ttl := s.margin
-	if last := t.Latest(); last > now {
+	if last > now {
 		ttl += time.Duration(last - now)
 	}
 	b.Reset()

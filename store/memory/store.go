@@ -113,6 +113,7 @@ type Store struct {
 	clk          *clock
 	usesClock    atomic.Bool
 	leases       leaseShards // the concurrency leases: see lease.go
+	quotas       quotaShards // the edge quotas' shares: see quota.go
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -179,6 +180,7 @@ func New(c Config) *Store {
 	}
 	s.clk = newClock(res)
 	s.leases.init(s.maxBytes)
+	s.quotas.init(s.maxBytes)
 	for i := range s.shards {
 		s.shards[i].store = s
 		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 + 1

@@ -5,9 +5,9 @@ import codecs
 import json
 import logging
 import math
+import re
 import socket
 import struct
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -155,6 +155,8 @@ def normalize_key(key) -> str:
     """Returns key as the JSON string the service is sent: bytes and str
     alike, any bytes accepted; invalid UTF-8 (and lone surrogates) become
     U+FFFD, one per byte, as the Go client's keys do."""
+    if type(key) is str and key.isascii():
+        return key
     if isinstance(key, (bytes, bytearray, memoryview)):
         return bytes(key).decode("utf-8", "sluice-per-byte")
     if not isinstance(key, str):
@@ -168,6 +170,20 @@ def normalize_key(key) -> str:
         except UnicodeEncodeError:
             raw = key.encode("utf-8", "surrogatepass")
         return raw.decode("utf-8", "sluice-per-byte")
+
+
+# What json.dumps(ensure_ascii=False) writes for a str, in C.
+_quote = json.encoder.encode_basestring
+
+
+def _body(rule, key, cost):
+    """The request body {"rule", "key", "cost"}: its JSON, as json.dumps
+    writes it but without json.dumps's own work per call, when its
+    values are plain (str and int); else the dict, for json.dumps."""
+    key = normalize_key(key)
+    if type(rule) is str and type(cost) is int:
+        return f'{{"rule":{_quote(rule)},"key":{_quote(key)},"cost":{cost}}}'.encode()
+    return {"rule": rule, "key": key, "cost": cost}
 
 
 class _Throttled:
@@ -216,8 +232,10 @@ class Client:
         self._port = u.port or (443 if self._https else 80)
         self._prefix = u.path.rstrip("/")
         self._hostheader = u.netloc
-        self._idle = []  # (connection, time it became idle), most recent last
-        self._lock = threading.Lock()
+        self._heads = {}  # path: the request's bytes up to its Content-Length
+        # (connection, time it became idle), most recent last. A list's
+        # append and pop are atomic: threads share it without a lock.
+        self._idle = []
         self._max_idle = max_idle
         # The service closes connections idle for 2 minutes: drop ours
         # sooner, so that a call seldom picks one being closed.
@@ -229,7 +247,7 @@ class Client:
     def check(self, rule, key, cost=1) -> Decision:
         """Takes ``cost`` units of ``key`` under ``rule`` if they fit, and
         says whether they did."""
-        return self._decide("/v1/check", rule, {"rule": rule, "key": normalize_key(key), "cost": cost})
+        return self._decide("/v1/check", rule, _body(rule, key, cost))
 
     def peek(self, rule, key, cost=1) -> Decision:
         """Says whether ``cost`` units would fit, taking nothing."""
@@ -238,7 +256,7 @@ class Client:
     def insert(self, rule, key, cost=1) -> Decision:
         """Counts ``cost`` whether or not it fits (a penalty; negative
         gives units back), and says whether ``key`` may still act."""
-        return self._decide("/v1/insert", rule, {"rule": rule, "key": normalize_key(key), "cost": cost})
+        return self._decide("/v1/insert", rule, _body(rule, key, cost))
 
     def reserve(self, rule, key, id, cost=1) -> Decision:
         """Takes ``cost`` now and holds it, for a minute, until
@@ -331,9 +349,11 @@ class Client:
 
     def close(self):
         """Closes the idle connections."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn, _ in idle:
+        while True:
+            try:
+                conn, _ = self._idle.pop()
+            except IndexError:
+                return
             conn.close()
 
     def __enter__(self):
@@ -372,34 +392,40 @@ class Client:
     def _garbage(self, path, data):
         return Unavailable(f"sluice: {self.url}{path} answered {str(data)[:200]!r}, not the service's JSON")
 
-    def _conn(self):
-        now = time.monotonic()
-        with self._lock:
-            while self._idle:
+    def _conn(self, now):
+        while True:
+            try:
                 conn, since = self._idle.pop()
-                if now - since < self._idle_timeout:
-                    return conn, True
-                conn.close()
-        return None, False
+            except IndexError:
+                return None, False
+            if now - since < self._idle_timeout:
+                return conn, True
+            conn.close()
 
     def _put(self, conn):
-        with self._lock:
-            if len(self._idle) < self._max_idle:
-                self._idle.append((conn, time.monotonic()))
-                return
-        conn.close()
+        if len(self._idle) < self._max_idle:
+            self._idle.append((conn, time.monotonic()))
+        else:
+            conn.close()
 
     def _call(self, path, rule, body, want=200, extra=0.0):
         """Posts body to path and returns (status, headers, decoded JSON
         object). Raises Unavailable or InvalidRequest."""
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        request = b"".join((b"POST ", self._prefix.encode() + path.encode(), b" HTTP/1.1\r\nHost: ",
-                            self._hostheader.encode(), b"\r\nContent-Type: application/json\r\nContent-Length: ",
-                            str(len(payload)).encode(), b"\r\n\r\n", payload))
+        if type(body) is bytes:
+            payload = body
+        else:
+            payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        head = self._heads.get(path)
+        if head is None:
+            head = self._heads[path] = b"".join((
+                b"POST ", self._prefix.encode() + path.encode(), b" HTTP/1.1\r\nHost: ", self._hostheader.encode(),
+                b"\r\nContent-Type: application/json\r\nContent-Length: "))
+        request = b"%s%d\r\n\r\n%s" % (head, len(payload), payload)
         timeout = self.timeout + extra
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
         for attempt in (1, 2):
-            conn, reused = self._conn()
+            conn, reused = self._conn(now)
             try:
                 if conn is None:
                     conn = _Connection(self._host, self._port, self._https, timeout)
@@ -431,7 +457,7 @@ class Client:
             if want == 204:
                 return status, headers, {}
             try:
-                a = json.loads(data)
+                a = _loads(data)
             except ValueError:
                 a = None
             if not isinstance(a, dict):
@@ -445,10 +471,28 @@ class Client:
         except ValueError:
             pass
         detail = detail or data[:200].decode("utf-8", "replace").strip()
+        reason = reason[0].strip().decode("latin-1") if reason else ""
         msg = f"sluice: rule {rule!r}: {path}: {status} {reason}: {detail}"
         if 400 <= status < 500 and status not in (408, 429):
             raise InvalidRequest(msg, status=status, rule=rule)
         raise Unavailable(msg)
+
+
+_scan = json.JSONDecoder().scan_once
+
+
+def _loads(data):
+    """json.loads(data) for an object in UTF-8, as the service sends,
+    without json.loads's own work per call (it guesses the encoding);
+    anything else goes to json.loads."""
+    try:
+        s = data.rstrip(b" \t\n\r").decode()
+        a, end = _scan(s, 0)
+        if end == len(s):
+            return a
+    except (StopIteration, ValueError):
+        pass
+    return json.loads(data)
 
 
 class _Stale(Exception):
@@ -517,9 +561,10 @@ class _Connection:
 
     def round_trip(self, request, deadline, timeout):
         """Sends request and reads the answer before deadline: (status,
-        reason, {RateLimit fields}, body, whether to keep the connection)."""
-        self._set_timeout(timeout)
-        self.buf = b""
+        reason (bytes), the RateLimit fields as Decision.headers has
+        them, body, whether to keep the connection)."""
+        if timeout != self.timeout:
+            self._set_timeout(timeout)
         try:
             self.sock.sendall(request)
             data = self.sock.recv(65536)
@@ -529,32 +574,46 @@ class _Connection:
             raise socket.timeout("timed out") from e
         if not data:
             raise _Stale("the service closed the connection")
-        self.buf = data
         end = data.find(b"\r\n\r\n")
-        while end < 0:
-            if len(self.buf) > 65536:
-                raise ValueError("an answer header of more than 64 KiB")
-            self._more(deadline)
-            end = self.buf.find(b"\r\n\r\n")
-        lines = self.buf[:end].split(b"\r\n")
-        self.buf = self.buf[end + 4:]
-        parts = lines[0].split(None, 2)
+        if end < 0:
+            self.buf = data
+            while end < 0:
+                if len(self.buf) > 65536:
+                    raise ValueError("an answer header of more than 64 KiB")
+                self._more(deadline)
+                end = self.buf.find(b"\r\n\r\n")
+            data = self.buf
+        head = data[:end]
+        self.buf = data[end + 4:]
+        i = head.find(b"\r\n")
+        parts = (head if i < 0 else head[:i]).split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
             raise ValueError(f"answered {data[:100]!r}, not HTTP")
         status = int(parts[1])
-        reason = parts[2].strip().decode("latin-1") if len(parts) > 2 else ""
-        headers, length, chunked, keep = {}, None, False, True
-        for h in lines[1:]:
-            i = h.find(b":")
-            name = h[:i].strip().lower()
+        # One search finds the fields the client reads (a loop over every
+        # line was the most of its own cost); the last of each wins.
+        length = ratelimit = policy = None
+        chunked, keep = False, True
+        for name, value in _HEAD_FIELDS.findall(head):
+            name = name.lower()
             if name == b"content-length":
-                length = int(h[i + 1:])
+                length = value
+            elif name == b"ratelimit":
+                ratelimit = value
+            elif name == b"ratelimit-policy":
+                policy = value
             elif name == b"transfer-encoding":
-                chunked = h[i + 1:].strip().lower() == b"chunked"
-            elif name == b"connection":
-                keep = h[i + 1:].strip().lower() != b"close"
-            elif name in _FIELDS:
-                headers[_FIELDS[name]] = h[i + 1:].strip().decode("latin-1")
+                chunked = value.strip().lower() == b"chunked"
+            else:
+                keep = value.strip().lower() != b"close"
+        fields = ()
+        if ratelimit is not None:
+            fields = ((RATELIMIT_FIELDS[0], ratelimit.strip().decode("latin-1")),)
+        if policy is not None:
+            fields += ((RATELIMIT_FIELDS[1], policy.strip().decode("latin-1")),)
+        if not chunked and length is not None and len(self.buf) == int(length) <= MAX_ANSWER:
+            body, self.buf = self.buf, b""  # the whole answer came in one read
+            return status, parts[2:], fields, body, keep
         if chunked:
             body = b""
             while True:
@@ -568,6 +627,7 @@ class _Connection:
                 body += self._take(size, deadline)
                 self._line(deadline)
         elif length is not None:
+            length = int(length)
             if length > MAX_ANSWER or length < 0:
                 raise ValueError("an answer of more than 1 MiB")
             body = self._take(length, deadline)
@@ -583,10 +643,13 @@ class _Connection:
             body, keep = self.buf, False
         if self.buf:
             keep = False  # more than one answer: not ours to guess
-        return status, reason, headers, body, keep
+        return status, parts[2:], fields, body, keep
 
 
-_FIELDS = {name.lower().encode(): name for name in RATELIMIT_FIELDS}
+# A field the client reads: its name (RFC 9112 allows no space before
+# the colon) and its value.
+_HEAD_FIELDS = re.compile(rb"\r\n(content-length|ratelimit|ratelimit-policy|transfer-encoding|connection):([^\r\n]*)",
+                          re.IGNORECASE)
 
 
 def _num(a, name):
@@ -600,12 +663,39 @@ def _int(a, name):
 
 
 def _decision(a, headers, path) -> Decision:
+    """The Decision of the service's answer a, with headers, the
+    RateLimit fields."""
+    # Decision(...) runs a frozen dataclass's field-by-field __init__
+    # and this its conversions, field by field: the most of the client's
+    # own work once. An answer of the service's fields, of their types
+    # (a float may come as an int), gives the Decision's attributes at
+    # once instead; anything else takes the long way.
+    d = {**_DECISION, **a, "headers": headers}
+    if (len(d) == 13 and d["error"] is None and type(d["allowed"]) is bool and type(d["rule"]) is str
+            and type(d["limit"]) is int and type(d["policy"]) is str and type(d["remaining"]) is int
+            and type(d["shadowed"]) is bool and type(d["guard"]) is str and type(d["duplicate"]) is bool
+            and type(d["expires"]) is str):
+        if type(d["reset_after"]) is not float:
+            d["reset_after"] = _num(d, "reset_after")
+        if type(d["retry_after"]) is not float:
+            d["retry_after"] = _num(d, "retry_after")
+        decision = _new(Decision)
+        _setattr(decision, "__dict__", d)
+        return decision
     if not isinstance(a.get("allowed"), bool):
         raise Unavailable(f"sluice: {path} answered {str(a)[:200]!r}, not a decision")
-    fields = tuple((name, headers[name]) for name in RATELIMIT_FIELDS if name in headers)
     return Decision(
         allowed=a["allowed"], rule=str(a.get("rule", "")), limit=_int(a, "limit"),
         policy=str(a.get("policy", "")), remaining=_int(a, "remaining"),
         reset_after=_num(a, "reset_after"), retry_after=_num(a, "retry_after"),
         shadowed=bool(a.get("shadowed")), guard=str(a.get("guard", "")),
-        duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=fields)
+        duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=headers)
+
+
+# A Decision's attributes in the order of its fields, with the defaults
+# of an answer's missing fields; "allowed" has none.
+_DECISION = {"allowed": None, "rule": "", "limit": 0, "policy": "", "remaining": 0, "reset_after": 0.0,
+             "retry_after": 0.0, "shadowed": False, "guard": "", "duplicate": False, "expires": "",
+             "headers": (), "error": None}
+
+_new, _setattr = object.__new__, object.__setattr__

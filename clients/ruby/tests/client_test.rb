@@ -97,4 +97,22 @@ class ClientTest < Minitest::Test
   ensure
     servers&.each(&:close)
   end
+
+  # Fields in any case, a chunked body, the last field of a name wins.
+  def test_answer_header
+    body = '{"allowed":false,"rule":"api","remaining":0,"retry_after":2}'
+    answer = "HTTP/1.1 200 OK\r\nratelimit: \"old\"\r\nRATELIMIT:  \"api\";r=0;t=2 \r\n" \
+             "Transfer-Encoding: Chunked\r\nRateLimit-Policy:\"api\";q=5;w=3600\r\n\r\n" \
+             "#{body.bytesize.to_s(16)}\r\n#{body}\r\n0\r\n\r\n"
+    server = Support::BadServer.new(answer)
+    c = Sluice::Client.new(server.url, timeout: 5)
+    d = c.checked_insert("api", "k")
+    assert_nil d.error
+    refute d.allowed
+    assert_equal 2.0, d.retry_after
+    assert_equal({ "RateLimit" => '"api";r=0;t=2', "RateLimit-Policy" => '"api";q=5;w=3600' }, d.headers)
+  ensure
+    c&.close
+    server&.close
+  end
 end

@@ -1,6 +1,7 @@
 package cputime
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -18,5 +19,20 @@ func TestSelfGrows(t *testing.T) {
 	}
 	if after := Self(); after <= before {
 		t.Errorf("Self() = %v after work, want more than %v (x=%d)", after, before, x)
+	}
+}
+
+// TestOfSelf checks Of against Self on this process: within the 10 ms
+// resolution of /proc, and an error for a process that is not there.
+func TestOfSelf(t *testing.T) {
+	got, err := Of(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self := Self(); got > self || self-got > 50*time.Millisecond {
+		t.Errorf("Of(self) = %v, Self() = %v: want within the resolution", got, self)
+	}
+	if _, err := Of(-1); err == nil {
+		t.Error("Of(-1) = nil error, want one")
 	}
 }

@@ -283,6 +283,24 @@
     refreshBans();
   }
 
+  // drawQuota shows the edge quotas' buckets: the edges holding each,
+  // the shares assigned to them, and what they reported deciding.
+  function drawQuota(buckets) {
+    reconcile($("#quota tbody"), buckets, (q) => q.bucket,
+      (q) => el("tr", { "data-bucket": q.bucket },
+        el("td", {}, el("code", {}, q.bucket === "-" ? "(unknown)" : q.bucket)),
+        el("td", { class: "num", "data-f": "clients" }), el("td", { class: "num", "data-f": "assigned" }),
+        el("td", { class: "num", "data-f": "blankets" }), el("td", { class: "num", "data-f": "allowed" }),
+        el("td", { class: "num", "data-f": "denied" })),
+      (r, q) => {
+        cell(r, "clients", q.clients);
+        cell(r, "assigned", q.assigned);
+        cell(r, "blankets", q.blankets);
+        cell(r, "allowed", q.allowed);
+        cell(r, "denied", q.denied);
+      }, "No edge quotas reported.");
+  }
+
   // drawStrikes tells the failures the jails could not count (or counted
   // without those before): a store at its cap forgot them, decided on an
   // estimate, or failed.
@@ -452,6 +470,7 @@
       bansChanges = s.bans_changes;
       refreshBans();
     }
+    drawQuota(s.quota || []);
     const st = $("#status");
     st.dataset.state = "live";
     st.textContent = "live — updated " + clock(new Date(s.time));

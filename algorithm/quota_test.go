@@ -1,0 +1,182 @@
+package algorithm
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// sec is one second in Unix ns, the grid of the quota tests.
+const sec = int64(1e9)
+
+func TestQuotaLevel(t *testing.T) {
+	tests := []struct {
+		name    string
+		demands []int64
+		limit   int64
+		want    int64
+	}{
+		{"empty", nil, 1000, 1000},
+		{"all fit", []int64{100, 200}, 1000, 1000},
+		{"one over", []int64{100, 2000}, 1000, 900},
+		{"equal over", []int64{600, 600}, 1000, 500},
+		// 1:2:…:8 of 50/s into 1,000/s: 50 and 100 fit, six share 850.
+		{"skewed", []int64{50, 100, 150, 200, 250, 300, 350, 400}, 1000, 141},
+		{"unknown counts as the limit", []int64{UnknownDemand, 100}, 1000, 900},
+		{"zero demands", []int64{0, 0, 0}, 10, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q QuotaTable
+			for i, d := range tt.demands {
+				q.Holders = append(q.Holders, QuotaHolder{ID: string(rune('a' + i)), Demand: d, Exp: sec})
+			}
+			if got := q.Level(tt.limit); got != tt.want {
+				t.Errorf("Level(%d) of %v = %d, want %d", tt.limit, tt.demands, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestQuotaShare plays calls on a time grid of whole seconds and checks
+// each share granted.
+func TestQuotaShare(t *testing.T) {
+	type call struct {
+		at      int64 // seconds
+		id      string
+		demand  int64
+		release bool
+		want    int64
+		ok      bool
+	}
+	const limit, ttl, maxHolders = 1000, 3, 3
+	tests := []struct {
+		name  string
+		calls []call
+	}{
+		{"alone, its demand", []call{{0, "a", 300, false, 300, true}}},
+		{"unknown gets what is free", []call{
+			{0, "a", 300, false, 300, true},
+			{0, "b", UnknownDemand, false, 700, true},
+		}},
+		{"grows only into what is free", []call{
+			{0, "a", UnknownDemand, false, 1000, true},
+			{0, "b", UnknownDemand, false, 0, true}, // a holds it all
+			{1, "a", UnknownDemand, false, 500, true},
+			{1, "b", UnknownDemand, false, 500, true},
+		}},
+		{"shrinks at once", []call{
+			{0, "a", 800, false, 800, true},
+			{0, "b", 200, false, 200, true},
+			{1, "a", 100, false, 100, true},
+			{1, "b", 900, false, 900, true},
+		}},
+		{"keeps a share within 1/40", []call{
+			{0, "a", 400, false, 400, true},
+			{1, "a", 409, false, 400, true},
+			{2, "a", 391, false, 400, true},
+			{3, "a", 411, false, 411, true},
+		}},
+		{"expired share is free again", []call{
+			{0, "a", UnknownDemand, false, 1000, true},
+			{1, "b", 500, false, 0, true},
+			{3, "b", 500, false, 500, true}, // a expired at 3
+		}},
+		{"release gives back", []call{
+			{0, "a", UnknownDemand, false, 1000, true},
+			{1, "a", 0, true, 0, true},
+			{1, "b", 500, false, 500, true},
+		}},
+		{"a full table refuses a newcomer, not its holders", []call{
+			{0, "a", 100, false, 100, true},
+			{0, "b", 100, false, 100, true},
+			{0, "c", 100, false, 100, true},
+			{0, "d", 100, false, 0, false},
+			{1, "a", 200, false, 200, true},
+		}},
+		{"over the limit is the limit", []call{{0, "a", 5000, false, 1000, true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q QuotaTable
+			for i, c := range tt.calls {
+				now := c.at * sec
+				if c.release {
+					q.Release(c.id, now)
+					continue
+				}
+				got, ok := q.Share(c.id, c.demand, limit, now, now+ttl*sec, maxHolders)
+				if got != c.want || ok != c.ok {
+					t.Errorf("call %d: Share(%q, %d) at %ds = %d, %v; want %d, %v", i, c.id, c.demand, c.at, got, ok, c.want, c.ok)
+				}
+				if g := q.Granted(); g > limit {
+					t.Errorf("call %d: granted %d > limit %d", i, g, limit)
+				}
+			}
+		})
+	}
+}
+
+// TestQuotaConverges checks that holders asking in turn, each every
+// second, reach their max-min fair shares by their second round.
+func TestQuotaConverges(t *testing.T) {
+	demands := []int64{50, 100, 150, 200, 250, 300, 350, 400}
+	const limit = 1000
+	var q QuotaTable
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	for round := range int64(3) {
+		for i, id := range ids {
+			q.Share(id, demands[i], limit, round*sec, (round+3)*sec, 16)
+		}
+	}
+	level := q.Level(limit)
+	for i, h := range q.Holders {
+		want := min(demands[i], level)
+		if d := abs(h.Share - want); d*Hysteresis > want {
+			t.Errorf("holder %s: share %d, fair %d", h.ID, h.Share, want)
+		}
+	}
+}
+
+// TestQuotaInvariant plays random traces: the shares granted never sum
+// past the limit.
+func TestQuotaInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trace := range 200 {
+		var q QuotaTable
+		limit := 1 + rng.Int64N(2000)
+		now := int64(0)
+		for step := range 300 {
+			now += rng.Int64N(sec / 2)
+			id := string(rune('a' + rng.IntN(10)))
+			if rng.IntN(20) == 0 {
+				q.Release(id, now)
+				continue
+			}
+			demand := rng.Int64N(2*limit+1) - 1
+			q.Share(id, demand, limit, now, now+1+rng.Int64N(3*sec), 8)
+			if g := q.Granted(); g > limit {
+				t.Fatalf("trace %d step %d: granted %d > limit %d: %+v", trace, step, g, limit, q.Holders)
+			}
+		}
+	}
+}
+
+func TestQuotaCodec(t *testing.T) {
+	q := QuotaTable{Holders: []QuotaHolder{{"a", UnknownDemand, 10, 5}, {"holder-b", 200, 190, 7}}}
+	b, err := q.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeQuotaTable(b, 8)
+	if err != nil || len(got.Holders) != 2 || got.Holders[0] != q.Holders[0] || got.Holders[1] != q.Holders[1] {
+		t.Fatalf("DecodeQuotaTable = %+v, %v; want %+v", got, err, q)
+	}
+	for _, bad := range [][]byte{nil, {2}, b[:len(b)-1], append(append([]byte(nil), b...), 0)} {
+		if _, err := DecodeQuotaTable(bad, 8); err != ErrCorruptQuota {
+			t.Errorf("DecodeQuotaTable(%x) = %v, want ErrCorruptQuota", bad, err)
+		}
+	}
+	if _, err := DecodeQuotaTable(b, 1); err != ErrCorruptQuota {
+		t.Errorf("DecodeQuotaTable over max = %v, want ErrCorruptQuota", err)
+	}
+}

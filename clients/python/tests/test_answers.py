@@ -1,0 +1,80 @@
+"""The client's shortcuts through an answer (its JSON, its header, its
+Decision) give what the long way gives."""
+
+import json
+import unittest
+
+from sluice import Client, Decision
+from sluice import client as impl
+
+from .support import MisbehavingServer
+
+
+def long_way(a, headers):
+    """The Decision of answer a, converted field by field."""
+    if not isinstance(a.get("allowed"), bool):
+        raise impl.Unavailable("not a decision")
+    return Decision(
+        allowed=a["allowed"], rule=str(a.get("rule", "")), limit=impl._int(a, "limit"),
+        policy=str(a.get("policy", "")), remaining=impl._int(a, "remaining"),
+        reset_after=impl._num(a, "reset_after"), retry_after=impl._num(a, "retry_after"),
+        shadowed=bool(a.get("shadowed")), guard=str(a.get("guard", "")),
+        duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=headers)
+
+
+class Answers(unittest.TestCase):
+    def test_decision(self):
+        headers = (("RateLimit", '"api";r=4;t=720'),)
+        answers = [
+            {"allowed": True, "rule": "api", "limit": 5, "policy": "5/h", "remaining": 4, "reset_after": 720,
+             "retry_after": 0},
+            {"allowed": False, "rule": "api", "limit": 5, "policy": "5/h", "remaining": 0, "reset_after": 1.5,
+             "retry_after": 719.25, "shadowed": True, "guard": "jail", "duplicate": True, "expires": "soon"},
+            {"allowed": True},
+            {"allowed": True, "limit": 5.0, "remaining": "4", "rule": 7, "reset_after": True, "retry_after": None},
+            {"allowed": True, "shadowed": 1, "guard": None, "expires": 3},
+            {"allowed": True, "future": "field"},
+            {"allowed": True, "error": "x", "headers": "y"},
+        ]
+        for a in answers:
+            with self.subTest(a=a):
+                got, want = impl._decision(a, headers, "/v1/check"), long_way(a, headers)
+                self.assertEqual(vars(got), vars(want))
+                self.assertEqual([type(v) for v in vars(got).values()], [type(v) for v in vars(want).values()])
+                self.assertEqual(repr(got), repr(want))
+        for a in ({}, {"allowed": "yes"}, {"allowed": 1}, {"allowed": None}):
+            with self.subTest(a=a), self.assertRaises(impl.Unavailable):
+                impl._decision(a, (), "/v1/check")
+
+    def test_json(self):
+        for data in (b'{"allowed":true,"k":"\xc3\xa9"}\n', b'{"a":1}', b' {"a":1}', b'{"a":1} \r\n\t', b'{"a":1} x',
+                     b'{"a":1}\xc2\xa0', b"[1]", b'"s"', b'{"a":"\xff"}', b"", b"{", b'\xef\xbb\xbf{"a":1}'):
+            with self.subTest(data=data):
+                try:
+                    want = json.loads(data)
+                except ValueError as e:
+                    with self.assertRaises(ValueError, msg=str(e)):
+                        impl._loads(data)
+                else:
+                    self.assertEqual(impl._loads(data), want)
+
+    def test_header(self):
+        # Fields in any case, a chunked body, the last field of a name wins.
+        body = b'{"allowed":false,"rule":"api","remaining":0,"retry_after":2}'
+        answer = (b"HTTP/1.1 429 Too Many Requests\r\nratelimit: \"old\"\r\nRATELIMIT:  \"api\";r=0;t=2 \r\n"
+                  b"Transfer-Encoding: Chunked\r\nRateLimit-Policy:\"api\";q=5;w=3600\r\n\r\n"
+                  b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        server = MisbehavingServer(lambda data: answer.replace(b"429 Too Many Requests", b"200 OK"))
+        self.addCleanup(server.close)
+        c = Client(server.url, timeout=5)
+        self.addCleanup(c.close)
+        for _ in range(2):  # the second on the kept-alive connection
+            d = c.check("api", "k")
+            self.assertIsNone(d.error)
+            self.assertFalse(d.allowed)
+            self.assertEqual(d.retry_after, 2.0)
+            self.assertEqual(d.headers, (("RateLimit", '"api";r=0;t=2'), ("RateLimit-Policy", '"api";q=5;w=3600')))
+
+
+if __name__ == "__main__":
+    unittest.main()
