@@ -60,17 +60,6 @@ func BenchmarkLogin(b *testing.B) {
 		}},
 	}
 	for _, k := range kinds {
-		b.Run("kind="+k.name, func(b *testing.B) {
-			b.ReportAllocs()
-			cpu := cputime.Self()
-			i := 0
-			for b.Loop() {
-				if err := k.do(i % len(tries)); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-			b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
-		})
+		b.Run("kind="+k.name, func(b *testing.B) { cputime.Loop(b, len(tries), k.do) })
 	}
 }

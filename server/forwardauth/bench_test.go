@@ -78,17 +78,6 @@ guard:
 		}},
 	}
 	for _, k := range kinds {
-		b.Run("kind="+k.name, func(b *testing.B) {
-			b.ReportAllocs()
-			cpu := cputime.Self()
-			i := 0
-			for b.Loop() {
-				if err := k.do(i % len(reqs)); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-			b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
-		})
+		b.Run("kind="+k.name, func(b *testing.B) { cputime.Loop(b, len(reqs), k.do) })
 	}
 }

@@ -70,19 +70,10 @@ func BenchmarkCheck(b *testing.B) {
 			return err
 		}},
 	}
+	ctx := context.Background()
 	for _, k := range kinds {
 		b.Run("kind="+k.name, func(b *testing.B) {
-			ctx := context.Background()
-			b.ReportAllocs()
-			cpu := cputime.Self()
-			i := 0
-			for b.Loop() {
-				if err := k.do(ctx, keys[i%len(keys)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-			b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
+			cputime.Loop(b, len(keys), func(i int) error { return k.do(ctx, keys[i]) })
 		})
 	}
 }

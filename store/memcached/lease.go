@@ -65,21 +65,15 @@ func (s *Store) lease(ctx context.Context, r *sluice.LeaseRequest, op string) (s
 // leaseOnce reads the table of key, applies op at now, and writes it back
 // if it changed; done is false when another write came first.
 func (s *Store) leaseOnce(ctx context.Context, c *meta.Client, b *meta.Batch, key string, r *sluice.LeaseRequest, op string, now int64) (d sluice.LeaseDecision, done bool, err error) {
-	b.Reset()
-	b.GetCAS(key)
-	if err := c.Do(ctx, b); err != nil {
+	value, cas, found, err := readTable(ctx, c, b, key)
+	if err != nil {
 		return d, false, err
 	}
 	var t algorithm.LeaseTable
-	rep := &b.Replies[0]
-	found, cas := rep.Status == meta.StatusValue, rep.CAS
-	switch {
-	case found:
-		if t, err = algorithm.DecodeLeaseTable(rep.Value, sluice.MaxLeases); err != nil {
+	if found {
+		if t, err = algorithm.DecodeLeaseTable(value, sluice.MaxLeases); err != nil {
 			return d, false, fmt.Errorf("%w: memcached: %s: %w", sluice.ErrCorruptState, key, err)
 		}
-	case rep.Status != meta.StatusMiss:
-		return d, false, unexpected(rep)
 	}
 	pruned := t.Prune(now) > 0
 	d = applyLease(&t, r, op, now)
@@ -121,6 +115,24 @@ func (s *Store) writeLeases(ctx context.Context, c *meta.Client, b *meta.Batch, 
 		return false, err
 	}
 	return s.writeTable(ctx, c, b, key, enc, t.Latest(), found, cas, now)
+}
+
+// readTable reads the encoded table of key and its CAS token; found is
+// false when memcached holds none.
+func readTable(ctx context.Context, c *meta.Client, b *meta.Batch, key string) (value []byte, cas uint64, found bool, err error) {
+	b.Reset()
+	b.GetCAS(key)
+	if err := c.Do(ctx, b); err != nil {
+		return nil, 0, false, err
+	}
+	switch rep := &b.Replies[0]; rep.Status {
+	case meta.StatusValue:
+		return rep.Value, rep.CAS, true, nil
+	case meta.StatusMiss:
+		return nil, 0, false, nil
+	default:
+		return nil, 0, false, unexpected(rep)
+	}
 }
 
 // writeTable writes the encoded table enc to key by compare-and-set with

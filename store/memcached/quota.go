@@ -58,21 +58,15 @@ func (s *Store) Share(ctx context.Context, r sluice.ShareRequest) (sluice.Share,
 // shareOnce reads the table of key, applies r at now, and writes it back
 // if it changed; done is false when another write came first.
 func (s *Store) shareOnce(ctx context.Context, c *meta.Client, b *meta.Batch, key string, r *sluice.ShareRequest, now int64) (sh sluice.Share, done bool, err error) {
-	b.Reset()
-	b.GetCAS(key)
-	if err := c.Do(ctx, b); err != nil {
+	value, cas, found, err := readTable(ctx, c, b, key)
+	if err != nil {
 		return sh, false, err
 	}
 	var t algorithm.QuotaTable
-	rep := &b.Replies[0]
-	found, cas := rep.Status == meta.StatusValue, rep.CAS
-	switch {
-	case found:
-		if t, err = algorithm.DecodeQuotaTable(rep.Value, sluice.MaxQuotaHolders); err != nil {
+	if found {
+		if t, err = algorithm.DecodeQuotaTable(value, sluice.MaxQuotaHolders); err != nil {
 			return sh, false, fmt.Errorf("%w: memcached: %s: %w", sluice.ErrCorruptState, key, err)
 		}
-	case rep.Status != meta.StatusMiss:
-		return sh, false, unexpected(rep)
 	}
 	sh = sluice.Share{Limit: r.Limit, Time: time.Unix(0, now)}
 	var rate int64

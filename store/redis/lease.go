@@ -16,10 +16,7 @@ import (
 //go:embed lease.lua
 var leaseLua string
 
-var (
-	rueidisLease = rueidis.NewLuaScript(leaseLua)
-	goRedisLease = goredis.NewScript(leaseLua)
-)
+var leaseScript = newScript(leaseLua)
 
 // leaseStateID ends the name of a lease table's key in place of a limit's
 // StateID ("lease" in ASCII), so that it never names a rate state.
@@ -63,7 +60,7 @@ func (s *Store) lease(ctx context.Context, r *sluice.LeaseRequest, op string, co
 	keys := []string{LeaseKey(r.Prefix, r.Key)}
 	args := []string{strconv.Itoa(code), r.ID, strconv.Itoa(r.EffectiveCeiling()),
 		strconv.FormatInt(ceilMicros(int64(r.TTL)), 10), strconv.FormatInt(now, 10), strconv.FormatInt(s.slack, 10)}
-	v, err := s.evalLease(ctx, keys, args)
+	v, err := s.evalInts(ctx, leaseScript, keys, args)
 	if err != nil {
 		return sluice.LeaseDecision{}, fmt.Errorf("%w: redis: lease %s: %w", sluice.ErrStore, op, err)
 	}
@@ -80,13 +77,24 @@ func (s *Store) lease(ctx context.Context, r *sluice.LeaseRequest, op string, co
 	return d, nil
 }
 
-// evalLease runs lease.lua on the store's client.
-func (s *Store) evalLease(ctx context.Context, keys, args []string) ([]int64, error) {
+// A script is a Lua script of the store's, for either client.
+type script struct {
+	rueidis *rueidis.Lua
+	goRedis *goredis.Script
+}
+
+func newScript(src string) script {
+	return script{rueidis: rueidis.NewLuaScript(src), goRedis: goredis.NewScript(src)}
+}
+
+// evalInts runs sc on the store's client, and returns its answer, a
+// list of integers.
+func (s *Store) evalInts(ctx context.Context, sc script, keys, args []string) ([]int64, error) {
 	switch c := s.c.(type) {
 	case *rueidisClient:
-		return rueidisLease.Exec(ctx, c.c, keys, args).AsIntSlice()
+		return sc.rueidis.Exec(ctx, c.c, keys, args).AsIntSlice()
 	case *goRedisClient:
-		return goRedisLease.Run(ctx, c.c, keys, anys(args)...).Int64Slice()
+		return sc.goRedis.Run(ctx, c.c, keys, anys(args)...).Int64Slice()
 	}
 	return nil, fmt.Errorf("%w: client %T", errReply, s.c)
 }

@@ -7,19 +7,13 @@ import (
 	"strconv"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
-
 	"github.com/sluicehq/sluice"
 )
 
 //go:embed quota.lua
 var quotaLua string
 
-var (
-	rueidisQuota = rueidis.NewLuaScript(quotaLua)
-	goRedisQuota = goredis.NewScript(quotaLua)
-)
+var quotaScript = newScript(quotaLua)
 
 var _ sluice.QuotaStore = (*Store)(nil)
 
@@ -51,7 +45,7 @@ func (s *Store) Share(ctx context.Context, r sluice.ShareRequest) (sluice.Share,
 	keys := []string{QuotaKey(r.Prefix, r.Key, r.Limit)}
 	args := []string{r.Holder, strconv.Itoa(r.Demand), strconv.Itoa(r.Limit.Rate), strconv.FormatInt(ttl, 10),
 		strconv.FormatInt(now, 10), strconv.Itoa(sluice.MaxQuotaHolders), strconv.FormatInt(s.slack, 10)}
-	v, err := s.evalQuota(ctx, keys, args)
+	v, err := s.evalInts(ctx, quotaScript, keys, args)
 	if err != nil {
 		return sluice.Share{}, fmt.Errorf("%w: redis: quota: %w", sluice.ErrStore, err)
 	}
@@ -64,15 +58,4 @@ func (s *Store) Share(ctx context.Context, r sluice.ShareRequest) (sluice.Share,
 		sh.Expires = time.UnixMicro(v[4])
 	}
 	return sh, nil
-}
-
-// evalQuota runs quota.lua on the store's client.
-func (s *Store) evalQuota(ctx context.Context, keys, args []string) ([]int64, error) {
-	switch c := s.c.(type) {
-	case *rueidisClient:
-		return rueidisQuota.Exec(ctx, c.c, keys, args).AsIntSlice()
-	case *goRedisClient:
-		return goRedisQuota.Run(ctx, c.c, keys, anys(args)...).Int64Slice()
-	}
-	return nil, fmt.Errorf("%w: client %T", errReply, s.c)
 }

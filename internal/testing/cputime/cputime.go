@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -53,4 +54,20 @@ func Of(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("cputime: /proc/%d/stat: %w", pid, err)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// Loop runs do(i) for i = 0, 1, … while b.Loop asks, each i below n
+// (do(i % n)), and reports the allocations and the process's CPU time
+// per call (cpu-ns/op); the first error fails the benchmark.
+func Loop(b *testing.B, n int, do func(i int) error) {
+	b.ReportAllocs()
+	cpu := Self()
+	i := 0
+	for b.Loop() {
+		if err := do(i % n); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(Self()-cpu)/float64(b.N), "cpu-ns/op")
 }
