@@ -282,6 +282,9 @@ func (f *file) config(v *validator) (*Config, error) {
 	c.Admin, errs[4] = f.Admin.admin(v)
 	var guardErr, authErr, loginErr error
 	c.Guard, guardErr = f.Guard.guard(v, c.Rules, loginJails(f.Logins))
+	if c.Guard.StateFile != "" && c.Store.Type != "" && c.Store.Type != StoreMemory {
+		guardErr = errors.Join(guardErr, v.errorf(at("guard", "state_file"), "the %s store keeps the bans itself: a state file is for the memory store", c.Store.Type))
+	}
 	guardErr = errors.Join(guardErr, f.Guard.notifications(v, &c.Guard))
 	c.ForwardAuth, authErr = f.ForwardAuth.forwardAuth(v, c.Rules)
 	c.Logins, loginErr = logins(v, f.Logins, c.Guard)

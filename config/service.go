@@ -159,6 +159,12 @@ type Admin struct {
 	// may name an environment variable (token_env) or a file
 	// (token_file) holding it rather than hold it.
 	Token string
+	// ReadOnlyToken, when set, is a second token that views the admin
+	// API and the dashboard and changes nothing (for a wallboard or a
+	// script that reads): at least MinTokenLen bytes, not Token. It may
+	// come from read_only_token_env or read_only_token_file too. Default
+	// empty: none.
+	ReadOnlyToken string
 	// TLS, when set, serves the admin listener over TLS (with
 	// ClientCAFile: only to clients with a certificate). Default nil:
 	// plain text, which the loopback default suits.
@@ -212,6 +218,15 @@ type Guard struct {
 	// sluice_jail_strikes_lost_total). With a shared store the counts
 	// live there. Default 0: guard.DefaultMaxBans (100,000: 12.5 MiB).
 	MaxStrikes int
+	// StateFile, with the memory store, is the file that keeps the bans
+	// in force (with their expiry and offences) and the admin API's list
+	// edits across restarts: written whole and renamed over, at most once
+	// a second when they change and at shutdown; read at start, where a
+	// corrupt, truncated or foreign file stops the service with an error
+	// naming it (sluice serve -ignore-state-file starts without it). A
+	// shared store keeps the bans itself: there it is an error. Default
+	// "": bans and list edits last until the process exits.
+	StateFile string
 	// Notify tells of the bans, lifts and expiries of every jail, the
 	// manual jail included. Default none.
 	Notify []Notify
@@ -235,6 +250,12 @@ type Jail struct {
 	MaxBanTime time.Duration
 	// Growth multiplies a ban's length per earlier offence. Default 2.
 	Growth float64
+	// Jitter lengthens each ban by a random fraction of it up to Jitter,
+	// so that a botnet's bans do not all lapse at once (ban_time: 1h
+	// bans for 60 to 66 minutes): as guard.JailConfig.Jitter reads it,
+	// 0 is the default 0.1 and a negative value none. The file's
+	// jitter is 0 to 1; jitter: 0 there means none (-1 here).
+	Jitter float64
 	// Notify tells of the jail's bans, lifts and expiries. Default none.
 	Notify []Notify
 }
@@ -323,6 +344,11 @@ type (
 		TokenEnv  string         `yaml:"token_env"`
 		TokenFile string         `yaml:"token_file"`
 		TLS       *fileServerTLS `yaml:"tls"`
+		// The read-only token, from the file, an environment variable
+		// or a file.
+		ReadOnlyToken     string `yaml:"read_only_token"`
+		ReadOnlyTokenEnv  string `yaml:"read_only_token_env"`
+		ReadOnlyTokenFile string `yaml:"read_only_token_file"`
 	}
 	fileGRPC struct {
 		Listen string         `yaml:"listen"`
@@ -337,6 +363,7 @@ type (
 		CoarsenIPv4 int          `yaml:"coarsen_ipv4"`
 		CoarsenIPv6 int          `yaml:"coarsen_ipv6"`
 		MaxStrikes  int          `yaml:"max_strikes"`
+		StateFile   string       `yaml:"state_file"`
 		Notify      []fileNotify `yaml:"notify"`
 	}
 	fileJail struct {
@@ -347,6 +374,7 @@ type (
 		BanTime     time.Duration `yaml:"ban_time"`
 		MaxBanTime  time.Duration `yaml:"max_ban_time"`
 		Growth      float64       `yaml:"growth"`
+		Jitter      *float64      `yaml:"jitter"`
 		Notify      []fileNotify  `yaml:"notify"`
 	}
 	fileForwardAuth struct {
@@ -514,10 +542,29 @@ func (f *fileAdmin) admin(v *validator) (Admin, error) {
 	case strings.ContainsAny(token, " \t\r\n"):
 		return a, v.errorf(at("admin"), "the token must not contain white space")
 	}
+	if a.ReadOnlyToken, err = f.readOnlyToken(v, token); err != nil {
+		return a, err
+	}
 	if a.Listen == "" {
 		a.Listen = DefaultAdminListen
 	}
 	return a, listenAddr(v, at("admin", "listen"), a.Listen)
+}
+
+// readOnlyToken reads and checks the read-only token, beside token.
+func (f *fileAdmin) readOnlyToken(v *validator, token string) (string, error) {
+	ro, err := secret(v, at("admin"), f.ReadOnlyToken, f.ReadOnlyTokenEnv, f.ReadOnlyTokenFile, "read_only_token")
+	switch {
+	case err != nil || ro == "":
+		return ro, err
+	case len(ro) < MinTokenLen:
+		return ro, v.errorf(at("admin"), "the read-only token is %d bytes; at least %d are required", len(ro), MinTokenLen)
+	case strings.ContainsAny(ro, " \t\r\n"):
+		return ro, v.errorf(at("admin"), "the read-only token must not contain white space")
+	case ro == token:
+		return ro, v.errorf(at("admin"), "the read-only token must differ from the token")
+	}
+	return ro, nil
 }
 
 // grpc validates the grpc section.
@@ -551,7 +598,7 @@ func listEntries(v *validator, name string, in []string) ([]guard.Entry, error) 
 
 // guard validates the guard section against the rules.
 func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) (Guard, error) {
-	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes}
+	g := Guard{MaxBans: f.MaxBans, MaxKeyBans: f.MaxKeyBans, CoarsenIPv4: f.CoarsenIPv4, CoarsenIPv6: f.CoarsenIPv6, MaxStrikes: f.MaxStrikes, StateFile: f.StateFile}
 	errs := []error{g.checkBans(v)}
 	if g.MaxStrikes < 0 {
 		errs = append(errs, v.errorf(at("guard", "max_strikes"), "max_strikes %d must not be negative", g.MaxStrikes))
@@ -563,9 +610,12 @@ func (f *fileGuard) guard(v *validator, rules []NamedRule, loginJails []string) 
 	seen := map[string]int{}
 	for i, fj := range f.Jails {
 		j := Jail{Name: fj.Name, Rules: fj.Rules, MaxFailures: fj.MaxFailures, FindTime: fj.FindTime,
-			BanTime: fj.BanTime, MaxBanTime: fj.MaxBanTime, Growth: fj.Growth}
+			BanTime: fj.BanTime, MaxBanTime: fj.MaxBanTime, Growth: fj.Growth, Jitter: jitter(fj.Jitter)}
 		if err := g.jail(v, i, j, seen, rules, loginJails); err != nil {
 			errs = append(errs, err)
+		}
+		if fj.Jitter != nil && !(*fj.Jitter >= 0 && *fj.Jitter <= 1) {
+			errs = append(errs, v.errorf(at("guard", "jails", i, "jitter"), "jitter %v must be a fraction of the ban, 0 (none) to 1 (default 0.1)", *fj.Jitter))
 		}
 		seen[j.Name] = i
 		g.Jails = append(g.Jails, j) // (for the notify sections; a Guard with errors is not returned)
@@ -612,6 +662,18 @@ func (g *Guard) jail(v *validator, i int, j Jail, seen map[string]int, rules []N
 		fail(p("max_ban_time"), "max_ban_time %v is shorter than the ban time", j.MaxBanTime)
 	}
 	return errors.Join(errs...)
+}
+
+// jitter returns a jail's Jitter of the file's: unset, the default (0);
+// 0, none (-1).
+func jitter(f *float64) float64 {
+	switch {
+	case f == nil:
+		return 0
+	case *f == 0:
+		return -1
+	}
+	return *f
 }
 
 // checkBans validates the bounds of the ban registry.

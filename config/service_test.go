@@ -55,7 +55,7 @@ guard:
   coarsen_ipv4: 20
   coarsen_ipv6: 56
   jails:
-    - {name: abuse, rules: [api, login], max_failures: 20, find_time: 1m, ban_time: 10m, max_ban_time: 24h, growth: 3}
+    - {name: abuse, rules: [api, login], max_failures: 20, find_time: 1m, ban_time: 10m, max_ban_time: 24h, growth: 3, jitter: 0.25}
 forward_auth:
   rule: api
   key: [ip, method, path, "header:X-Api-Key"]
@@ -71,7 +71,7 @@ forward_auth:
 				Admin:   Admin{Listen: DefaultAdminListen, Token: "0123456789abcdef-token"},
 				Guard: Guard{Allow: []guard.Entry{guard.NetEntry(netip.MustParsePrefix("10.0.0.0/8")), guard.KeyEntry("ops")}, Deny: []guard.Entry{guard.NetEntry(netip.MustParsePrefix("192.0.2.7/32"))}, MaxBans: 1000, MaxKeyBans: 100, CoarsenIPv4: 20, CoarsenIPv6: 56, Jails: []Jail{{
 					Name: "abuse", Rules: []string{"api", "login"}, MaxFailures: 20, FindTime: time.Minute,
-					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3,
+					BanTime: 10 * time.Minute, MaxBanTime: 24 * time.Hour, Growth: 3, Jitter: 0.25,
 				}}},
 				ForwardAuth: ForwardAuth{Rule: "api", Key: []string{"ip", "method", "path", "header:X-Api-Key"},
 					TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, DenyStatus: 403, IPv6Prefix: 56},
@@ -146,10 +146,14 @@ func TestParseServiceErrors(t *testing.T) {
 		{"admin token space", "admin: {token: \"0123456789 abcdef\"}\n", []string{"admin: the token must not contain white space"}},
 		{"admin empty env", "admin: {token_env: SLUICE_TEST_EMPTY}\n", []string{"admin.token_env: environment variable SLUICE_TEST_EMPTY is not set"}},
 		{"admin listen without token", "admin: {listen: \"127.0.0.1:1\"}\n", []string{"admin.listen: an admin listener needs a token"}},
+		{"admin read-only token short", "admin: {token: 0123456789abcdefgh, read_only_token: short}\n", []string{"admin: the read-only token is 5 bytes"}},
+		{"admin read-only token is the token", "admin: {token: 0123456789abcdefgh, read_only_token: 0123456789abcdefgh}\n", []string{"the read-only token must differ from the token"}},
 		{"admin bad listen", "admin: {token: 0123456789abcdefgh, listen: nope}\n", []string{"admin.listen:", "not host:port"}},
 		{"guard bad allow", "guard:\n  allow: [10.0.0.0/8, 10.0.0.300]\n", []string{"t.yaml:7:23: guard.allow[1]:", "is not an address (203.0.113.7), a network (198.51.100.0/24) or key:NAME"}},
 		{"guard bad deny", "guard: {deny: [\"::1/200\"]}\n", []string{"guard.deny[0]:"}},
 		{"guard empty key", "guard: {deny: [\"key:\"]}\n", []string{"guard.deny[0]:", `"key:" is not an address`}},
+		{"guard state file with redis", "store: {type: redis, redis: {addrs: [\"127.0.0.1:6379\"]}}\nguard: {state_file: /var/lib/sluice/state.json}\n",
+			[]string{"guard.state_file:", "the redis store keeps the bans itself"}},
 		{"guard max_bans", "guard: {max_bans: -1}\n", []string{"t.yaml:6:19: guard.max_bans:", "must not be negative"}},
 		{"guard max_key_bans", "guard: {max_bans: 10, max_key_bans: 10}\n", []string{"guard.max_key_bans:", "0 (half of max_bans) to 9"}},
 		{"guard max_key_bans default", "guard: {max_key_bans: 100000}\n", []string{"guard.max_key_bans:", "to 99999"}},
@@ -163,6 +167,8 @@ func TestParseServiceErrors(t *testing.T) {
 		{"jail unknown rule", "guard: {jails: [{name: j, rules: [api, nope]}]}\n", []string{"guard.jails[0].rules[1]:", `no rule named "nope"`}},
 		{"jail negative", "guard: {jails: [{name: j, rules: [api], max_failures: -1}]}\n", []string{"t.yaml:6:55: guard.jails[0].max_failures:", "must not be negative"}},
 		{"jail growth", "guard: {jails: [{name: j, rules: [api], growth: 0.5}]}\n", []string{"guard.jails[0].growth:"}},
+		{"jail jitter", "guard: {jails: [{name: j, rules: [api], jitter: 1.5}]}\n", []string{"guard.jails[0].jitter:", "0 (none) to 1"}},
+		{"jail negative jitter", "guard: {jails: [{name: j, rules: [api], jitter: -0.1}]}\n", []string{"guard.jails[0].jitter:"}},
 		{"jail max ban", "guard: {jails: [{name: j, rules: [api], ban_time: 1h, max_ban_time: 30m}]}\n", []string{"guard.jails[0].max_ban_time:"}},
 		{"jail huge", "guard: {jails: [{name: j, rules: [api], ban_time: 100000h}]}\n", []string{"t.yaml:6:51: guard.jails[0].ban_time:", "is more than 43920h"}},
 		{"unknown jail field", "guard: {jails: [{name: j, rules: [api], bantime: 1h}]}\n", []string{`guard.jails[0]: unknown field "bantime"; did you mean "ban_time"?`}},

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -301,4 +302,40 @@ func FuzzBanSetCapacity(f *testing.F) {
 			t.Fatalf("the allow-listed address is covered by %+v", b)
 		}
 	})
+}
+
+// TestBanSetRefusals: the set counts what each ban refused, under the
+// ban's canonical key; a ban replaced in place keeps its count, one
+// lifted loses it, a ban that is not held counts nothing, and the bans
+// merged into a network ban at capacity give it theirs.
+func TestBanSetRefusals(t *testing.T) {
+	s := guard.BanSet{BanLimits: guard.BanLimits{Max: 4, MaxKeys: 1}} // room for 3 address bans
+	put := func(b guard.Ban) {
+		t.Helper()
+		if _, err := s.Put(b, t0); err != nil {
+			t.Fatalf("Put(%+v): %v", b, err)
+		}
+	}
+	put(ban("j", "192.0.2.1", time.Hour))
+	put(ban("j", "192.0.2.2", time.Hour))
+	put(ban("j", "alice", time.Hour))
+	s.CountRefusals("j", "192.0.2.1", 3)
+	s.CountRefusals("j", "::ffff:192.0.2.1", 1) // the same address
+	s.CountRefusals("j", "192.0.2.2", 5)
+	s.CountRefusals("j", "alice", 2)
+	s.CountRefusals("other", "alice", 7) // no such ban
+	s.CountRefusals("j", "bob", 7)
+	put(ban("j", "alice", 2*time.Hour)) // longer, in place
+	want := map[guard.BanID]int64{{Jail: "j", Key: "192.0.2.1"}: 4, {Jail: "j", Key: "192.0.2.2"}: 5, {Jail: "j", Key: "alice"}: 2}
+	if got := s.Refusals(); !maps.Equal(got, want) {
+		t.Errorf("Refusals() = %v, want %v", got, want)
+	}
+	s.Delete("j", "alice")
+	put(ban("j", "alice", time.Hour))
+	put(ban("j", "192.0.2.3", time.Hour))
+	put(ban("j", "192.0.2.200", time.Hour)) // full: 192.0.2.0/30 merges the first three
+	want = map[guard.BanID]int64{{Jail: "j", Key: "192.0.2.0/30"}: 9}
+	if got := s.Refusals(); !maps.Equal(got, want) {
+		t.Errorf("after a lift and a merge, Refusals() = %v, want %v", got, want)
+	}
 }

@@ -320,10 +320,14 @@ func (s *BanSet) coarsen(jail string, net netip.Prefix, members []netip.Prefix, 
 	if i := s.find(nk, jail); i >= 0 {
 		parts = append(parts, s.nets[net][i])
 	}
+	var refused int64 // by the bans merged
 	for _, p := range slices.Clone(members) {
 		mk := banKey{net: p, key: netString(p)}
 		if i := s.find(mk, jail); i >= 0 && p != net {
 			merged = append(merged, s.nets[p][i])
+			if c := s.refusals[BanID{jail, mk.key}]; c != nil {
+				refused += c.Load()
+			}
 			s.remove(mk, jail)
 		}
 	}
@@ -348,6 +352,9 @@ func (s *BanSet) coarsen(jail string, net netip.Prefix, members []netip.Prefix, 
 	}
 	s.coarsened.Add(int64(n))
 	s.set(nk, out)
+	if refused > 0 {
+		s.counter(BanID{jail, nk.key}).Add(refused)
+	}
 	return out, merged
 }
 

@@ -2,10 +2,13 @@ package guard_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,57 +17,252 @@ import (
 	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
-// TestExportLoads loads each firewall export into the real tool that
-// reads it — nft, ipset, iptables-restore, ip6tables-restore, in a
-// network namespace of their own (unshare -rn), so nothing touches the
-// machine's firewall; nginx -t for the geo and map files — and checks
-// that every banned address and network is there, and the username is
-// not.
-func TestExportLoads(t *testing.T) {
-	now := time.Now()
+// exportBans are the bans the firewall tests export: addresses, a
+// network with an address within it banned longer, an IPv4-mapped
+// address, IPv6 networks, and a username, which no firewall can hold.
+func exportBans(now time.Time) []guard.Ban {
 	var bans []guard.Ban
-	for _, k := range []string{"203.0.113.7", "198.51.100.0/24", "::ffff:192.0.2.9", "2001:db8::1", "2001:db8:bad::/48", "user:alice"} {
-		bans = append(bans, guard.Ban{Jail: "j", Key: k, Since: now, Until: now.Add(time.Hour)})
-	}
-	v4 := []string{"203.0.113.7", "198.51.100.0/24", "192.0.2.9"}
-	v6 := []string{"2001:db8::1", "2001:db8:bad::/48"}
-	sbin := []string{"/usr/sbin", "/sbin"}
-	for _, tt := range []struct {
-		format guard.Format
-		tool   string
-		script string // FILE is the export; run in a network namespace unless nginx
-		want   []string
+	for _, b := range []struct {
+		key string
+		d   time.Duration
 	}{
-		{guard.NFTables, "nft", "nft -f FILE && nft list table inet sluice", append(v4, v6...)},
-		{guard.IPSet, "ipset", "ipset restore < FILE && ipset list", append(v4, v6...)},
-		{guard.IPTables, "iptables-restore", "iptables-restore < FILE && iptables -S sluice", v4},
-		{guard.IPTables6, "ip6tables-restore", "ip6tables-restore < FILE && ip6tables -S sluice", v6},
-		{guard.NginxGeo, "nginx", "", append(v4, v6...)},
-		{guard.NginxMap, "nginx", "", append(v4, v6...)}, // networks as comments that say so
+		{"203.0.113.7", time.Hour}, {"198.51.100.0/24", time.Minute}, {"198.51.100.9", time.Hour},
+		{"::ffff:192.0.2.9", time.Hour}, {"2001:db8::1", time.Hour}, {"2001:db8:bad::/48", time.Hour}, {"user:alice", time.Hour},
 	} {
-		t.Run(string(tt.format), func(t *testing.T) {
-			tool := testserver.Binary(t, tt.tool, sbin...)
-			var b bytes.Buffer
-			if err := guard.Export(&b, tt.format, bans, guard.ExportOptions{Set: "sluice"}); err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(t.TempDir(), "bans")
-			if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			var out string
-			if tt.tool == "nginx" {
-				out = nginxCheck(t, tool, tt.format, file)
-			} else {
-				out = inNetns(t, filepath.Dir(tool), strings.ReplaceAll(tt.script, "FILE", file))
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(out, strings.TrimSuffix(w, "/32")) {
-					t.Errorf("%s does not hold %s:\n%s", tt.tool, w, out)
+		bans = append(bans, guard.Ban{Jail: "j", Key: b.key, Since: now, Until: now.Add(b.d)})
+	}
+	return bans
+}
+
+// Sources of the firewall tests: each banned one is in a ban above, each
+// free one in none (198.51.101.1 is beside the banned /24).
+var (
+	bannedSources = []string{"203.0.113.7", "198.51.100.20", "198.51.100.9", "192.0.2.9", "2001:db8::1", "2001:db8:bad:1::5"}
+	freeSources   = []string{"203.0.113.8", "198.51.101.1", "2001:db8::2", "2001:db8:bad0::1"}
+)
+
+// firewalls are how a test applies an export: with tool, in the
+// namespace, then the hook commands of its header where the format
+// holds none of its own, then again, as a cron job would.
+var firewalls = []struct {
+	format guard.Format
+	tool   string
+	apply  string // FILE is the export
+	show   string
+}{
+	{guard.NFTables, "nft", "nft -f FILE", "nft list table inet sluice"},
+	{guard.IPSet, "ipset", "ipset restore < FILE", "ipset list"},
+	{guard.IPTables, "iptables-restore", "iptables-restore --noflush < FILE", "iptables -S"},
+	{guard.IPTables6, "ip6tables-restore", "ip6tables-restore --noflush < FILE", "ip6tables -S"},
+}
+
+// TestExportDrops applies each firewall export, twice, in a network namespace of its own (unshare -rn: nothing touches
+// the machine's firewall) with the real tool, and checks from the
+// namespace's own addresses that the kernel drops a connection from
+// every banned source and lets one from every other through; for ipset
+// and iptables, which need a rule outside their restore script, with
+// the hook commands the export's header gives. A missing tool, or
+// namespaces that cannot be made, fail the test under CI=true.
+func TestExportDrops(t *testing.T) {
+	testserver.SkipShort(t, "starts network namespaces")
+	netns(t)
+	sbin := []string{"/usr/sbin", "/sbin"}
+	bans := exportBans(time.Now())
+	for _, fw := range firewalls {
+		t.Run(string(fw.format), func(t *testing.T) {
+			tool := testserver.Binary(t, fw.tool, sbin...)
+			file := writeExport(t, fw.format, bans)
+			want4, want6 := fw.format != guard.IPTables6, fw.format != guard.IPTables
+			var dropped, free []string
+			for _, s := range bannedSources {
+				if strings.Contains(s, ":") && want6 || !strings.Contains(s, ":") && want4 {
+					dropped = append(dropped, s)
 				}
 			}
-			if strings.Contains(out, "alice") {
-				t.Errorf("%s holds the username's ban:\n%s", tt.tool, out)
+			for _, s := range freeSources {
+				if strings.Contains(s, ":") && want6 || !strings.Contains(s, ":") && want4 {
+					free = append(free, s)
+				}
+			}
+			apply := strings.ReplaceAll(fw.apply, "FILE", file)
+			script := strings.Join(slices.Concat([]string{apply}, hooks(t, file), []string{apply, fw.show + " >&2", probeCommand(dropped, free)}), " && ")
+			out := inNetns(t, filepath.Dir(tool), script)
+			if !strings.Contains(out, "probe: ok") {
+				t.Errorf("%s:\n%s", fw.format, out)
+			}
+		})
+	}
+}
+
+// TestExportEmpty: an export of no bans applies, and leaves the set
+// empty: it lifts what an earlier export banned.
+func TestExportEmpty(t *testing.T) {
+	testserver.SkipShort(t, "starts network namespaces")
+	netns(t)
+	sbin := []string{"/usr/sbin", "/sbin"}
+	for _, fw := range firewalls {
+		t.Run(string(fw.format), func(t *testing.T) {
+			tool := testserver.Binary(t, fw.tool, sbin...)
+			full, empty := writeExport(t, fw.format, exportBans(time.Now())), writeExport(t, fw.format, nil)
+			var free []string
+			for _, s := range append(bannedSources, freeSources...) {
+				if (fw.format != guard.IPTables6 || strings.Contains(s, ":")) && (fw.format != guard.IPTables || !strings.Contains(s, ":")) {
+					free = append(free, s)
+				}
+			}
+			script := strings.Join(slices.Concat([]string{strings.ReplaceAll(fw.apply, "FILE", full)}, hooks(t, full),
+				[]string{strings.ReplaceAll(fw.apply, "FILE", empty), probeCommand(nil, free)}), " && ")
+			if out := inNetns(t, filepath.Dir(tool), script); !strings.Contains(out, "probe: ok") {
+				t.Errorf("%s of no bans after some:\n%s", fw.format, out)
+			}
+		})
+	}
+}
+
+// writeExport writes the export of bans in f to a file, and returns its
+// path.
+func writeExport(t *testing.T, f guard.Format, bans []guard.Ban) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := guard.Export(&b, f, bans, guard.ExportOptions{Set: "sluice"}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "bans")
+	if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// hooks returns the commands the header of the export in file says to
+// run once: its comment lines indented under the first.
+func hooks(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		if cmd, ok := strings.CutPrefix(line, "#   "); ok {
+			out = append(out, "{ "+strings.TrimSpace(cmd)+"; }")
+		}
+	}
+	return out
+}
+
+// netns checks that network namespaces can be made: else it skips the
+// test, or fails it under CI=true.
+func netns(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("unshare", "-rn", "true").CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("unshare -rn: %v %s: CI must be able to make network namespaces", err, out)
+		}
+		t.Skipf("unshare -rn: %v %s (CI=true would fail)", err, out)
+	}
+}
+
+// probeServer is the address the probe connects to, on the namespace's
+// loopback, as are the sources.
+const (
+	probeServer4 = "192.0.2.200"
+	probeServer6 = "2001:db8:ffff::1"
+)
+
+// probeCommand returns the shell command that sets up the namespace's
+// loopback with the sources and runs this test binary as the probe.
+func probeCommand(dropped, free []string) string {
+	var b strings.Builder
+	b.WriteString("ip link set lo up")
+	for _, a := range append(append([]string{probeServer4, probeServer6}, dropped...), free...) {
+		fmt.Fprintf(&b, " && ip addr add %s dev lo", a)
+		if strings.Contains(a, ":") {
+			b.WriteString(" nodad")
+		}
+	}
+	fmt.Fprintf(&b, " && SLUICE_PROBE_DROPPED=%s SLUICE_PROBE_FREE=%s %s -test.run='^TestFirewallProbe$'",
+		strings.Join(dropped, ","), strings.Join(free, ","), os.Args[0])
+	return b.String()
+}
+
+// TestFirewallProbe is not a test: TestExportDrops runs the test binary
+// with it, in a network namespace, to connect from each source to a
+// listener on the namespace's loopback. It prints "probe: ok" when every
+// source of SLUICE_PROBE_DROPPED is dropped (the connection times out)
+// and every source of SLUICE_PROBE_FREE connects.
+func TestFirewallProbe(t *testing.T) {
+	dropped, free := os.Getenv("SLUICE_PROBE_DROPPED"), os.Getenv("SLUICE_PROBE_FREE")
+	if dropped == "" && free == "" {
+		t.Skip("run by TestExportDrops in a network namespace")
+	}
+	addrs := map[bool]string{}
+	for _, server := range []string{probeServer4, probeServer6} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(server, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		addrs[strings.Contains(server, ":")] = ln.Addr().String()
+	}
+	ok := true
+	for _, list := range []struct {
+		sources string
+		passes  bool
+	}{{dropped, false}, {free, true}} {
+		for _, src := range strings.Split(list.sources, ",") {
+			if src == "" {
+				continue
+			}
+			// A drop shows as a timeout: short for the dropped sources,
+			// long for the free ones, which a loaded machine may delay.
+			timeout := 400 * time.Millisecond
+			if list.passes {
+				timeout = 5 * time.Second
+			}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: timeout}
+			c, err := d.DialContext(context.Background(), "tcp", addrs[strings.Contains(src, ":")])
+			if err == nil {
+				c.Close()
+			}
+			if passed := err == nil; passed != list.passes {
+				ok = false
+				fmt.Printf("probe: from %s: connected %v, want %v (%v)\n", src, passed, list.passes, err)
+			}
+		}
+	}
+	if ok {
+		fmt.Println("probe: ok")
+	}
+}
+
+// TestExportLoads loads the nginx exports into nginx -t, and checks that
+// every banned address and network is there and the username is not.
+func TestExportLoads(t *testing.T) {
+	bans := exportBans(time.Now())
+	want := []string{"203.0.113.7", "198.51.100.0/24", "192.0.2.9", "2001:db8::1", "2001:db8:bad::/48"}
+	for _, f := range []guard.Format{guard.NginxGeo, guard.NginxMap} { // map: networks as comments that say so
+		t.Run(string(f), func(t *testing.T) {
+			nginx := testserver.Binary(t, "nginx", "/usr/sbin", "/sbin")
+			for _, bs := range [][]guard.Ban{bans, nil} {
+				out := nginxCheck(t, nginx, f, writeExport(t, f, bs))
+				for _, w := range want {
+					if bs != nil && !strings.Contains(out, strings.TrimSuffix(w, "/32")) {
+						t.Errorf("%s does not hold %s:\n%s", f, w, out)
+					}
+				}
+				if strings.Contains(out, "alice") {
+					t.Errorf("%s holds the username's ban:\n%s", f, out)
+				}
 			}
 		})
 	}

@@ -177,6 +177,9 @@ func offencesKept(c JailConfig) int {
 // Name returns the jail's name.
 func (j *Jail) Name() string { return j.c.Name }
 
+// Config returns the jail's configuration, its defaults filled in.
+func (j *Jail) Config() JailConfig { return j.c }
+
 func (j *Jail) now() time.Time {
 	if j.c.Clock != nil {
 		return j.c.Clock()

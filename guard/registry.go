@@ -101,3 +101,7 @@ func (m *MemoryRegistry) List(_ context.Context, now time.Time) ([]Ban, error) {
 
 // Bans returns the registry's set.
 func (m *MemoryRegistry) Bans() *BanSet { return &m.set }
+
+// InForce returns the bans in force at now, in no order: List without
+// its sort, for a reader that orders them its own way.
+func (m *MemoryRegistry) InForce(now time.Time) []Ban { return m.set.InForce(now) }

@@ -45,6 +45,7 @@ type adminBackend struct {
 	clock   func() time.Time
 	denials *denialLog
 	live    *live // nil when the admin API is off
+	m       *metrics
 	notes   *bannotify.Notifier
 	reload  *sync.Mutex // the Service's: list edits and reloads in turn
 	edits   *listEdits  // replayed by each build, under reload
@@ -110,17 +111,41 @@ func (a *adminBackend) Peek(ctx context.Context, rule, key string) (admin.Decisi
 		ResetAfter: c.ResetAfter, RetryAfter: c.RetryAfter}, nil
 }
 
-// Bans lists the bans in force that the service enforces.
+// Bans lists the bans in force that the service enforces, by jail and
+// key, with the requests each refused.
 func (a *adminBackend) Bans(ctx context.Context) ([]wire.Ban, error) {
 	bans, err := a.stores.registry.List(ctx, a.clock())
 	if err != nil {
 		return nil, err
 	}
+	return a.wireBans(bans), nil
+}
+
+// inForce is a registry that lists its bans faster in no order.
+type inForce interface {
+	InForce(now time.Time) []guard.Ban
+}
+
+// BansInAnyOrder lists the bans as Bans does, in no order when the
+// registry lists them faster so: a page of an attack's 100,000 bans
+// sorts them its own way.
+func (a *adminBackend) BansInAnyOrder(ctx context.Context) ([]wire.Ban, error) {
+	if r, ok := a.stores.registry.(inForce); ok {
+		return a.wireBans(r.InForce(a.clock())), nil
+	}
+	return a.Bans(ctx)
+}
+
+// wireBans returns bans as the admin API lists them, with the requests
+// each refused.
+func (a *adminBackend) wireBans(bans []guard.Ban) []wire.Ban {
+	refused := a.stores.registry.Bans().Refusals()
 	out := make([]wire.Ban, len(bans))
 	for i, b := range bans {
 		out[i] = adminBan(b)
+		out[i].Refused = refused[guard.BanID{Jail: b.Jail, Key: b.Key}]
 	}
-	return out, nil
+	return out
 }
 
 // adminBan returns b as the admin API tells it.
@@ -146,17 +171,79 @@ func (a *adminBackend) Ban(ctx context.Context, jail string, e guard.Entry, d ti
 }
 
 // Lift ends the ban of e in jail. It returns admin.ErrNotFound if the
-// jail has no such ban in force.
+// jail has no such ban in force. A jail a reload removed has no Jail
+// any more, but its bans stay in force until they lapse: they are lifted
+// from the registry.
 func (a *adminBackend) Lift(ctx context.Context, jail string, e guard.Entry) error {
-	j := a.state().jails[jail]
-	if j == nil {
-		return fmt.Errorf("jail %q: %w", jail, admin.ErrNotFound)
+	var err error
+	if j := a.state().jails[jail]; j != nil {
+		err = j.Lift(ctx, banKey(e))
+	} else if err = a.stores.registry.Delete(ctx, jail, banKey(e)); err == nil {
+		a.notes.Lift(guard.Ban{Jail: jail, Key: guard.BanKey(banKey(e))})
 	}
-	err := j.Lift(ctx, banKey(e))
 	if errors.Is(err, guard.ErrNotBanned) {
 		return fmt.Errorf("no ban of %s in jail %q: %w", e, jail, admin.ErrNotFound)
 	}
 	return err
+}
+
+// LiftEvery ends the bans of e in every jail that holds one, as
+// fail2ban's unbanip does.
+func (a *adminBackend) LiftEvery(ctx context.Context, e guard.Entry) ([]wire.Ban, error) {
+	key := guard.BanKey(banKey(e))
+	bans, err := a.Bans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lifted []wire.Ban
+	for _, b := range bans {
+		if b.Key != key {
+			continue
+		}
+		switch err := a.Lift(ctx, b.Jail, e); {
+		case errors.Is(err, admin.ErrNotFound): // lapsed meanwhile
+		case err != nil:
+			return lifted, err
+		default:
+			lifted = append(lifted, b)
+		}
+	}
+	if len(lifted) == 0 {
+		return nil, fmt.Errorf("no ban of %s in any jail: %w", e, admin.ErrNotFound)
+	}
+	return lifted, nil
+}
+
+// Jails lists the jails of the configuration in force, the manual jail
+// first, with the bans each holds and what they refused, the bans each
+// made since the service started and the strikes it lost.
+func (a *adminBackend) Jails(ctx context.Context) ([]admin.JailView, error) {
+	bans, err := a.Bans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := a.state()
+	lost := map[string]map[string]uint64{}
+	for _, j := range a.m.strikesLostByJail() {
+		lost[j.Name] = j.StrikesLost
+	}
+	out := []admin.JailView{{Name: ManualJail}}
+	for _, jc := range st.cfg.Guard.Jails {
+		c := st.jails[jc.Name].Config()
+		out = append(out, admin.JailView{Name: jc.Name, Rules: jc.Rules, MaxFailures: c.MaxFailures, FindTime: c.FindTime.String(),
+			BanTime: c.BanTime.String(), MaxBanTime: c.MaxBanTime.String(), Growth: c.Growth, Jitter: max(c.Jitter, 0)})
+	}
+	for i := range out {
+		j := &out[i]
+		j.BansMade, j.StrikesLost = uint64(counterValue(a.m.bans.WithLabelValues(j.Name))), lost[j.Name]
+		for _, b := range bans {
+			if b.Jail == j.Name {
+				j.Bans++
+				j.Refused += b.Refused
+			}
+		}
+	}
+	return out, nil
 }
 
 // banKey returns the key a jail bans e under: its network, or its key.
@@ -215,6 +302,15 @@ func (a *adminBackend) Denials() []admin.Denial {
 		out[i] = admin.Denial{Time: d.Time, Rule: d.Rule, Key: d.Key, RetryAfter: wire.Seconds(d.RetryAfter)}
 	}
 	return out
+}
+
+// Live returns the snapshot of the latest sample with the rates of the
+// last minutes; nil when the admin API is off.
+func (a *adminBackend) Live(ctx context.Context) *admin.Snapshot {
+	if a.live == nil {
+		return nil
+	}
+	return a.live.current(ctx)
 }
 
 // Feed returns the feed of the dashboard's snapshots; nil when the admin

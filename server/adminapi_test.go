@@ -1,13 +1,16 @@
 package server
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
@@ -192,7 +195,7 @@ func TestAdminSession(t *testing.T) {
 		return w
 	}
 	const form = "application/x-www-form-urlencoded"
-	if w := send("GET", "/admin/", ""); w.Code != 303 || w.Header().Get("Location") != "/admin/login" {
+	if w := send("GET", "/admin/", "", "Sec-Fetch-Mode", "navigate"); w.Code != 303 || w.Header().Get("Location") != "/admin/login" {
 		t.Errorf("GET /admin/ without a session = %d to %q, want 303 to /admin/login", w.Code, w.Header().Get("Location"))
 	}
 	if w := send("GET", "/admin/login", ""); w.Code != 200 || !strings.Contains(w.Body.String(), `name="token"`) ||
@@ -299,5 +302,100 @@ func TestListEditsBound(t *testing.T) {
 	}
 	if err := es.room(listEdit{list: "deny", entry: guard.KeyEntry("one-more"), add: true}); err == nil {
 		t.Errorf("edit beyond %d: no error", maxEdits)
+	}
+}
+
+// TestAdminWayIn: without credentials, a browser opening the dashboard
+// gets the sign-in page and anything else a 401 challenge (a script, a
+// fetch, a wallboard that asks for it with ?auth=basic); with Basic or
+// Bearer credentials, the dashboard. The read-only token views the
+// dashboard and the API, marked read-only, and changes nothing.
+func TestAdminWayIn(t *testing.T) {
+	const readOnly = "read-only-token-0123456789"
+	s, _ := newService(t, strings.Replace(serviceConfig, "admin:\n", "admin:\n  read_only_token: "+readOnly+"\n", 1))
+	h := s.AdminHandler()
+	basic := func(tok string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+tok)) }
+	tests := []struct {
+		name, method, path string
+		headers            []string
+		want               int
+		body               string // in the answer
+	}{
+		{"browser opens the page", "GET", "/admin/", []string{"Sec-Fetch-Mode", "navigate", "Accept", "text/html"}, 303, ""},
+		{"old browser opens the page", "GET", "/admin/", []string{"Accept", "text/html,*/*"}, 303, ""},
+		{"curl", "GET", "/admin/", []string{"Accept", "*/*"}, 401, "unauthorized"},
+		{"a page's fetch, asked for Bearer alone", "GET", "/admin/api/rules", []string{"Sec-Fetch-Mode", "cors"}, 401, "unauthorized"},
+		{"wallboard asks for the challenge", "GET", "/admin/?auth=basic", []string{"Sec-Fetch-Mode", "navigate"}, 401, "unauthorized"},
+		{"Basic", "GET", "/admin/?auth=basic", []string{"Sec-Fetch-Mode", "navigate", "Authorization", basic(adminToken)}, 200, `id="rules"`},
+		{"Bearer", "GET", "/admin/", []string{"Authorization", "Bearer " + adminToken}, 200, `id="rules"`},
+		{"read-only Basic", "GET", "/admin/", []string{"Authorization", basic(readOnly)}, 200, `class="read-only"`},
+		{"read-only reads", "GET", "/admin/api/bans", []string{"Authorization", "Bearer " + readOnly}, 200, "["},
+		{"read-only bans", "POST", "/admin/api/bans", []string{"Authorization", "Bearer " + readOnly}, 403, "read-only"},
+		{"read-only lifts", "DELETE", "/admin/api/bans?key=203.0.113.7", []string{"Authorization", "Bearer " + readOnly}, 403, "read-only"},
+		{"read-only edits a list", "POST", "/admin/api/lists/deny", []string{"Authorization", "Bearer " + readOnly}, 403, "read-only"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(tt.method, "http://admin.test"+tt.path, strings.NewReader(`{"jail":"manual","key":"203.0.113.7","entry":"203.0.113.7"}`))
+		for i := 0; i+1 < len(tt.headers); i += 2 {
+			r.Header.Set(tt.headers[i], tt.headers[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		challenge := w.Header().Get("WWW-Authenticate")
+		wantBasic := tt.want == 401 && !strings.Contains(tt.name, "Bearer alone")
+		if w.Code != tt.want || !strings.Contains(w.Body.String(), tt.body) || wantBasic != strings.Contains(challenge, "Basic realm=") ||
+			(tt.want == 401) != strings.Contains(strings.Join(w.Header().Values("WWW-Authenticate"), ","), "Bearer realm=") {
+			t.Errorf("%s: %s %s = %d, challenge %q, body %.200q; want %d with %q", tt.name, tt.method, tt.path, w.Code, challenge, w.Body, tt.want, tt.body)
+		}
+	}
+	if bans, _ := s.admin.Bans(t.Context()); len(bans) != 0 {
+		t.Errorf("the read-only token banned: %v", bans)
+	}
+}
+
+// TestAdminSignInThrottled: an address that tries SignInFailures wrong
+// tokens a minute is refused with 429 and a Retry-After, right token or
+// wrong, on the login form and the API alike, until the limit lets it
+// try again; another address is not held back; a right token never
+// counts.
+func TestAdminSignInThrottled(t *testing.T) {
+	s, clk := newService(t, serviceConfig)
+	h := s.AdminHandler()
+	try := func(from, token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "http://admin.test/admin/api/rules", nil)
+		r.RemoteAddr = from + ":4242"
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	for range 3 * admin.SignInFailures {
+		if w := try("192.0.2.1", adminToken); w.Code != 200 {
+			t.Fatalf("the right token = %d, want 200: right tokens must not count", w.Code)
+		}
+	}
+	for i := range admin.SignInFailures {
+		if w := try("192.0.2.9", "wrong-token-guess-"+strconv.Itoa(i)); w.Code != 401 {
+			t.Fatalf("wrong token %d = %d, want 401", i, w.Code)
+		}
+	}
+	w := try("192.0.2.9", adminToken)
+	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("the right token after %d wrong ones = %d, Retry-After %q; want 429 and a Retry-After", admin.SignInFailures, w.Code, w.Header().Get("Retry-After"))
+	}
+	form := httptest.NewRequest("POST", "http://admin.test/admin/login", strings.NewReader("token="+adminToken))
+	form.RemoteAddr = "192.0.2.9:4242"
+	form.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	fw := httptest.NewRecorder()
+	h.ServeHTTP(fw, form)
+	if fw.Code != 429 || !strings.Contains(fw.Body.String(), "Too many wrong tokens") {
+		t.Errorf("the login form from the throttled address = %d, want 429 and a sign-in page that says why", fw.Code)
+	}
+	if w := try("192.0.2.10", adminToken); w.Code != 200 {
+		t.Errorf("another address = %d, want 200", w.Code)
+	}
+	clk.Advance(time.Minute / admin.SignInFailures)
+	if w := try("192.0.2.9", adminToken); w.Code != 200 {
+		t.Errorf("the right token once the limit lets it try again = %d, want 200", w.Code)
 	}
 }

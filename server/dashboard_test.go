@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -208,7 +209,7 @@ func TestDashboardBrowser(t *testing.T) {
 	defer stop()
 	poll(t, b, "api's rates to move", `(() => {
 		const row = document.querySelector('#rules tr[data-rule="api"]');
-		return row && +row.querySelector('[data-rate="allowed"]').textContent > 0 && +row.querySelector('[data-rate="denied"]').textContent > 0;
+		return row && parseFloat(row.querySelector('[data-rate="allowed"]').textContent) > 0 && parseFloat(row.querySelector('[data-rate="denied"]').textContent) > 0;
 	})()`)
 	poll(t, b, "the charts", `document.querySelectorAll('[data-chart] canvas').length === 3`)
 	poll(t, b, "the shadow rule's would-be denials", `(() => {
@@ -218,6 +219,7 @@ func TestDashboardBrowser(t *testing.T) {
 	poll(t, b, "the attacker banned among the top limited keys",
 		`!!document.querySelector('#top tr[data-rule="login"][data-key="`+attacker+`"][data-state="banned"] button[data-action="lift"]')`)
 	stop() // the jail would ban again
+	accountsForRefusals(t, b, api.URL)
 	if path := os.Getenv("SLUICE_DASHBOARD_SCREENSHOT"); path != "" {
 		screenshot(t, b, path)
 	}
@@ -382,5 +384,84 @@ func screenshot(t *testing.T, b context.Context, path string) {
 	}
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// metricRefusals sums the refusals /metrics at url counts: takes denied
+// by a limit or on an estimate, and requests the guard refused by a ban
+// or the deny list.
+func metricRefusals(t *testing.T, url string) int {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for line := range strings.Lines(string(body)) {
+		take := strings.HasPrefix(line, "sluice_decisions_total{") && strings.Contains(line, `op="take"`) &&
+			(strings.Contains(line, `result="denied"`) || strings.Contains(line, `result="estimated"`))
+		guarded := strings.HasPrefix(line, "sluice_guard_total{") && (strings.Contains(line, `action="banned"`) || strings.Contains(line, `action="deny-list"`))
+		if take || guarded {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			n += v
+		}
+	}
+	return int(n)
+}
+
+// accountsForRefusals checks that the page accounts for at least 99% of
+// the refusals /metrics counts, and for no more than it counts, once the
+// traffic stopped: the sum of each rule's totals by cause.
+func accountsForRefusals(t *testing.T, b context.Context, url string) {
+	t.Helper()
+	want := metricRefusals(t, url)
+	page := `[...document.querySelectorAll('#rules [data-total]')].filter(c => c.dataset.total !== 'allowed')
+		.reduce((n, c) => n + (parseInt(c.textContent.replaceAll(',', ''), 10) || 0), 0)`
+	_, err := chromedp.Run(b, chromedp.Poll[bool](fmt.Sprintf(`(%s) >= %d`, page, want*99/100),
+		chromedp.WithPollingTimeout(10*time.Second), chromedp.WithPollingInterval(100*time.Millisecond)))
+	got := eval[int](t, b, page)
+	t.Logf("refusals: the page shows %d, /metrics counts %d", got, want)
+	if err != nil || want == 0 || got > want {
+		t.Errorf("the page shows %d refusals, /metrics counts %d: want 99%% to 100%% of them", got, want)
+	}
+	if banned := eval[string](t, b, `document.querySelector('#rules tr[data-rule="login"] [data-total="banned"]').textContent`); banned == "0" {
+		t.Errorf("refused by a ban, login: %s, want the jail's ban to have refused the attacker", banned)
+	}
+}
+
+// TestDashboardWallboard opens the dashboard as a wallboard or a
+// scripted screenshot does, with Chromium alone and the token in the
+// URL: with ?auth=basic the server challenges, Chromium answers with the
+// URL's credentials and gets the dashboard; without it, the sign-in page.
+// (That its script then draws the page, fetching absolute URLs, which
+// carry no credentials, is what scripts/readme-screenshot.sh shows.)
+func TestDashboardWallboard(t *testing.T) {
+	testserver.SkipShort(t, "starts Chromium")
+	bin := testserver.Binary(t, "chromium", "/usr/lib/chromium")
+	s, _ := newService(t, serviceConfig)
+	adm := httptest.NewServer(s.AdminHandler())
+	t.Cleanup(adm.Close)
+	t.Cleanup(s.admin.Feed().Close)
+	host := strings.TrimPrefix(adm.URL, "http://")
+	for _, tt := range []struct {
+		path, want, not string
+	}{
+		{"/admin/?auth=basic", `id="rules"`, `id="token"`},
+		{"/admin/", `id="token"`, `id="rules"`},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
+			"--user-data-dir="+t.TempDir(), "--dump-dom", "http://admin:"+adminToken+"@"+host+tt.path)
+		out, err := cmd.Output()
+		cancel()
+		if err != nil || !strings.Contains(string(out), tt.want) || strings.Contains(string(out), tt.not) {
+			t.Errorf("chromium --dump-dom http://admin:TOKEN@…%s: %v; want a page with %s and without %s:\n%.500s", tt.path, err, tt.want, tt.not, out)
+		}
 	}
 }

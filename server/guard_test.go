@@ -308,3 +308,33 @@ func TestGuardSameEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestJailJitter: a jail's jitter comes from the file: jitter: 0 bans
+// for ban_time exactly, the default lengthens each ban by up to a tenth,
+// and jitter: 0.5 by up to a half.
+func TestJailJitter(t *testing.T) {
+	for _, tt := range []struct {
+		jitter   string // the jail's jitter field, "" for none
+		min, max time.Duration
+	}{
+		{"jitter: 0", time.Hour, time.Hour},
+		{"", time.Hour, 66 * time.Minute},
+		{"jitter: 0.5", time.Hour, 90 * time.Minute},
+	} {
+		conf := "rules:\n  - {name: login, limits: [\"1/min\"]}\nguard:\n  jails:\n    - {name: j, rules: [login], max_failures: 1, ban_time: 1h"
+		if tt.jitter != "" {
+			conf += ", " + tt.jitter
+		}
+		s, clk := newService(t, conf+"}\n")
+		for range 3 {
+			do(t, s.Handler(), http.MethodPost, "/v1/check", `{"rule":"login","key":"203.0.113.7"}`)
+		}
+		bans := s.st.registry.Bans().List(clk.Now())
+		if len(bans) != 1 {
+			t.Fatalf("%q: bans %v, want one", tt.jitter, bans)
+		}
+		if d := bans[0].Until.Sub(bans[0].Since); d < tt.min || d > tt.max {
+			t.Errorf("with %q, ban_time: 1h bans for %v, want %v to %v", cmp.Or(tt.jitter, "no jitter field"), d, tt.min, tt.max)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,18 +33,18 @@ const (
 )
 
 // live is what the dashboard shows as it happens: the take decisions per
-// second of each rule (read from its Prometheus counters, never counted
-// twice) over the last liveSeconds, and the keys each rule denied most
-// over the last minute (counted by the rule's meter, in a
-// topkeys.Window). It samples them every liveTick, from start to close,
-// and only while a dashboard streams builds a Snapshot, once for all of
-// them, with the bans and the state of the top keys.
+// second of each rule by cause (read from its Prometheus counters, never
+// counted twice) over the last liveSeconds, and the keys each rule
+// refused most over the last minute (counted by the rule's meter and
+// the guard, in a topkeys.Window). It samples them every liveTick, from
+// start to close, and only while a dashboard streams builds a Snapshot,
+// once for all of them, with the state of the top keys.
 type live struct {
 	feed    *admin.Feed
 	m       *metrics
-	state   func() *state                             // the configuration in force
-	bans    func(context.Context) ([]wire.Ban, error) // the bans in force
-	quota   func() []wire.QuotaStats                  // the edge quotas' buckets; nil: none
+	state   func() *state            // the configuration in force
+	bans    *guard.BanSet            // the bans the service enforces
+	quota   func() []wire.QuotaStats // the edge quotas' buckets; nil: none
 	clock   func() time.Time
 	log     *slog.Logger
 	stop    context.CancelFunc // stops sampling
@@ -56,22 +57,33 @@ type live struct {
 	windows map[string]*topkeys.Window // by scope, kept across reloads
 }
 
+// Causes of a liveRule's series, in the order of its counters.
+const (
+	causeAllowed = iota
+	causeDenied
+	causeEstimated
+	causeBanned
+	causeDenyList
+	causes
+)
+
 // liveRule is the series of one scope (a named rule or a domain).
 type liveRule struct {
-	name    string
-	mode    string
-	policy  sluice.FailurePolicy
-	taken   [len(resultLabels)]prometheus.Counter
-	prev    [len(resultLabels)]float64 // their values at the latest sample
-	errs    float64                    // errors in the latest sample
-	allowed []float64
-	denied  []float64
-	top     *topkeys.Window
+	name   string
+	mode   string
+	policy sluice.FailurePolicy
+	taken  [len(resultLabels)]prometheus.Counter
+	guard  [guard.Banned + 1]prometheus.Counter // by guard.Action; none for Pass
+	prev   [causes]float64                      // the counts at the latest sample
+	errs   float64                              // errors in the latest sample
+	errsAt float64                              // the errors' count at the latest sample
+	series [causes][]float64
+	top    *topkeys.Window
 }
 
 // newLive returns the dashboard's series of the scopes of the metrics m,
 // none yet, to sample from start.
-func newLive(m *metrics, state func() *state, bans func(context.Context) ([]wire.Ban, error), clock func() time.Time, log *slog.Logger) *live {
+func newLive(m *metrics, state func() *state, bans *guard.BanSet, clock func() time.Time, log *slog.Logger) *live {
 	return &live{feed: admin.NewFeed(), m: m, state: state, bans: bans, clock: clock, log: log,
 		last: clock(), windows: map[string]*topkeys.Window{}}
 }
@@ -115,15 +127,25 @@ func (l *live) use(st *state) {
 // newRule starts the series of scope, as zeros up to now. l.mu is held.
 func (l *live) newRule(scope string) *liveRule {
 	rm := l.m.rule(scope)
-	r := &liveRule{name: scope, allowed: make([]float64, len(l.times)), denied: make([]float64, len(l.times)), top: l.windows[scope]}
+	r := &liveRule{name: scope, top: l.windows[scope], taken: rm.counts[sluice.OpTake], guard: rm.guard}
+	for i := range r.series {
+		r.series[i] = make([]float64, len(l.times))
+	}
 	if r.top == nil {
 		r.top = topkeys.NewWindow(topkeys.WindowConfig{})
 	}
-	for i := range r.taken {
-		r.taken[i] = rm.counts[sluice.OpTake][i]
-		r.prev[i] = counterValue(r.taken[i])
-	}
+	r.prev, r.errsAt = r.counts()
 	return r
+}
+
+// counts returns the rule's counts by cause, and its errors, now.
+func (r *liveRule) counts() (c [causes]float64, errs float64) {
+	c[causeAllowed] = counterValue(r.taken[0]) + counterValue(r.guard[guard.Exempt])
+	c[causeDenied] = counterValue(r.taken[1])
+	c[causeEstimated] = counterValue(r.taken[3])
+	c[causeBanned] = counterValue(r.guard[guard.Banned])
+	c[causeDenyList] = counterValue(r.guard[guard.Refuse])
+	return c, counterValue(r.taken[2])
 }
 
 // scopeModes returns the mode of each scope: "shadow" when all its rules
@@ -160,15 +182,11 @@ func (l *live) sample(now time.Time) {
 	l.last = now
 	l.times = push(l.times, now.Unix())
 	for _, r := range l.rules {
-		var cur [len(resultLabels)]float64
-		for i, c := range r.taken {
-			cur[i] = counterValue(c)
+		cur, errs := r.counts()
+		for i := range r.series {
+			r.series[i] = push(r.series[i], rate(cur[i]-r.prev[i], secs))
 		}
-		d := func(i int) float64 { return cur[i] - r.prev[i] }
-		r.allowed = push(r.allowed, rate(d(0), secs))
-		r.denied = push(r.denied, rate(d(1)+d(3), secs)) // denied, and estimated denials
-		r.errs = d(2)
-		r.prev = cur
+		r.prev, r.errs, r.errsAt = cur, errs-r.errsAt, errs
 	}
 }
 
@@ -184,21 +202,29 @@ func push[T any](s []T, v T) []T {
 // rate returns n events in secs seconds per second, to 0.1.
 func rate(n, secs float64) float64 { return math.Round(n/secs*10) / 10 }
 
-// snapshot copies the series and top keys at now into a Snapshot; the
-// keys' states and the bans are for the Service to fill.
-func (l *live) snapshot(now time.Time) *admin.Snapshot {
+// snapshot copies the series and top keys at now into a Snapshot, the
+// latest sample of each series or, with history, all of them; the keys'
+// states are for keyStates to fill.
+func (l *live) snapshot(now time.Time, history bool) *admin.Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := &admin.Snapshot{Time: now, Times: append([]int64(nil), l.times...), Rules: make([]admin.RuleLive, len(l.rules))}
+	from := max(len(l.times)-1, 0)
+	if history {
+		from = 0
+	}
+	tail := func(s []float64) []float64 { return slices.Clone(s[from:]) }
+	s := &admin.Snapshot{Time: now, Times: slices.Clone(l.times[from:]), Rules: make([]admin.RuleLive, len(l.rules))}
 	for i, r := range l.rules {
-		rl := admin.RuleLive{Name: r.name, Mode: r.mode, Health: l.health(r),
-			Allowed: append([]float64(nil), r.allowed...), Denied: append([]float64(nil), r.denied...),
+		s.Rules[i] = admin.RuleLive{Name: r.name, Mode: r.mode, Health: l.health(r),
+			Allowed: tail(r.series[causeAllowed]), Denied: tail(r.series[causeDenied]), Estimated: tail(r.series[causeEstimated]),
+			Banned: tail(r.series[causeBanned]), DenyList: tail(r.series[causeDenyList]),
+			Totals: admin.Causes{Allowed: uint64(r.prev[causeAllowed]), Denied: uint64(r.prev[causeDenied]),
+				Estimated: uint64(r.prev[causeEstimated]), Banned: uint64(r.prev[causeBanned]), DenyList: uint64(r.prev[causeDenyList])},
 			TopWindow: int(r.top.Span() / time.Second)}
 		top, _ := r.top.Top(now, liveTop)
 		for _, c := range top {
-			rl.Top = append(rl.Top, admin.TopKey{Key: c.Key, Denials: c.Count, Error: c.Err, State: "unknown"})
+			s.Rules[i].Top = append(s.Rules[i].Top, admin.TopKey{Key: c.Key, Refusals: c.Count, Error: c.Err, State: "unknown"})
 		}
-		s.Rules[i] = rl
 	}
 	return s
 }
@@ -253,39 +279,50 @@ func (l *live) tick(ctx context.Context, now time.Time) {
 	if !l.feed.Watched() {
 		return
 	}
-	snap := l.snapshot(now)
-	ctx, cancel := context.WithTimeout(ctx, liveCalls)
-	defer cancel()
-	bans, err := l.bans(ctx)
-	if err != nil {
-		snap.BansError = "the store failed; bans cannot be listed now"
-	}
-	snap.BansTotal = len(bans)
-	snap.Bans = bans[:min(len(bans), admin.MaxSnapshotBans)]
-	snap.Jails = l.m.strikesLostByJail()
-	if l.quota != nil {
-		snap.Quota = l.quota()
-	}
-	l.keyStates(ctx, snap, bans)
-	if err := l.feed.Publish(snap); err != nil {
+	if err := l.feed.Publish(l.fill(ctx, l.snapshot(now, false))); err != nil {
 		l.log.Warn("dashboard snapshot", "err", err)
 	}
 }
 
-// keyStates fills in the state of each top key: banned, else what a
-// peek of its named rule says (a domain's keys stay unknown).
-func (l *live) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.Ban) {
+// current returns the snapshot of the latest sample, with the rates of
+// the last minutes: what a dashboard draws when it opens.
+func (l *live) current(ctx context.Context) *admin.Snapshot {
+	l.mu.Lock()
+	at := l.last
+	l.mu.Unlock()
+	return l.fill(ctx, l.snapshot(at, true))
+}
+
+// fill completes snap with the state of its top keys, the bans' counts
+// and the jails' lost strikes, asking the store for at most liveCalls.
+func (l *live) fill(ctx context.Context, snap *admin.Snapshot) *admin.Snapshot {
+	ctx, cancel := context.WithTimeout(ctx, liveCalls)
+	defer cancel()
+	st := l.bans.Stats()
+	snap.BansTotal, snap.BansChanges = st.Bans, st.Changes
+	snap.Jails = l.m.strikesLostByJail()
+	if l.quota != nil {
+		snap.Quota = l.quota()
+	}
+	l.keyStates(ctx, snap)
+	return snap
+}
+
+// keyStates fills in the state of each top key: what the guard of the
+// configuration in force does with it, else, for a named rule, what a
+// peek of the rule says (a domain's keys stay unknown, as do keys the
+// store knows by their digest).
+func (l *live) keyStates(ctx context.Context, snap *admin.Snapshot) {
 	st := l.state()
 	for i := range snap.Rules {
 		r := &snap.Rules[i]
 		_, named := st.cfg.Rule(r.Name)
 		for j := range r.Top {
 			t := &r.Top[j]
-			if b := banOf(bans, t.Key); b != nil {
-				t.State, t.Ban = "banned", b
+			if t.Hashed = hashedKey(t.Key); t.Hashed || !named {
 				continue
 			}
-			if !named || ctx.Err() != nil {
+			if l.guardState(st, t) || ctx.Err() != nil {
 				continue
 			}
 			if d, err := peekRule(ctx, st.engine, r.Name, t.Key); err == nil {
@@ -298,6 +335,32 @@ func (l *live) keyStates(ctx context.Context, snap *admin.Snapshot, bans []wire.
 	}
 }
 
+// guardState sets the state of t when the guard of st decides its key
+// (the peek of a rule would ask it too, and count it as a refusal), and
+// reports whether it did.
+func (l *live) guardState(st *state, t *admin.TopKey) bool {
+	v := st.guard.Check(guard.NewActor(netip.Addr{}, t.Key))
+	switch v.Action {
+	case guard.Exempt:
+		t.State = "allow-list"
+	case guard.Refuse:
+		t.State = "deny-list"
+	case guard.Banned:
+		b := adminBan(v.Ban)
+		b.Refused = l.bans.RefusalsOf(b.Jail, b.Key)
+		t.State, t.Ban = "banned", &b
+	default:
+		return false
+	}
+	return true
+}
+
+// hashedKey reports whether key is a state key of a longer key: "#"
+// and the digest (see rules' stateKey).
+func hashedKey(key string) bool {
+	return len(key) == 44 && key[0] == '#'
+}
+
 // peekRule returns the decision of the named rule on a take of key,
 // taking nothing: for a shadow rule, what it would decide.
 func peekRule(ctx context.Context, e *rules.Engine, rule, key string) (sluice.Decision, error) {
@@ -306,21 +369,4 @@ func peekRule(ctx context.Context, e *rules.Engine, rule, key string) (sluice.De
 		return sluice.Decision{Allowed: true}, err
 	}
 	return res.Statuses[0].Decision, res.Statuses[0].Err
-}
-
-// banOf returns the ban of bans that holds key, an address or a key.
-func banOf(bans []wire.Ban, key string) *wire.Ban {
-	addr, aerr := netip.ParseAddr(key)
-	for i, b := range bans {
-		if b.Key == key {
-			return &bans[i]
-		}
-		if aerr != nil {
-			continue
-		}
-		if p, err := guard.ParsePrefix(b.Key); err == nil && p.Contains(addr) {
-			return &bans[i]
-		}
-	}
-	return nil
 }

@@ -28,6 +28,7 @@ const liveRules = `rules:
     limits: ["1/min"]
     shadow: true
 guard:
+  deny: ["key:spammer"]
   jails:
     - {name: abuse, rules: [login], max_failures: 2, find_time: 1m, ban_time: 10m}
 admin:
@@ -45,25 +46,22 @@ func takeN(t *testing.T, s *Service, rule, key string, n int) {
 }
 
 // snapshotAt takes the dashboard's sample at now and returns its snapshot
-// with the keys' states, as the feed would publish it.
+// with the rates of the last minutes and the keys' states, as GET
+// /admin/api/live answers it.
 func snapshotAt(t *testing.T, s *Service, now time.Time) *admin.Snapshot {
 	t.Helper()
 	s.live.sample(now)
-	snap := s.live.snapshot(now)
-	bans, err := s.admin.Bans(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.live.keyStates(t.Context(), snap, bans)
-	return snap
+	return s.live.current(t.Context())
 }
 
 func ruleOf(t *testing.T, snap *admin.Snapshot, name string) admin.RuleLive {
 	t.Helper()
 	for _, r := range snap.Rules {
 		if r.Name == name {
-			if len(r.Allowed) != len(snap.Times) || len(r.Denied) != len(snap.Times) {
-				t.Fatalf("rule %s: %d allowed, %d denied for %d times", name, len(r.Allowed), len(r.Denied), len(snap.Times))
+			for _, series := range [][]float64{r.Allowed, r.Denied, r.Estimated, r.Banned, r.DenyList} {
+				if len(series) != len(snap.Times) {
+					t.Fatalf("rule %s: a series of %d for %d times", name, len(series), len(snap.Times))
+				}
 			}
 			return r
 		}
@@ -72,21 +70,22 @@ func ruleOf(t *testing.T, snap *admin.Snapshot, name string) admin.RuleLive {
 	return admin.RuleLive{}
 }
 
-// topString writes a rule's top keys as "key:denials:state ...".
+// topString writes a rule's top keys as "key:refusals:state ...".
 func topString(r admin.RuleLive) string {
 	var b strings.Builder
 	for i, k := range r.Top {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "%s:%d:%s", k.Key, k.Denials, k.State)
+		fmt.Fprintf(&b, "%s:%d:%s", k.Key, k.Refusals, k.State)
 	}
 	return b.String()
 }
 
 // TestLiveSnapshot drives the dashboard's rates and top keys on a time
 // grid: each step sends takes, advances the clock and checks the latest
-// point of each series, the top keys and their state.
+// point of each series by cause, the totals, the top keys and their
+// state.
 func TestLiveSnapshot(t *testing.T) {
 	s, clk := newService(t, liveRules)
 	type takes struct {
@@ -94,38 +93,51 @@ func TestLiveSnapshot(t *testing.T) {
 		n         int
 	}
 	tests := []struct {
-		name    string
-		advance time.Duration
-		send    []takes
-		rule    string
-		allowed float64
-		denied  float64
-		top     string
-		mode    string
+		name   string
+		adv    time.Duration
+		send   []takes
+		rule   string
+		latest string // allowed denied estimated banned deny-list, per second
+		totals admin.Causes
+		top    string
+		mode   string
 	}{
-		{"api over its limit", time.Second, []takes{{"api", "a", 5}, {"api", "b", 1}}, "api", 4, 2, "a:2:denied", "enforce"},
-		{"rates over two seconds", 2 * time.Second, []takes{{"api", "c", 4}}, "api", 1.5, 0.5, "a:2:denied c:1:denied", "enforce"},
-		{"a quiet second", time.Second, nil, "api", 0, 0, "a:2:denied c:1:denied", "enforce"},
-		{"login strikes ban the address", time.Second, []takes{{"login", "203.0.113.7", 4}}, "login", 2, 2, "203.0.113.7:2:banned", "enforce"},
-		{"a shadow rule counts what it would deny", time.Second, []takes{{"trial", "t", 3}}, "trial", 1, 2, "t:2:denied", "shadow"},
-		{"the keys leave the window", 2 * time.Minute, nil, "api", 0, 0, "", "enforce"},
+		{"api over its limit", time.Second, []takes{{"api", "a", 5}, {"api", "b", 1}}, "api", "4 2 0 0 0",
+			admin.Causes{Allowed: 4, Denied: 2}, "a:2:denied", "enforce"},
+		{"rates over two seconds", 2 * time.Second, []takes{{"api", "c", 4}}, "api", "1.5 0.5 0 0 0",
+			admin.Causes{Allowed: 7, Denied: 3}, "a:2:denied c:1:denied", "enforce"},
+		{"a quiet second", time.Second, nil, "api", "0 0 0 0 0", admin.Causes{Allowed: 7, Denied: 3}, "a:2:denied c:1:denied", "enforce"},
+		{"login strikes ban the address", time.Second, []takes{{"login", "203.0.113.7", 4}}, "login", "2 2 0 0 0",
+			admin.Causes{Allowed: 2, Denied: 2}, "203.0.113.7:2:banned", "enforce"},
+		{"the ban refuses", time.Second, []takes{{"login", "203.0.113.7", 3}}, "login", "0 0 0 3 0",
+			admin.Causes{Allowed: 2, Denied: 2, Banned: 3}, "203.0.113.7:5:banned", "enforce"},
+		{"the deny list refuses", time.Second, []takes{{"api", "spammer", 2}}, "api", "0 0 0 0 2",
+			admin.Causes{Allowed: 7, Denied: 3, DenyList: 2}, "a:2:denied spammer:2:deny-list c:1:denied", "enforce"},
+		{"a shadow rule counts what it would deny", time.Second, []takes{{"trial", "t", 3}}, "trial", "1 2 0 0 0",
+			admin.Causes{Allowed: 1, Denied: 2}, "t:2:denied", "shadow"},
+		{"the keys leave the window", 2 * time.Minute, nil, "api", "0 0 0 0 0", admin.Causes{Allowed: 7, Denied: 3, DenyList: 2}, "", "enforce"},
 	}
 	for _, tt := range tests {
 		for _, tk := range tt.send {
 			takeN(t, s, tk.rule, tk.key, tk.n)
 		}
-		clk.Advance(tt.advance)
+		clk.Advance(tt.adv)
 		snap := snapshotAt(t, s, clk.Now())
 		r := ruleOf(t, snap, tt.rule)
-		got := fmt.Sprintf("%v %v %q %s %s", r.Allowed[len(r.Allowed)-1], r.Denied[len(r.Denied)-1], topString(r), r.Mode, r.Health)
-		want := fmt.Sprintf("%v %v %q %s ok", tt.allowed, tt.denied, tt.top, tt.mode)
+		last := func(xs []float64) float64 { return xs[len(xs)-1] }
+		got := fmt.Sprintf("%v %v %v %v %v, %+v, %q %s %s", last(r.Allowed), last(r.Denied), last(r.Estimated), last(r.Banned), last(r.DenyList),
+			r.Totals, topString(r), r.Mode, r.Health)
+		want := fmt.Sprintf("%s, %+v, %q %s ok", tt.latest, tt.totals, tt.top, tt.mode)
 		if got != want {
 			t.Errorf("%s: %s = %s, want %s", tt.name, tt.rule, got, want)
 		}
 	}
 	snap := snapshotAt(t, s, clk.Now().Add(time.Second))
-	if n := len(snap.Times); n != 7 || snap.Times[n-1] != clk.Now().Add(time.Second).Unix() {
-		t.Errorf("times = %v, want 7 samples ending now", snap.Times)
+	if n := len(snap.Times); n != 9 || snap.Times[n-1] != clk.Now().Add(time.Second).Unix() {
+		t.Errorf("times = %v, want 9 samples ending now", snap.Times)
+	}
+	if b := ruleOf(t, snap, "login").Top; len(b) != 0 {
+		t.Errorf("login's top after the window: %v", b)
 	}
 }
 

@@ -243,6 +243,7 @@ func (m *metrics) watchFallback(store string, policy sluice.FailurePolicy, f *fa
 type ruleMetrics struct {
 	name    string
 	counts  [len(opLabels)][len(resultLabels)]prometheus.Counter
+	guard   [guard.Banned + 1]prometheus.Counter // by guard.Action; none for Pass
 	latency prometheus.Observer
 }
 
@@ -252,6 +253,9 @@ func (m *metrics) rule(name string) *ruleMetrics {
 		for res, rl := range resultLabels {
 			r.counts[op][res] = m.decisions.WithLabelValues(name, ol, rl)
 		}
+	}
+	for _, a := range []guard.Action{guard.Exempt, guard.Refuse, guard.Banned} {
+		r.guard[a] = m.guard.WithLabelValues(name, a.String())
 	}
 	return r
 }

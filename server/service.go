@@ -61,6 +61,10 @@ type Options struct {
 	// service has counted and logged it (sluice simulate counts the bans
 	// a replay would make). It must be fast. Default nil.
 	OnBan func(guard.Ban)
+	// IgnoreStateFile starts without reading guard.state_file, which the
+	// first write then replaces: for a file that is corrupt or of another
+	// version (sluice serve -ignore-state-file). Default false: read it.
+	IgnoreStateFile bool
 }
 
 // A Service is sluice serve without its listeners: the store a
@@ -73,25 +77,26 @@ type Options struct {
 // value is not usable. A Service is safe for concurrent use: requests in
 // flight during a reload finish on the configuration they started on.
 type Service struct {
-	opts    Options
-	log     *slog.Logger
-	m       *metrics
-	st      *stores
-	denials denialLog
-	state   atomic.Pointer[state]
-	reload  sync.Mutex // serializes reloads and list edits
-	edits   listEdits  // the admin API's list edits, replayed by build
-	rls     *envoyrls.Service
-	limits  *grpcapi.Service
-	leases  *leaseapi.GRPC
-	leaseM  *leaseapi.Metrics
-	quota   *rlqs.Service // Envoy's RLQS and POST /v1/quota
-	quotaM  *rlqs.Metrics
-	handler http.Handler
-	tel     *telemetry
-	notes   *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
-	live    *live               // the dashboard's rates and top keys; nil when the admin API is off
-	admin   *adminBackend       // what the admin API manages
+	opts      Options
+	log       *slog.Logger
+	m         *metrics
+	st        *stores
+	denials   denialLog
+	state     atomic.Pointer[state]
+	reload    sync.Mutex // serializes reloads and list edits
+	edits     listEdits  // the admin API's list edits, replayed by build
+	stateFile *stateFile // nil without guard.state_file
+	rls       *envoyrls.Service
+	limits    *grpcapi.Service
+	leases    *leaseapi.GRPC
+	leaseM    *leaseapi.Metrics
+	quota     *rlqs.Service // Envoy's RLQS and POST /v1/quota
+	quotaM    *rlqs.Metrics
+	handler   http.Handler
+	tel       *telemetry
+	notes     *bannotify.Notifier // the audit trail, the sinks and the expiry watcher
+	live      *live               // the dashboard's rates and top keys; nil when the admin API is off
+	admin     *adminBackend       // what the admin API manages
 }
 
 // state is what a configuration builds and a reload replaces whole.
@@ -133,11 +138,14 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 		return nil, err
 	}
 	s.st = st
+	if err := s.openState(ctx, c.Guard.StateFile); err != nil {
+		return nil, errors.Join(err, st.close())
+	}
 	s.m.watchBans(st.registry.Bans())
 	s.notes = bannotify.New(bannotify.Config{Registry: st.registry, Registerer: s.m.reg, Logger: s.log, Clock: s.now})
-	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
+	s.admin = &adminBackend{state: s.state.Load, stores: st, clock: s.now, m: s.m, denials: &s.denials, notes: s.notes, reload: &s.reload, edits: &s.edits}
 	if c.Admin.Enabled() {
-		s.live = newLive(s.m, s.state.Load, s.admin.Bans, s.now, s.log)
+		s.live = newLive(s.m, s.state.Load, st.registry.Bans(), s.now, s.log)
 		s.live.quota = s.quotaM.Stats
 		s.admin.live = s.live
 	}
@@ -154,6 +162,9 @@ func NewService(ctx context.Context, c *config.Config, o Options) (*Service, err
 	s.m.watchIPv6(func() httplimit.AdaptiveStats { return s.state.Load().auth.IPv6Stats() })
 	if s.live != nil {
 		s.live.start()
+	}
+	if s.stateFile != nil {
+		s.stateFile.start()
 	}
 	s.m.lastReload.SetToCurrentTime()
 	if s.rls, err = envoyrls.New(envoyrls.Config{Engine: s.Engine, ResponseHeaders: o.EnvoyHeaders, Logger: s.log}); err != nil {
@@ -254,21 +265,21 @@ func (s *Service) build(c *config.Config) (*state, error) {
 		return nil, err
 	}
 	n.guard = g
-	stores := map[string]sluice.Store{}
+	meters := map[string]*meter{}
 	for _, name := range scopes(c) {
 		n.policies[name] = c.Failure.PolicyOf(name)
 		mt := &meter{next: s.st.policy(n.policies[name]), rm: s.m.rule(name), denials: &s.denials, tracer: s.tel.tracer}
 		if s.live != nil {
 			mt.top = s.live.window(name)
 		}
-		stores[name] = mt
+		meters[name] = mt
 	}
 	n.engine, err = rules.New(rules.Config{
 		Store:    s.st.policy(c.Failure.Policy),
-		StoreFor: func(ru *rules.Rule) sluice.Store { return stores[scopeOf(ru)] },
+		StoreFor: func(ru *rules.Rule) sluice.Store { return meters[scopeOf(ru)] },
 		Rules:    c.Rules, Domains: c.Domains,
 		Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: g, Tracer: s.tel.tracer,
-		OnGuard: func(ru *rules.Rule, a guard.Action) { s.m.guard.WithLabelValues(scopeOf(ru), a.String()).Inc() },
+		OnGuard: func(ru *rules.Rule, key string, v guard.Verdict) { s.guarded(meters[scopeOf(ru)], key, v) },
 	})
 	if err != nil {
 		return nil, err
@@ -304,7 +315,7 @@ func (s *Service) buildAPIs(n *state, c *config.Config) error {
 		return err
 	}
 	if c.Admin.Enabled() {
-		n.admin, err = admin.Handler(s.admin, c.Admin.Token)
+		n.admin, err = admin.Handler(s.admin, admin.Config{Token: c.Admin.Token, ReadOnlyToken: c.Admin.ReadOnlyToken, Clock: s.opts.Clock})
 	}
 	return err
 }
@@ -328,7 +339,7 @@ func (s *Service) buildGuard(n *state, c *config.Config) (*guard.Guard, error) {
 	for _, jc := range append([]config.Jail{{Name: ManualJail}}, c.Guard.Jails...) {
 		j, err := guard.NewJail(store, guard.JailConfig{
 			Name: jc.Name, MaxFailures: jc.MaxFailures, FindTime: jc.FindTime, BanTime: jc.BanTime,
-			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Registry: s.st.registry, Namespace: s.opts.Namespace,
+			MaxBanTime: jc.MaxBanTime, Growth: jc.Growth, Jitter: jc.Jitter, Registry: s.st.registry, Namespace: s.opts.Namespace,
 			Clock: s.opts.Clock, OnBan: s.onBan, OnLift: s.notes.Lift, OnLost: s.m.strikeLost,
 		})
 		if err != nil {
@@ -363,6 +374,24 @@ func scopes(c *config.Config) []string {
 // scopeOf returns the scope of an engine's rule: its domain, or its own
 // name for a named rule.
 func scopeOf(ru *rules.Rule) string { return cmp.Or(ru.Domain, ru.ID) }
+
+// guarded counts what the guard decided about key under the rule of
+// mt: in sluice_guard_total; a refusal among the rule's most refused
+// keys, and, by a ban, in the ban's own count.
+func (s *Service) guarded(mt *meter, key string, v guard.Verdict) {
+	if c := mt.rm.guard[v.Action]; c != nil {
+		c.Inc()
+	}
+	if v.Action == guard.Exempt {
+		return
+	}
+	if v.Action == guard.Banned {
+		s.st.registry.Bans().CountRefusals(v.Ban.Jail, v.Ban.Key, 1)
+	}
+	if mt.top != nil {
+		mt.top.Add(s.now(), key)
+	}
+}
 
 func (s *Service) onBan(b guard.Ban) {
 	s.m.bans.WithLabelValues(b.Jail).Inc()
@@ -489,6 +518,9 @@ func (s *Service) Close() error {
 	defer cancel()
 	if s.notes != nil {
 		s.notes.Close(ctx)
+	}
+	if s.stateFile != nil {
+		s.stateFile.close(ctx)
 	}
 	return errors.Join(s.tel.close(ctx), s.st.close())
 }

@@ -17,6 +17,9 @@ type Ban struct {
 	// was banned.
 	Collateral     int64  `json:"collateral"`
 	CollateralUnit string `json:"collateral_unit,omitempty"`
+	// Refused is how many requests the ban refused, as the process that
+	// answered counted them while it held the ban.
+	Refused int64 `json:"refused"`
 }
 
 // BanRequest is the body of POST /admin/api/bans.

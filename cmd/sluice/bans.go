@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,26 +21,33 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/server/admin"
 	"github.com/sluicehq/sluice/wire"
 )
 
 const bansHelp = `usage: sluice bans list [-json]
+       sluice bans status [-json] [JAIL]
        sluice bans add [-jail J] [-for D] [-reason R] KEY
        sluice bans lift [-jail J] KEY
        sluice bans export -format F [-set NAME]
    each with [-server URL] [-token-file FILE] [-timeout D] ` + tlsUsage + `
 
 Lists, adds and lifts the bans of a running sluice server through its admin
-API, or exports them for a firewall. KEY is written as in the allow and
-deny lists: an address, a network, or key:K for the key K (a bare word that
-is no address is a key too); "list" writes keys so. Lifting a ban that is
-not in force in the jail fails. The admin token comes from $SLUICE_ADMIN_TOKEN or -token-file (never
-from a flag, which other users could read in the process list); the server
-from -server (the admin API's URL) or $SLUICE_ADMIN.
+API, tells each jail's counts, or exports the bans for a firewall. KEY is
+written as in the allow and deny lists: an address, a network, or key:K for
+the key K (a bare word that is no address is a key too); "list" writes keys
+so. "add" bans in jail manual unless -jail names another; "lift" lifts KEY's
+bans in every jail, as fail2ban's unbanip does, or in -jail alone, and
+fails when there is none. "status" writes each jail's settings, bans in
+force, requests they refused and bans made; "status JAIL" that jail's and
+its banned keys. The admin token comes from $SLUICE_ADMIN_TOKEN or
+-token-file (never from a flag, which other users could read in the process
+list); the server from -server (the admin API's URL) or $SLUICE_ADMIN.
 
-Export formats: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx
-(the body of a geo block; nginx-map for a map on $remote_addr). Only bans
-of addresses and networks are exported.
+Export formats:
+  %s
+(nginx-geo: the body of a geo block; nginx-map: of a map on $remote_addr).
+Only bans of addresses and networks are exported.
 
 Example:
 
@@ -48,7 +57,8 @@ Example:
   JAIL    KEY          LEFT   OFFENCES  REASON
   manual  203.0.113.7  59m59s 1         scraping
   sluice bans export -format nftables | nft -f -
-  sluice bans lift 203.0.113.7
+  sluice bans status abuse
+  sluice bans lift 203.0.113.7     # from every jail
 `
 
 // defaultAdmin is where "sluice serve" puts the admin API by default.
@@ -77,11 +87,11 @@ func (f *bansFlags) register(fs *flag.FlagSet, warn io.Writer) {
 	fs.StringVar(&f.base, "server", f.base, "base `URL` of the server's admin API; $SLUICE_ADMIN sets the default")
 	alias(fs, "admin", "server", warn)
 	fs.StringVar(&f.tokenFile, "token-file", "", "read the admin token from `file` (default $SLUICE_ADMIN_TOKEN)")
-	fs.StringVar(&f.jail, "jail", "manual", "the jail of the ban (add, lift)")
+	fs.StringVar(&f.jail, "jail", "", "the jail of the ban (add: default manual; lift: default every jail)")
 	fs.DurationVar(&f.dur, "for", 0, "length of the ban (add); default the jail's own")
 	fs.StringVar(&f.reason, "reason", "", "why, for the list (add)")
-	fs.BoolVar(&f.asJSON, "json", false, "print the list as JSON (list)")
-	fs.StringVar(&f.format, "format", "", "export `format`: nftables, ipset, iptables, ip6tables, hosts.deny, pf, nginx, nginx-map")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON (list, status)")
+	fs.StringVar(&f.format, "format", "", "export `format`: "+guard.FormatNames())
 	fs.StringVar(&f.set, "set", "sluice", "the set, table or chain the export fills")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the server")
 	f.tls.register(fs, warn)
@@ -91,20 +101,24 @@ func runBans(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("bans", flag.ContinueOnError)
 	var f bansFlags
 	f.register(fs, stderr)
-	pos, err := parseFlags(fs, bansHelp, args, stdout)
+	pos, err := parseFlags(fs, fmt.Sprintf(bansHelp, guard.FormatNames()), args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usageError(`bans: want list, add, lift or export (run "sluice bans -h")`)
+		return usageError(`bans: want list, status, add, lift or export (run "sluice bans -h")`)
 	}
 	sub, rest := pos[0], pos[1:]
-	n, known := map[string]int{"list": 0, "export": 0, "add": 1, "lift": 1}[sub]
+	n, known := map[string][2]int{"list": {0, 0}, "export": {0, 0}, "status": {0, 1}, "add": {1, 1}, "lift": {1, 1}}[sub]
 	if !known {
-		return usageError(fmt.Sprintf("bans: unknown subcommand %q (want list, add, lift or export)", sub))
+		return usageError(fmt.Sprintf("bans: unknown subcommand %q (want list, status, add, lift or export)", sub))
 	}
-	if len(rest) != n {
-		return usageError(fmt.Sprintf("bans %s: want %d argument(s), got %d", sub, n, len(rest)))
+	if len(rest) < n[0] || len(rest) > n[1] {
+		return usageError(fmt.Sprintf("bans %s: want %d argument(s), got %d", sub, n[1], len(rest)))
+	}
+	format, err := f.exportFormat(sub)
+	if err != nil {
+		return err
 	}
 	ac, err := f.client()
 	if err != nil {
@@ -113,13 +127,32 @@ func runBans(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch sub {
 	case "list":
 		return ac.list(ctx, stdout, f.asJSON)
+	case "status":
+		return ac.status(ctx, stdout, strings.Join(rest, ""), f.asJSON)
 	case "add":
-		return ac.add(ctx, stdout, wire.BanRequest{Jail: f.jail, Key: rest[0], Reason: f.reason}, f.dur)
+		return ac.add(ctx, stdout, wire.BanRequest{Jail: cmp.Or(f.jail, "manual"), Key: rest[0], Reason: f.reason}, f.dur)
 	case "lift":
 		return ac.lift(ctx, stdout, f.jail, rest[0])
 	default:
-		return ac.export(ctx, stdout, f.format, f.set)
+		return ac.export(ctx, stdout, format, f.set)
 	}
+}
+
+// exportFormat reads -format for the subcommand sub: required by export,
+// one of guard.Formats by its one name, checked before the server is
+// asked.
+func (f *bansFlags) exportFormat(sub string) (guard.Format, error) {
+	if sub != "export" {
+		return "", nil
+	}
+	if f.format == "" {
+		return "", usageError("bans export: -format is required (" + guard.FormatNames() + ")")
+	}
+	format, err := guard.ParseFormat(f.format)
+	if err != nil {
+		return "", usageError("bans export: " + err.Error())
+	}
+	return format, nil
 }
 
 // client returns the admin API's client that f describes.
@@ -181,25 +214,30 @@ func (ac *adminClient) add(ctx context.Context, w io.Writer, req wire.BanRequest
 	return nil
 }
 
-// lift ends the ban of key in jail.
+// lift ends the ban of key in jail, or in every jail when jail is "".
 func (ac *adminClient) lift(ctx context.Context, w io.Writer, jail, key string) error {
-	q := url.Values{"jail": {jail}, "key": {key}}
-	if err := ac.do(ctx, http.MethodDelete, "/admin/api/bans?"+q.Encode(), nil, nil); err != nil {
+	if jail != "" {
+		q := url.Values{"jail": {jail}, "key": {key}}
+		if err := ac.do(ctx, http.MethodDelete, "/admin/api/bans?"+q.Encode(), nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "lifted the ban of %s in %s\n", key, jail)
+		return nil
+	}
+	var out struct {
+		Lifted []wire.Ban `json:"lifted"`
+	}
+	if err := ac.do(ctx, http.MethodDelete, "/admin/api/bans?"+url.Values{"key": {key}}.Encode(), nil, &out); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "lifted the ban of %s in %s\n", key, jail)
+	for _, b := range out.Lifted {
+		fmt.Fprintf(w, "lifted the ban of %s in %s\n", key, b.Jail)
+	}
 	return nil
 }
 
-// export writes the bans in force in format, for the firewall set.
-func (ac *adminClient) export(ctx context.Context, w io.Writer, format, set string) error {
-	f := guard.Format(format)
-	switch f {
-	case "":
-		return usageError("bans export: -format is required")
-	case "nginx":
-		f = guard.NginxGeo
-	}
+// export writes the bans in force in format f, for the firewall set.
+func (ac *adminClient) export(ctx context.Context, w io.Writer, f guard.Format, set string) error {
 	bans, err := ac.bans(ctx)
 	if err != nil {
 		return err
@@ -277,4 +315,88 @@ func banEntry(key string) string {
 		key = strconv.Quote(key)
 	}
 	return "key:" + key
+}
+
+// status writes each jail's settings and counts, or those of jail and
+// its banned keys, as a table or as JSON.
+func (ac *adminClient) status(ctx context.Context, w io.Writer, jail string, asJSON bool) error {
+	var jails []admin.JailView
+	if err := ac.do(ctx, http.MethodGet, "/admin/api/jails", nil, &jails); err != nil {
+		return err
+	}
+	if jail != "" {
+		return ac.jailStatus(ctx, w, jails, jail, asJSON)
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(jails)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JAIL\tRULES\tBANS\tREFUSED\tBANS MADE\tBANS AFTER\tBAN TIME\tSTRIKES LOST")
+	for _, j := range jails {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", j.Name, cmp.Or(strings.Join(j.Rules, ","), "-"), j.Bans, j.Refused, j.BansMade,
+			banAfter(j), cmp.Or(j.BanTime, "-"), strikesLost(j))
+	}
+	return tw.Flush()
+}
+
+// jailStatus writes the status of the jail named name, with its banned
+// keys.
+func (ac *adminClient) jailStatus(ctx context.Context, w io.Writer, jails []admin.JailView, name string, asJSON bool) error {
+	i := slices.IndexFunc(jails, func(j admin.JailView) bool { return j.Name == name })
+	if i < 0 {
+		names := make([]string, len(jails))
+		for k, j := range jails {
+			names[k] = j.Name
+		}
+		return fmt.Errorf("bans status: no jail %q (the jails: %s)", name, strings.Join(names, ", "))
+	}
+	bans, err := ac.bans(ctx)
+	if err != nil {
+		return err
+	}
+	j, keys := jails[i], []string{}
+	for _, b := range bans {
+		if b.Jail == name {
+			keys = append(keys, banEntry(b.Key))
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(w).Encode(struct {
+			admin.JailView
+			Banned []string `json:"banned"`
+		}{j, keys})
+	}
+	fmt.Fprintf(w, "jail:          %s\nrules:         %s\nbans after:    %s\nban time:      %s\n", j.Name, cmp.Or(strings.Join(j.Rules, ", "), "-"), banAfter(j), banTime(j))
+	fmt.Fprintf(w, "bans in force: %d\nrefused:       %d\nbans made:     %d (since the server started)\nstrikes lost:  %s\nbanned:        %s\n",
+		j.Bans, j.Refused, j.BansMade, strikesLost(j), strings.Join(keys, " "))
+	return nil
+}
+
+// banAfter says when a jail bans: "5 in 1m0s", or "-" for the manual jail.
+func banAfter(j admin.JailView) string {
+	if j.MaxFailures == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d in %s", j.MaxFailures, j.FindTime)
+}
+
+// banTime says how long a jail bans, how it grows and its jitter.
+func banTime(j admin.JailView) string {
+	if j.BanTime == "" {
+		return "- (as asked)"
+	}
+	return fmt.Sprintf("%s, ×%g an offence up to %s, +%g%% jitter", j.BanTime, j.Growth, j.MaxBanTime, j.Jitter*100)
+}
+
+// strikesLost writes the strikes a jail could not count, by reason.
+func strikesLost(j admin.JailView) string {
+	if len(j.StrikesLost) == 0 {
+		return "none"
+	}
+	var s []string
+	for why, n := range j.StrikesLost {
+		s = append(s, fmt.Sprintf("%d %s", n, why))
+	}
+	slices.Sort(s)
+	return strings.Join(s, ", ")
 }

@@ -5,19 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/guard"
 )
 
 const bansToken = "bans-test-token-0123456789"
 
-// startServeAdmin runs "sluice serve" with an admin token on free
-// loopback ports until the test ends, and returns the URLs of its API
-// and of its admin API.
-func startServeAdmin(t *testing.T) (api, adminURL string) {
-	t.Helper()
-	return startServeAdminWith(t, "")
-}
-
-// startServeAdminWith is startServeAdmin with more of the configuration.
+// startServeAdminWith runs "sluice serve" with an admin token and extra
+// configuration on free loopback ports until the test ends, and returns
+// the URLs of its API and of its admin API.
 func startServeAdminWith(t *testing.T, extra string) (api, adminURL string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
@@ -32,7 +28,7 @@ func startServeAdminWith(t *testing.T, extra string) (api, adminURL string) {
 }
 
 func TestBans(t *testing.T) {
-	_, adminURL := startServeAdmin(t)
+	_, adminURL := startServeAdminWith(t, "guard:\n  jails:\n    - {name: abuse, rules: [web], max_failures: 5, find_time: 1m, ban_time: 10m}\n")
 	t.Setenv("SLUICE_ADMIN_TOKEN", bansToken)
 	tests := []struct {
 		name     string
@@ -46,18 +42,28 @@ func TestBans(t *testing.T) {
 		{"add a key as the lists write it", []string{"bans", "-admin", adminURL, "add", "key:abc123"}, []string{"banned key:abc123 in manual"}, 0},
 		{"list", []string{"bans", "-admin", adminURL, "list"}, []string{"JAIL", "manual  203.0.113.7", "scraping", "key:user:alice", "key:abc123"}, 0},
 		{"list json", []string{"bans", "-admin", adminURL, "list", "-json"}, []string{`"key":"abc123"`}, 0},
-		{"lift a key", []string{"bans", "-admin", adminURL, "lift", "key:abc123"}, []string{"lifted the ban of key:abc123"}, 0},
+		{"lift a key", []string{"bans", "-admin", adminURL, "lift", "key:abc123"}, []string{"lifted the ban of key:abc123 in manual"}, 0},
 		{"lift no ban", []string{"bans", "-admin", adminURL, "lift", "key:abc123"}, nil, 1},
 		{"lift in the wrong jail", []string{"bans", "-admin", adminURL, "lift", "-jail", "nope", "key:user:alice"}, nil, 1},
 		{"list json", []string{"bans", "-admin", adminURL, "list", "-json"}, []string{`"key":"203.0.113.7"`, `"reason":"scraping"`}, 0},
-		{"nftables", []string{"bans", "-admin", adminURL, "export", "-format", "nftables"}, []string{"add element inet sluice banned4 { 198.51.100.0/24 timeout", "add element inet sluice banned4 { 203.0.113.7/32 timeout 3600s }"}, 0},
+		{"nftables", []string{"bans", "-admin", adminURL, "export", "-format", "nftables"}, []string{"table inet sluice {", "\t\t\t198.51.100.0/24 timeout", "\t\t\t203.0.113.7/32 timeout 3600s", "ip saddr @banned4 drop"}, 0},
 		{"ipset", []string{"bans", "-admin", adminURL, "export", "-format", "ipset", "-set", "abuse"}, []string{"add abuse4 203.0.113.7/32 timeout"}, 0},
 		{"iptables", []string{"bans", "-admin", adminURL, "export", "-format", "iptables"}, []string{"-A sluice -s 203.0.113.7/32"}, 0},
 		{"hosts.deny", []string{"bans", "-admin", adminURL, "export", "-format", "hosts.deny"}, []string{"ALL: 203.0.113.7", "ALL: 198.51.100.0/255.255.255.0"}, 0},
 		{"pf", []string{"bans", "-admin", adminURL, "export", "-format", "pf"}, []string{"203.0.113.7/32"}, 0},
-		{"nginx", []string{"bans", "-admin", adminURL, "export", "-format", "nginx"}, []string{"203.0.113.7/32 1;"}, 0},
-		{"lift", []string{"bans", "-admin", adminURL, "lift", "203.0.113.7"}, []string{"lifted the ban of 203.0.113.7 in manual"}, 0},
-		{"unknown format", []string{"bans", "-admin", adminURL, "export", "-format", "excel"}, nil, 1},
+		{"nginx-geo", []string{"bans", "-admin", adminURL, "export", "-format", "nginx-geo"}, []string{"203.0.113.7/32 1;"}, 0},
+		{"nginx is no format", []string{"bans", "-admin", adminURL, "export", "-format", "nginx"}, nil, 2},
+		{"add in a second jail", []string{"bans", "-admin", adminURL, "add", "-jail", "abuse", "203.0.113.7"}, []string{"banned 203.0.113.7 in abuse"}, 0},
+		{"status", []string{"bans", "-admin", adminURL, "status"}, []string{"JAIL", "manual", "abuse   web", "5 in 1m0s", "10m0s"}, 0},
+		{"status of a jail", []string{"bans", "-admin", adminURL, "status", "abuse"}, []string{"jail:          abuse", "bans in force: 1", "banned:        203.0.113.7"}, 0},
+		{"status json", []string{"bans", "-admin", adminURL, "status", "-json", "abuse"}, []string{`"banned":["203.0.113.7"]`, `"max_failures":5`}, 0},
+		{"status of no jail", []string{"bans", "-admin", adminURL, "status", "nope"}, nil, 1},
+		{"status of two jails", []string{"bans", "-admin", adminURL, "status", "abuse", "manual"}, nil, 2},
+		{"lift from one jail", []string{"bans", "-admin", adminURL, "lift", "-jail", "abuse", "203.0.113.7"}, []string{"lifted the ban of 203.0.113.7 in abuse"}, 0},
+		{"add in the second jail again", []string{"bans", "-admin", adminURL, "add", "-jail", "abuse", "203.0.113.7"}, []string{"banned 203.0.113.7 in abuse"}, 0},
+		{"lift from every jail", []string{"bans", "-admin", adminURL, "lift", "203.0.113.7"}, []string{"lifted the ban of 203.0.113.7 in abuse\nlifted the ban of 203.0.113.7 in manual"}, 0},
+		{"lift from every jail, none left", []string{"bans", "-admin", adminURL, "lift", "203.0.113.7"}, nil, 1},
+		{"unknown format", []string{"bans", "-admin", adminURL, "export", "-format", "excel"}, nil, 2},
 		{"unknown jail", []string{"bans", "-admin", adminURL, "add", "-jail", "nope", "k"}, nil, 1},
 		{"no format", []string{"bans", "-admin", adminURL, "export"}, nil, 2},
 		{"no key", []string{"bans", "-admin", adminURL, "add"}, nil, 2},
@@ -127,5 +133,20 @@ func TestBansCollateral(t *testing.T) {
 	}
 	if out, _, _ := runCmd(t, "bans", "-admin", adminURL, "list", "-json"); !strings.Contains(out, `"collateral":2,"collateral_unit":"addresses"`) {
 		t.Errorf("bans list -json = %s, want the collateral and its unit", out)
+	}
+}
+
+// TestBansFormatNames: help, flag and errors name each export format by
+// the one name that -format takes.
+func TestBansFormatNames(t *testing.T) {
+	out, _, _ := runCmd(t, "bans", "-h")
+	_, _, err := runCmd(t, "bans", "-admin", "http://127.0.0.1:1", "export", "-format", "nginx")
+	for _, f := range guard.Formats {
+		if !strings.Contains(out, string(f)) || err == nil || !strings.Contains(err.Error(), string(f)) {
+			t.Errorf("format %s: in help %v, in the error of -format nginx (%v) %v", f, strings.Contains(out, string(f)), err, err != nil && strings.Contains(err.Error(), string(f)))
+		}
+	}
+	if strings.Contains(out, "nginx,") || strings.Contains(out, "nginx (") {
+		t.Errorf("help names a format nginx, which -format refuses:\n%s", out)
 	}
 }

@@ -103,7 +103,7 @@ func tuneGC(s config.Store) {
 // serveFlags are the flags of sluice serve.
 type serveFlags struct {
 	cfgPath, listen, adminListen, grpcListen string
-	grpcHeaders, watch                       bool
+	grpcHeaders, watch, ignoreState          bool
 	grace                                    time.Duration
 }
 
@@ -116,6 +116,7 @@ func parseServe(args []string, stdout io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "`address` of Envoy's rate limit gRPC API, host:port (default the config's grpc.listen, else none)")
 	fs.BoolVar(&f.grpcHeaders, "grpc-headers", false, "add the RateLimit header fields to the answers of Envoy's API (gRPC, for Envoy to pass on, and /json)")
 	fs.BoolVar(&f.watch, "watch", true, "reload the configuration when its file changes")
+	fs.BoolVar(&f.ignoreState, "ignore-state-file", false, "start without reading guard.state_file (corrupt, or of another version); the first write replaces it")
 	fs.DurationVar(&f.grace, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on shutdown")
 	pos, err := parseFlags(fs, serveHelp, args, stdout)
 	if err == nil && len(pos) > 0 {
@@ -142,7 +143,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 	}
-	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log, EnvoyHeaders: f.grpcHeaders})
+	svc, err := server.NewService(ctx, cfg, server.Options{Logger: log, EnvoyHeaders: f.grpcHeaders, IgnoreStateFile: f.ignoreState})
 	if err != nil {
 		return err
 	}

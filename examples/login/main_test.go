@@ -145,7 +145,7 @@ func TestDictionaryAttackFromOneAddress(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), "add element inet sluice banned4 { 198.51.100.66/32 timeout") {
+	if !strings.Contains(string(body), "\t\t\t198.51.100.66/32 timeout") {
 		t.Errorf("nftables export lacks the ban:\n%s", body)
 	}
 	// The ban lapses.

@@ -27,12 +27,24 @@
 //	POST   /admin/login                    form field token: sets the session cookie
 //	POST   /admin/logout                   ends the session of the cookie
 //	GET    /admin/static/...               the dashboard's script, styles and chart library (no token needed)
-//	GET    /admin/api/events               a Snapshot a second, as server-sent events
+//	GET    /admin/api/events               a Snapshot a second (its latest sample), as server-sent events
+//	GET    /admin/api/live                 the Snapshot of the moment, with the last minutes' rates
 //	GET    /admin/api/rules                the rules and their failure policies
 //	POST   /admin/api/peek                 {"rule":"login","key":"203.0.113.7"}
-//	GET    /admin/api/bans                 the bans in force
+//	GET    /admin/api/bans                 the bans in force, all of them
+//	GET    /admin/api/bans/page?sort=S&jail=J&filter=F&offset=N&limit=L
+//	                                       a page of them (a BanPage): sorted newest (the
+//	                                       default), refused, offences or key (in address
+//	                                       order); of jail J; those of networks that overlap F,
+//	                                       or whose key holds F; at most L (50, ≤500) from N
+//	GET    /admin/api/bans/groups?jail=J&filter=F&offset=N&limit=L
+//	                                       the bans grouped by /24 and /64, the largest first
 //	POST   /admin/api/bans                 {"jail":"manual","key":"203.0.113.7","duration":"1h","reason":"..."}
-//	DELETE /admin/api/bans?jail=J&key=K    lift a ban (404 if J has none of K)
+//	DELETE /admin/api/bans?jail=J&key=K    lift a ban (204; 404 if J has none of K)
+//	DELETE /admin/api/bans?key=K           lift K's bans in every jail (200, a Lifted; 404 if none)
+//	DELETE /admin/api/bans?within=NET[&jail=J]
+//	                                       lift the bans within NET, a group (200, a Lifted; 404 if none)
+//	GET    /admin/api/jails                the jails, their settings and counts (JailView)
 //	GET    /admin/api/lists/{allow|deny}   the entries of a list
 //	POST   /admin/api/lists/{allow|deny}   {"entry":"10.0.0.0/8"} (or "key:NAME")
 //	DELETE /admin/api/lists/{allow|deny}?entry=E
@@ -85,6 +97,11 @@ type Backend interface {
 	Ban(ctx context.Context, jail string, e guard.Entry, d time.Duration, reason string) (wire.Ban, error)
 	// Lift ends the ban of e in jail.
 	Lift(ctx context.Context, jail string, e guard.Entry) error
+	// LiftEvery ends the bans of e in every jail that holds one, and
+	// returns them; ErrNotFound when none does.
+	LiftEvery(ctx context.Context, e guard.Entry) ([]wire.Ban, error)
+	// Jails lists the jails, the manual one first, with their counts.
+	Jails(ctx context.Context) ([]JailView, error)
 	// List returns the entries of the list named "allow" or "deny".
 	List(name string) ([]guard.Entry, error)
 	// Add adds entry e to the list named "allow" or "deny".
@@ -96,6 +113,9 @@ type Backend interface {
 	// Feed returns the feed of the dashboard's snapshots; nil: none, and
 	// the events endpoint answers 404.
 	Feed() *Feed
+	// Live returns the snapshot of the moment with the rates of the last
+	// minutes, what a dashboard draws as it opens; nil: none (404).
+	Live(ctx context.Context) *Snapshot
 }
 
 // An Auditor is a Backend that keeps an audit trail of bans (package
@@ -116,6 +136,35 @@ type RuleView struct {
 	Mode    string   `json:"mode"`
 	Failure string   `json:"failure"`
 	Jails   []string `json:"jails,omitempty"`
+}
+
+// A JailView is a jail as the admin API lists it: its settings, and
+// what it did since the service started.
+type JailView struct {
+	Name  string   `json:"name"`
+	Rules []string `json:"rules,omitempty"`
+	// MaxFailures failures within FindTime ban for BanTime, growing by
+	// Growth per offence up to MaxBanTime, each lengthened by up to
+	// Jitter of it; all zero for the manual jail.
+	MaxFailures int     `json:"max_failures,omitempty"`
+	FindTime    string  `json:"find_time,omitempty"`
+	BanTime     string  `json:"ban_time,omitempty"`
+	MaxBanTime  string  `json:"max_ban_time,omitempty"`
+	Growth      float64 `json:"growth,omitempty"`
+	Jitter      float64 `json:"jitter,omitempty"`
+	// Bans are the bans it holds now, Refused the requests they refused;
+	// BansMade the bans it made since the service started.
+	Bans     int    `json:"bans"`
+	Refused  int64  `json:"refused"`
+	BansMade uint64 `json:"bans_made"`
+	// StrikesLost counts the failures it could not count, by reason
+	// (see JailLive).
+	StrikesLost map[string]uint64 `json:"strikes_lost,omitempty"`
+}
+
+// A Lifted is the answer to a lift of several bans.
+type Lifted struct {
+	Lifted []wire.Ban `json:"lifted"`
 }
 
 // A Decision is the answer to a peek.
@@ -142,20 +191,38 @@ const maxBody = 16 << 10
 // Handler returns the admin API over b, accepting only requests that
 // carry token. An empty token is an error: an open admin API is never
 // what is meant.
-func Handler(b Backend, token string) (http.Handler, error) {
-	if token == "" {
+func Handler(b Backend, c Config) (http.Handler, error) {
+	if c.Token == "" {
 		return nil, fmt.Errorf("admin: %w: empty token", sluice.ErrInvalidRequest)
 	}
-	h := &handler{b: b, digest: sha256.Sum256([]byte(token))}
+	if c.ReadOnlyToken == c.Token {
+		return nil, fmt.Errorf("admin: %w: the read-only token is the token", sluice.ErrInvalidRequest)
+	}
+	h := &handler{b: b, digest: sha256.Sum256([]byte(c.Token)), clock: c.Clock}
+	if h.clock == nil {
+		h.clock = time.Now
+	}
+	if c.ReadOnlyToken != "" {
+		d := sha256.Sum256([]byte(c.ReadOnlyToken))
+		h.readOnly = &d
+	}
+	var err error
+	if h.throttle, err = newThrottle(h.clock); err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/{$}", h.dashboard)
 	mux.HandleFunc("POST /admin/logout", h.logout)
 	mux.HandleFunc("GET /admin/api/events", h.events)
+	mux.HandleFunc("GET /admin/api/live", h.live)
 	mux.HandleFunc("GET /admin/api/rules", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, b.Rules()) })
 	mux.HandleFunc("POST /admin/api/peek", h.peek)
 	mux.HandleFunc("GET /admin/api/bans", h.bans)
+	mux.HandleFunc("GET /admin/api/bans/page", h.banPage)
+	mux.HandleFunc("GET /admin/api/bans/groups", h.banGroups)
 	mux.HandleFunc("POST /admin/api/bans", h.ban)
 	mux.HandleFunc("DELETE /admin/api/bans", h.lift)
+	mux.HandleFunc("GET /admin/api/jails", h.jails)
 	mux.HandleFunc("GET /admin/api/lists/{list}", h.list)
 	mux.HandleFunc("POST /admin/api/lists/{list}", h.edit)
 	mux.HandleFunc("DELETE /admin/api/lists/{list}", h.edit)
@@ -189,9 +256,55 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	}), nil
 }
 
+// Config configures the admin API's handler.
+type Config struct {
+	// Token is the token that views and acts. Required.
+	Token string
+	// ReadOnlyToken, when set, is a token that views everything and
+	// changes nothing (a wallboard's). Default "": none.
+	ReadOnlyToken string
+	// Clock is the time of sessions and of the sign-in throttle. Default
+	// nil: time.Now.
+	Clock func() time.Time
+}
+
 type handler struct {
-	b      Backend
-	digest [sha256.Size]byte
+	b        Backend
+	digest   [sha256.Size]byte
+	readOnly *[sha256.Size]byte // nil: no read-only token
+	clock    func() time.Time
+	throttle *sluice.Limiter // wrong tokens by client address
+}
+
+func (h *handler) now() time.Time { return h.clock() }
+
+// challenge asks for credentials, one challenge a header, Basic first:
+// Chromium answered the two joined in one header with no credentials,
+// and answers Basic with those of a URL (a wallboard's
+// http://admin:TOKEN@…). A page's script (Sec-Fetch-Mode cors, no-cors
+// or same-origin) is asked for Bearer alone: Basic would make the browser
+// prompt over the dashboard whose session ended.
+func challenge(w http.ResponseWriter, r *http.Request) {
+	if m := r.Header.Get("Sec-Fetch-Mode"); m == "" || m == "navigate" {
+		w.Header().Add("WWW-Authenticate", `Basic realm="sluice admin"`)
+	}
+	w.Header().Add("WWW-Authenticate", `Bearer realm="sluice admin"`)
+}
+
+// navigation reports whether r is a browser opening a page (which a
+// sign-in page answers best) rather than a script or a fetch (which a
+// 401 challenge does). A browser says so in Sec-Fetch-Mode; an older
+// one that does not asks for HTML first. A wallboard that opens
+// http://admin:TOKEN@host/admin/?auth=basic asks for the challenge that
+// makes it send its credentials.
+func navigation(r *http.Request) bool {
+	if r.URL.Query().Get("auth") == "basic" {
+		return false
+	}
+	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" {
+		return m == "navigate"
+	}
+	return strings.HasPrefix(r.Header.Get("Accept"), "text/html")
 }
 
 // admit answers the requests that need no token (the login page) and
@@ -213,15 +326,25 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request) bool {
 		staticHandler.ServeHTTP(w, r) // public code and styles, which the login page needs too
 		return false
 	}
-	switch cred := h.credential(r); {
-	case cred == none && r.Method == http.MethodGet && r.URL.Path == "/admin/":
+	if h.throttled(w, r) {
+		return false
+	}
+	a := h.access(r)
+	if a.wrong {
+		h.failed(r)
+	}
+	switch {
+	case a.cred == none && r.Method == http.MethodGet && r.URL.Path == "/admin/" && navigation(r):
 		http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 		return false
-	case cred == none:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin", Basic realm="sluice admin"`)
+	case a.cred == none:
+		challenge(w, r)
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return false
-	case cred == ambient && h.forged(r):
+	case a.readOnly && r.Method != http.MethodGet && r.Method != http.MethodHead && r.URL.Path != "/admin/logout":
+		writeError(w, http.StatusForbidden, "signed in with the read-only token: it views, it changes nothing")
+		return false
+	case a.cred == ambient && h.forged(r):
 		writeError(w, http.StatusForbidden, "a change made with a browser's credentials must come from the dashboard, with its "+CSRFHeader+" header")
 		return false
 	}
@@ -236,6 +359,16 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.ServeHTTP(w, r)
+}
+
+// live answers the snapshot of the moment with the last minutes' rates.
+func (h *handler) live(w http.ResponseWriter, r *http.Request) {
+	s := h.b.Live(r.Context())
+	if s == nil {
+		writeError(w, http.StatusNotFound, "no live feed")
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
 }
 
 func (h *handler) peek(w http.ResponseWriter, r *http.Request) {
@@ -295,17 +428,110 @@ func (h *handler) ban(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, b)
 }
 
+// lift ends a ban (jail and key), a key's bans in every jail (key), or
+// the bans within a network (within, and jail to keep to one).
 func (h *handler) lift(w http.ResponseWriter, r *http.Request) {
-	jail, key := r.URL.Query().Get("jail"), r.URL.Query().Get("key")
-	if jail == "" || key == "" {
-		writeError(w, http.StatusBadRequest, "jail and key query parameters are required")
+	q := r.URL.Query()
+	jail, key, within := q.Get("jail"), q.Get("key"), q.Get("within")
+	switch {
+	case within != "" && key == "":
+		h.liftWithin(w, r, jail, within)
+	case key == "" || within != "":
+		writeError(w, http.StatusBadRequest, "name a ban with jail and key, a key's bans in every jail with key, or the bans within a network with within")
+	case jail == "":
+		lifted, err := h.b.LiftEvery(r.Context(), banEntry(key))
+		if err != nil {
+			writeFailure(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, Lifted{lifted})
+	default:
+		if err := h.b.Lift(r.Context(), jail, banEntry(key)); err != nil {
+			writeFailure(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// liftWithin ends the bans of jail (every jail when "") within the
+// network within: a group of the dashboard.
+func (h *handler) liftWithin(w http.ResponseWriter, r *http.Request, jail, within string) {
+	net, err := guard.ParsePrefix(within)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("within %q is not an address or a network", within))
 		return
 	}
-	if err := h.b.Lift(r.Context(), jail, banEntry(key)); err != nil {
+	bans, err := h.b.Bans(r.Context())
+	if err != nil {
 		writeFailure(w, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	out := Lifted{Lifted: []wire.Ban{}}
+	for _, b := range Within(bans, jail, net) {
+		switch err := h.b.Lift(r.Context(), b.Jail, banEntry(b.Key)); {
+		case errors.Is(err, ErrNotFound): // lifted meanwhile, or lapsed
+		case err != nil:
+			writeFailure(w, err)
+			return
+		default:
+			out.Lifted = append(out.Lifted, b)
+		}
+	}
+	if len(out.Lifted) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no bans within %s", net))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// banPage answers a page of the bans in force.
+func (h *handler) banPage(w http.ResponseWriter, r *http.Request) {
+	if bans, q, ok := h.query(w, r); ok {
+		writeJSON(w, http.StatusOK, Page(bans, q))
+	}
+}
+
+// banGroups answers a page of the groups of the bans in force.
+func (h *handler) banGroups(w http.ResponseWriter, r *http.Request) {
+	if bans, q, ok := h.query(w, r); ok {
+		writeJSON(w, http.StatusOK, Groups(bans, q))
+	}
+}
+
+// query reads the BanQuery of r and lists the bans in force; on failure
+// it writes the error and reports false.
+func (h *handler) query(w http.ResponseWriter, r *http.Request) ([]wire.Ban, BanQuery, bool) {
+	q, err := parseBanQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, q, false
+	}
+	list := h.b.Bans
+	if b, ok := h.b.(BansInAnyOrder); ok {
+		list = b.BansInAnyOrder
+	}
+	bans, err := list(r.Context())
+	if err != nil {
+		writeFailure(w, err)
+		return nil, q, false
+	}
+	return bans, q, true
+}
+
+// BansInAnyOrder is a Backend that lists the bans in force faster in no
+// order: the pages of bans, which sort them their own way, ask it.
+type BansInAnyOrder interface {
+	BansInAnyOrder(ctx context.Context) ([]wire.Ban, error)
+}
+
+func (h *handler) jails(w http.ResponseWriter, r *http.Request) {
+	jails, err := h.b.Jails(r.Context())
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jails)
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,16 @@ func (r *recorder) Lift(_ context.Context, jail string, e guard.Entry) error {
 	return nil
 }
 
+func (r *recorder) LiftEvery(_ context.Context, e guard.Entry) ([]wire.Ban, error) {
+	r.calls = append(r.calls, "lift every "+e.String())
+	return []wire.Ban{{Jail: "abuse", Key: e.String()}}, nil
+}
+
+// Bans are two in one /24 and one beside it.
+func (r *recorder) Bans(context.Context) ([]wire.Ban, error) {
+	return []wire.Ban{{Jail: "abuse", Key: "198.51.100.7"}, {Jail: "manual", Key: "198.51.100.0/25"}, {Jail: "abuse", Key: "198.51.101.1"}}, nil
+}
+
 // TestEntries: the handler reads the entries of list edits and bans once,
 // as guard.ParseEntry does (a ban's bare name is a key), and hands the
 // backend typed entries; an entry that is none is a 400 naming it, and
@@ -63,10 +73,18 @@ func TestEntries(t *testing.T) {
 		{"POST", "/admin/api/bans", `{"jail":"manual","key":"key:mallory"}`, 201, "ban manual key:mallory"},
 		{"POST", "/admin/api/bans", `{"jail":"manual","key":"mallory"}`, 201, "ban manual key:mallory"},
 		{"DELETE", "/admin/api/bans?jail=manual&key=2001:db8::/48", "", 204, "lift manual 2001:db8::/48"},
+		{"DELETE", "/admin/api/bans?key=203.0.113.7", "", 200, "lift every 203.0.113.7"},
+		{"DELETE", "/admin/api/bans?key=mallory", "", 200, "lift every key:mallory"},
+		{"DELETE", "/admin/api/bans?within=198.51.100.0/24", "", 200, "lift abuse 198.51.100.7; lift manual 198.51.100.0/25"},
+		{"DELETE", "/admin/api/bans?within=198.51.100.0/24&jail=abuse", "", 200, "lift abuse 198.51.100.7"},
+		{"DELETE", "/admin/api/bans?within=192.0.2.0/24", "", 404, ""},
+		{"DELETE", "/admin/api/bans?within=nonsense", "", 400, ""},
+		{"DELETE", "/admin/api/bans?within=198.51.100.0/24&key=x", "", 400, ""},
+		{"DELETE", "/admin/api/bans?jail=manual", "", 400, ""},
 	}
 	for _, tt := range tests {
 		b := &recorder{}
-		h, err := admin.Handler(b, token)
+		h, err := admin.Handler(b, admin.Config{Token: token})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +95,7 @@ func TestEntries(t *testing.T) {
 		if got := strings.Join(b.calls, "; "); w.Code != tt.want || got != tt.call {
 			t.Errorf("%s %s %s = %d, asked %q; want %d, %q", tt.method, tt.path, tt.body, w.Code, got, tt.want, tt.call)
 		}
-		if tt.want == http.StatusBadRequest && !strings.Contains(w.Body.String(), "entry") {
+		if tt.want == http.StatusBadRequest && strings.Contains(tt.path, "lists") && !strings.Contains(w.Body.String(), "entry") {
 			t.Errorf("%s %s %s: %s, want an error that names the entry", tt.method, tt.path, tt.body, w.Body)
 		}
 	}

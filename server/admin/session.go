@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,6 +40,14 @@ const (
 	ambient            // Basic or the session cookie: replayed by browsers
 )
 
+// An access is what a request's credentials let it do: how it proved it
+// holds a token, which one, and whether it tried one that is wrong.
+type access struct {
+	cred     credential
+	readOnly bool // the read-only token: it views, it changes nothing
+	wrong    bool // a token was given and is neither
+}
+
 // mac returns the MAC of msg under the token's digest, in base64.
 func (h *handler) mac(msg string) string {
 	m := hmac.New(sha256.New, h.digest[:])
@@ -46,21 +55,28 @@ func (h *handler) mac(msg string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// session returns a session cookie's value that lasts until exp.
-func (h *handler) session(exp time.Time) string {
+// Roles of a session, in its cookie.
+const (
+	roleAdmin    = "rw"
+	roleReadOnly = "ro"
+)
+
+// session returns a session cookie's value of role that lasts until exp.
+func (h *handler) session(exp time.Time, role string) string {
 	e := strconv.FormatInt(exp.Unix(), 10)
-	return e + "." + h.mac("session|"+e)
+	return e + "." + role + "." + h.mac("session|"+role+"|"+e)
 }
 
 // validSession reports whether v is a session of the token, unexpired at
-// now.
-func (h *handler) validSession(v string, now time.Time) bool {
-	e, sig, ok := strings.Cut(v, ".")
+// now, and whether it is read-only.
+func (h *handler) validSession(v string, now time.Time) (ok, readOnly bool) {
+	e, rest, ok1 := strings.Cut(v, ".")
+	role, sig, ok2 := strings.Cut(rest, ".")
 	exp, err := strconv.ParseInt(e, 10, 64)
-	if !ok || err != nil || now.Unix() >= exp {
-		return false
+	if !ok1 || !ok2 || err != nil || now.Unix() >= exp || (role != roleAdmin && role != roleReadOnly) {
+		return false, false
 	}
-	return hmac.Equal([]byte(sig), []byte(h.mac("session|"+e)))
+	return hmac.Equal([]byte(sig), []byte(h.mac("session|"+role+"|"+e))), role == roleReadOnly
 }
 
 // csrf returns the anti-forgery value of the credentials of r: bound to
@@ -73,31 +89,36 @@ func (h *handler) csrf(r *http.Request) string {
 	return h.mac("csrf|" + c.Value)
 }
 
-// credential tells how r proves it holds the token, comparing digests in
+// access tells how r proves it holds a token, comparing digests in
 // constant time.
-func (h *handler) credential(r *http.Request) credential {
+func (h *handler) access(r *http.Request) access {
 	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		return h.check(strings.TrimSpace(v), bearer)
 	}
 	if _, p, ok := r.BasicAuth(); ok {
 		return h.check(p, ambient)
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil && h.validSession(c.Value, time.Now()) {
-		return ambient
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		if ok, ro := h.validSession(c.Value, h.now()); ok {
+			return access{cred: ambient, readOnly: ro}
+		}
 	}
-	return none
+	return access{}
 }
 
-// check returns as if given is the token, else none.
-func (h *handler) check(given string, as credential) credential {
+// check returns the access of the token given, presented as as.
+func (h *handler) check(given string, as credential) access {
 	if given == "" {
-		return none
+		return access{}
 	}
 	d := sha256.Sum256([]byte(given))
-	if subtle.ConstantTimeCompare(d[:], h.digest[:]) != 1 {
-		return none
+	switch {
+	case subtle.ConstantTimeCompare(d[:], h.digest[:]) == 1:
+		return access{cred: as}
+	case h.readOnly != nil && subtle.ConstantTimeCompare(d[:], h.readOnly[:]) == 1:
+		return access{cred: as, readOnly: true}
 	}
-	return as
+	return access{wrong: true}
 }
 
 // sameOrigin reports whether a browser sent r from a page of this server:
@@ -134,12 +155,26 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.loginPage(w, http.StatusForbidden, "Sign in from this server's own page.")
 		return
 	}
-	if err := r.ParseForm(); err != nil || h.check(r.PostForm.Get("token"), ambient) == none {
+	if secs, ok := h.retryAfter(r); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.loginPage(w, http.StatusTooManyRequests, fmt.Sprintf("Too many wrong tokens: try again in %d s.", secs))
+		return
+	}
+	var a access
+	if err := r.ParseForm(); err == nil {
+		a = h.check(r.PostForm.Get("token"), ambient)
+	}
+	if a.cred == none {
+		h.failed(r)
 		h.loginPage(w, http.StatusUnauthorized, "Wrong token.")
 		return
 	}
+	role := roleAdmin
+	if a.readOnly {
+		role = roleReadOnly
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: h.session(time.Now().Add(SessionLength)), Path: "/admin/",
+		Name: SessionCookie, Value: h.session(h.now().Add(SessionLength), role), Path: "/admin/",
 		MaxAge: int(SessionLength / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, "/admin/", http.StatusSeeOther)

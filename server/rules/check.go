@@ -282,7 +282,8 @@ func (e *Engine) judge(q *query, r *Request, i int, st *Status) bool {
 		return false
 	}
 	if e.onGuard != nil {
-		e.onGuard(st.Rule, v.Action)
+		k, _ := r.Descriptors[i].key()
+		e.onGuard(st.Rule, stateKeyOf(k), v)
 	}
 	*st = guardStatus(st.Rule, v, q.now)
 	return true

@@ -63,9 +63,11 @@ type Config struct {
 	// Default nil: the limits alone decide.
 	Guard *guard.Guard
 	// OnGuard, when set, is told of each verdict of the Guard other than
-	// Pass, with the rule it was about: for metrics. It must be fast.
-	// Default nil.
-	OnGuard func(rule *Rule, action guard.Action)
+	// Pass, with the rule it was about and the descriptor's key as the
+	// rule's store would have counted it (a key longer than
+	// sluice.MaxActorLen as its digest): for metrics and the dashboard.
+	// It must be fast. Default nil.
+	OnGuard func(rule *Rule, key string, v guard.Verdict)
 	// Tracer, when set, traces each Check in a span "sluice.check" (the
 	// store calls under it join it through the context). Default nil:
 	// no spans, at the cost of one nil check.
@@ -91,7 +93,7 @@ type Engine struct {
 	max      int
 	log      *slog.Logger
 	guard    *guard.Guard
-	onGuard  func(*Rule, guard.Action)
+	onGuard  func(*Rule, string, guard.Verdict)
 	tracer   trace.Tracer // nil: no spans
 	ns       string       // the namespace: outcome markers live under it
 	// overrides are the rules of each domain's limit overrides.

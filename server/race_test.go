@@ -1,0 +1,5 @@
+//go:build race
+
+package server
+
+func init() { raceEnabled = true }
