@@ -1,5 +1,0 @@
-//go:build race
-
-package server
-
-func init() { raceEnabled = true }
