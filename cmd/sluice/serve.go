@@ -29,6 +29,7 @@ import (
 
 const serveHelp = `usage: sluice serve [-config FILE] [-listen ADDR] [-grpc-listen ADDR] [-grpc-headers]
                     [-admin-listen ADDR] [-watch=true] [-shutdown-timeout D]
+                    [-ignore-state-file]
 
 Serves sluice with the configuration FILE (a sluice YAML file, an
 envoyproxy/ratelimit file or its config directory), or the built-in sample
