@@ -192,6 +192,23 @@ const maxBody = 16 << 10
 // carry token. An empty token is an error: an open admin API is never
 // what is meant.
 func Handler(b Backend, c Config) (http.Handler, error) {
+	h, err := newHandler(b, c)
+	if err != nil {
+		return nil, err
+	}
+	mux := h.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("X-Frame-Options", "DENY")
+		if h.admit(w, r) {
+			mux.ServeHTTP(w, r)
+		}
+	}), nil
+}
+
+// newHandler checks c and returns the handler of b it configures.
+func newHandler(b Backend, c Config) (*handler, error) {
 	if c.Token == "" {
 		return nil, fmt.Errorf("admin: %w: empty token", sluice.ErrInvalidRequest)
 	}
@@ -210,6 +227,12 @@ func Handler(b Backend, c Config) (http.Handler, error) {
 	if h.throttle, err = newThrottle(h.clock); err != nil {
 		return nil, err
 	}
+	return h, nil
+}
+
+// routes returns the admin API's routes, which Handler admits requests to.
+func (h *handler) routes() *http.ServeMux {
+	b := h.b
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/{$}", h.dashboard)
 	mux.HandleFunc("POST /admin/logout", h.logout)
@@ -246,14 +269,7 @@ func Handler(b Backend, c Config) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no admin endpoint "+r.Method+" "+r.URL.Path)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("X-Frame-Options", "DENY")
-		if h.admit(w, r) {
-			mux.ServeHTTP(w, r)
-		}
-	}), nil
+	return mux
 }
 
 // Config configures the admin API's handler.
