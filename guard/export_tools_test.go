@@ -181,26 +181,35 @@ func probeCommand(dropped, free []string) string {
 			b.WriteString(" nodad")
 		}
 	}
-	fmt.Fprintf(&b, " && SLUICE_PROBE_DROPPED=%s SLUICE_PROBE_FREE=%s %s -test.run='^TestFirewallProbe$'",
+	fmt.Fprintf(&b, " && SLUICE_PROBE_DROPPED=%s SLUICE_PROBE_FREE=%s %s -test.run='^$'",
 		strings.Join(dropped, ","), strings.Join(free, ","), os.Args[0])
 	return b.String()
 }
 
-// TestFirewallProbe is not a test: TestExportDrops runs the test binary
-// with it, in a network namespace, to connect from each source to a
-// listener on the namespace's loopback. It prints "probe: ok" when every
-// source of SLUICE_PROBE_DROPPED is dropped (the connection times out)
-// and every source of SLUICE_PROBE_FREE connects.
-func TestFirewallProbe(t *testing.T) {
+// TestMain runs the tests, or, in the process TestExportDrops starts in
+// a network namespace (SLUICE_PROBE_DROPPED or SLUICE_PROBE_FREE set),
+// the firewall probe alone.
+func TestMain(m *testing.M) {
 	dropped, free := os.Getenv("SLUICE_PROBE_DROPPED"), os.Getenv("SLUICE_PROBE_FREE")
 	if dropped == "" && free == "" {
-		t.Skip("run by TestExportDrops in a network namespace")
+		os.Exit(m.Run())
 	}
+	if err := firewallProbe(dropped, free); err != nil {
+		fmt.Println("probe:", err)
+		os.Exit(1)
+	}
+}
+
+// firewallProbe connects from each source to a listener on the
+// namespace's loopback. It prints "probe: ok" when every source of
+// dropped is dropped (the connection times out) and every source of free
+// connects.
+func firewallProbe(dropped, free string) error {
 	addrs := map[bool]string{}
 	for _, server := range []string{probeServer4, probeServer6} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(server, "0"))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		defer ln.Close()
 		go func() {
@@ -243,6 +252,7 @@ func TestFirewallProbe(t *testing.T) {
 	if ok {
 		fmt.Println("probe: ok")
 	}
+	return nil
 }
 
 // TestExportLoads loads the nginx exports into nginx -t, and checks that

@@ -21,10 +21,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
-var (
-	rlqsCost     = flag.Bool("rlqs.cost", false, "measure the service's CPU per 1,000 edge decisions, RLQS beside Envoy's per-request RLS")
-	rlqsCostRate = flag.Float64("rlqs.cost.rate", 500, "decisions a second of each of the 8 edges, with -rlqs.cost")
-)
+var rlqsCostRate = flag.Float64("rlqs.cost.rate", 500, "decisions a second of each of the 8 edges, in BenchmarkRLQSCost")
 
 // The load of both doors: 8 edges, each deciding -rlqs.cost.rate
 // requests a second of one bucket, for 10 s a pass.
@@ -34,7 +31,7 @@ const (
 	costWarm  = 2 * time.Second
 )
 
-// TestRLQSCost measures the cost target of #36 side by side in one run:
+// BenchmarkRLQSCost measures the cost target of #36 side by side in one run:
 // the CPU time of sluice serve and its Redis (from /proc/<pid>/stat) per
 // 1,000 decisions of one rule, when 8 Envoys ask Envoy's RLS for each
 // request, and when they decide locally under RLQS shares, reporting
@@ -43,11 +40,15 @@ const (
 // CPU of an idle pass for reference. The target of #36 is RLQS ≤ 1/50
 // of RLS; this is a measurement that reports the ratio (docs/service.md
 // quotes it), not a check: the ratio grows with each edge's rate, which
-// the target leaves open. Run with -rlqs.cost (about a minute).
-func TestRLQSCost(t *testing.T) {
-	if !*rlqsCost {
-		t.Skip("a measurement: run with -rlqs.cost")
+// the target leaves open. It is one measurement, whatever b.N (about a
+// minute): run it with -benchtime 1x.
+func BenchmarkRLQSCost(b *testing.B) {
+	for b.Loop() {
+		rlqsCostOnce(b)
 	}
+}
+
+func rlqsCostOnce(t *testing.B) {
 	redis := testserver.StartRedis(t)
 	cfg := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, cfg, fmt.Sprintf(`store: {type: redis, redis: {addrs: [%q]}}
@@ -94,6 +95,9 @@ quota:
 	t.Logf("Envoy RLS per request: %d decisions, %v CPU (sluice serve + Redis): %.3f ms per 1,000", cost[0].decisions, cost[0].cpu, rlsK)
 	t.Logf("RLQS, 1 s reports:     %d decisions, %v CPU (sluice serve + Redis): %.3f ms per 1,000", cost[1].decisions, cost[1].cpu, rlqsK)
 	t.Logf("RLQS / RLS = 1/%.0f", rlsK/max(rlqsK, 1e-9))
+	t.ReportMetric(rlsK, "rls-cpu-ms/1k")
+	t.ReportMetric(rlqsK, "rlqs-cpu-ms/1k")
+	t.ReportMetric(rlsK/max(rlqsK, 1e-9), "rls/rlqs")
 	t.Logf("idle (no load), for reference: %v CPU in %v", idle.cpu, costPass)
 	net := func(c costSum) float64 { return (c.cpu - 2*idle.cpu).Seconds() * 1e6 / float64(c.decisions) }
 	t.Logf("net of idle: RLS %.3f ms, RLQS %.3f ms per 1,000: 1/%.0f", net(cost[0]), net(cost[1]), net(cost[0])/max(net(cost[1]), 1e-9))
@@ -112,7 +116,7 @@ func (c *costSum) add(o costSum) { c.cpu += o.cpu; c.decisions += o.decisions }
 // CPU time pids used and the decisions made over costPass, after
 // costWarm of the same load (streams opened, shares settled: the steady
 // state).
-func measure(t *testing.T, pids []int, decide func(edge int)) costSum {
+func measure(t testing.TB, pids []int, decide func(edge int)) costSum {
 	t.Helper()
 	cpu := func() time.Duration {
 		var sum time.Duration
@@ -164,7 +168,7 @@ func paced(ctx context.Context, decide func(edge int), n *atomic.Int64) {
 
 // rlsDecide asks Envoy's RLS for one decision, as Envoy's ratelimit
 // filter does for every request: the named rule api, key name=api.
-func rlsDecide(t *testing.T, rls pb.RateLimitServiceClient) func(int) {
+func rlsDecide(t testing.TB, rls pb.RateLimitServiceClient) func(int) {
 	req := &pb.RateLimitRequest{Domain: "api", HitsAddend: 1, Descriptors: []*rlv3.RateLimitDescriptor{
 		{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "key", Value: "name=api"}}}}}
 	return func(int) {
@@ -176,7 +180,7 @@ func rlsDecide(t *testing.T, rls pb.RateLimitServiceClient) func(int) {
 
 // rlqsEdges returns one Envoy-like RLQS client per edge, reporting every
 // second, and the decision of a request in one of them.
-func rlqsEdges(t *testing.T, addr string) ([]*rlqstest.Client, func(int)) {
+func rlqsEdges(t testing.TB, addr string) ([]*rlqstest.Client, func(int)) {
 	clients := make([]*rlqstest.Client, costEdges)
 	for i := range clients {
 		c, err := rlqstest.New(rlqstest.Config{Targets: []string{addr}, Domain: "edge", Interval: time.Second})

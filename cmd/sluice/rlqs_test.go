@@ -37,7 +37,7 @@ type replica struct {
 
 // startReplica runs this test binary as "sluice serve -config cfg" (see
 // TestMain) with a gRPC listener, until the test ends or it is killed.
-func startReplica(t *testing.T, cfg string) *replica {
+func startReplica(t testing.TB, cfg string) *replica {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {

@@ -41,7 +41,7 @@ func TestDescribeBuild(t *testing.T) {
 // find the build cache warm and take about 30 s, mostly the link.
 func TestVersionInstalled(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the command from a module proxy")
+		t.Skip("-short: this builds the command from a module proxy")
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
