@@ -315,6 +315,15 @@ func parseLimit(s string) (Limit, error) {
 	if l.Period, err = parsePeriod(period); err != nil {
 		return l, err
 	}
+	if err := l.parseOptions(rest); err != nil {
+		return l, err
+	}
+	return l, l.Validate()
+}
+
+// parseOptions sets the options of rest, the words after a limit's
+// RATE/PERIOD: an algorithm, burst N, buckets N, staggered.
+func (l *Limit) parseOptions(rest []string) error {
 	seen := map[string]bool{}
 	for len(rest) > 0 {
 		word := strings.ToLower(rest[0])
@@ -324,17 +333,17 @@ func parseLimit(s string) (Limit, error) {
 			opt = "algorithm"
 		}
 		if seen[opt] {
-			return l, fmt.Errorf("%w: %s given twice", ErrInvalidLimit, opt)
+			return fmt.Errorf("%w: %s given twice", ErrInvalidLimit, opt)
 		}
 		seen[opt] = true
 		switch opt {
 		case "burst", "buckets":
 			if len(rest) == 0 {
-				return l, fmt.Errorf("%w: %s needs a number", ErrInvalidLimit, word)
+				return fmt.Errorf("%w: %s needs a number", ErrInvalidLimit, word)
 			}
 			n, err := parseCount(rest[0], word)
 			if err != nil {
-				return l, err
+				return err
 			}
 			rest = rest[1:]
 			if word == "burst" {
@@ -347,11 +356,11 @@ func parseLimit(s string) (Limit, error) {
 		case "algorithm":
 			l.Algorithm, _ = ParseAlgorithm(word)
 		default:
-			return l, fmt.Errorf("%w: unknown option %q (want an algorithm: %s; or burst N, buckets N or staggered)",
+			return fmt.Errorf("%w: unknown option %q (want an algorithm: %s; or burst N, buckets N or staggered)",
 				ErrInvalidLimit, word, algorithmList)
 		}
 	}
-	return l, l.Validate()
+	return nil
 }
 
 func parseCount(s, what string) (int, error) {

@@ -232,42 +232,10 @@ func New(c Config) (*Middleware, error) {
 	m.log = slog.New(logthrottle.New(c.Logger.Handler(), logthrottle.Config{RuleKeys: []string{"policy"}}))
 	seen := map[string]bool{}
 	for i, r := range c.Rules {
-		dec, err := decider(i, r)
+		ru, err := newRule(i, r, c.ClientIP, seen)
 		if err != nil {
 			return nil, err
 		}
-		if r.Name == "" {
-			r.Name = "default"
-			if i > 0 {
-				r.Name = fmt.Sprintf("rule%d", i+1)
-			}
-		}
-		if !validName(r.Name) || seen[r.Name] {
-			return nil, fmt.Errorf("%w: httplimit: rule name %q is not printable ASCII or not unique", sluice.ErrInvalidRequest, r.Name)
-		}
-		if r.Fields > RuleFieldsDraft06 {
-			return nil, fmt.Errorf("%w: httplimit: rule %q: unknown Fields %d", sluice.ErrInvalidRequest, r.Name, r.Fields)
-		}
-		seen[r.Name] = true
-		if r.Key == nil {
-			r.Key = c.ClientIP
-			if c.ClientIP == nil {
-				r.Key = &ClientIP{}
-			}
-		}
-		ru := rule{Rule: r, limits: dec.Limits(), dec: dec}
-		ru.reserver, _ = dec.(Reserver)
-		if len(ru.limits) == 0 {
-			return nil, fmt.Errorf("%w: httplimit: rule %q: its Decider has no limits", sluice.ErrInvalidRequest, r.Name)
-		}
-		if r.Count != nil && ru.reserver == nil {
-			return nil, fmt.Errorf("%w: httplimit: rule %q counts by status, which needs a Decider that can give a take back (a Reserver, such as *sluice.Limiter); %T cannot", sluice.ErrInvalidRequest, r.Name, dec)
-		}
-		ru.names, ru.policyField = ratelimitheader.Policy(r.Name, ru.limits)
-		for _, name := range ru.names {
-			ru.tails = append(ru.tails, problemTail(name))
-		}
-		ru.appender, _ = r.Key.(KeyAppender)
 		m.rules = append(m.rules, ru)
 		if r.Mode == Enforce {
 			if m.enforcing > 0 {
@@ -280,6 +248,49 @@ func New(c Config) (*Middleware, error) {
 	}
 	m.reserves = m.reserves || len(m.rules) > 1
 	return m, nil
+}
+
+// newRule checks rule i of a Config, names it when it has no name (seen
+// holds the names taken), gives it the client's address as its key by
+// default (clientIP, else a ClientIP of its own), and compiles it.
+func newRule(i int, r Rule, clientIP *ClientIP, seen map[string]bool) (rule, error) {
+	dec, err := decider(i, r)
+	if err != nil {
+		return rule{}, err
+	}
+	if r.Name == "" {
+		r.Name = "default"
+		if i > 0 {
+			r.Name = fmt.Sprintf("rule%d", i+1)
+		}
+	}
+	if !validName(r.Name) || seen[r.Name] {
+		return rule{}, fmt.Errorf("%w: httplimit: rule name %q is not printable ASCII or not unique", sluice.ErrInvalidRequest, r.Name)
+	}
+	if r.Fields > RuleFieldsDraft06 {
+		return rule{}, fmt.Errorf("%w: httplimit: rule %q: unknown Fields %d", sluice.ErrInvalidRequest, r.Name, r.Fields)
+	}
+	seen[r.Name] = true
+	if r.Key == nil {
+		r.Key = clientIP
+		if clientIP == nil {
+			r.Key = &ClientIP{}
+		}
+	}
+	ru := rule{Rule: r, limits: dec.Limits(), dec: dec}
+	ru.reserver, _ = dec.(Reserver)
+	if len(ru.limits) == 0 {
+		return rule{}, fmt.Errorf("%w: httplimit: rule %q: its Decider has no limits", sluice.ErrInvalidRequest, r.Name)
+	}
+	if r.Count != nil && ru.reserver == nil {
+		return rule{}, fmt.Errorf("%w: httplimit: rule %q counts by status, which needs a Decider that can give a take back (a Reserver, such as *sluice.Limiter); %T cannot", sluice.ErrInvalidRequest, r.Name, dec)
+	}
+	ru.names, ru.policyField = ratelimitheader.Policy(r.Name, ru.limits)
+	for _, name := range ru.names {
+		ru.tails = append(ru.tails, problemTail(name))
+	}
+	ru.appender, _ = r.Key.(KeyAppender)
+	return ru, nil
 }
 
 // decider returns the Decider of rule i: its Limiter or its Decider,
