@@ -65,6 +65,12 @@ type Options struct {
 	// first write then replaces: for a file that is corrupt or of another
 	// version (sluice serve -ignore-state-file). Default false: read it.
 	IgnoreStateFile bool
+	// Unmetered decides each rule on its store directly, neither counting
+	// nor timing the store's decisions in the rules' metrics (two clock
+	// reads and a histogram a decision): for sluice simulate, which
+	// tallies every decision itself. The guard's verdicts are still
+	// counted. Default false.
+	Unmetered bool
 }
 
 // A Service is sluice serve without its listeners: the store a
@@ -275,9 +281,14 @@ func (s *Service) build(c *config.Config) (*state, error) {
 		meters[name] = mt
 	}
 	n.engine, err = rules.New(rules.Config{
-		Store:    s.st.policy(c.Failure.Policy),
-		StoreFor: func(ru *rules.Rule) sluice.Store { return meters[scopeOf(ru)] },
-		Rules:    c.Rules, Domains: c.Domains,
+		Store: s.st.policy(c.Failure.Policy),
+		StoreFor: func(ru *rules.Rule) sluice.Store {
+			if s.opts.Unmetered {
+				return meters[scopeOf(ru)].next
+			}
+			return meters[scopeOf(ru)]
+		},
+		Rules: c.Rules, Domains: c.Domains,
 		Namespace: s.opts.Namespace, Clock: s.opts.Clock, Logger: s.log, Guard: g, Tracer: s.tel.tracer,
 		OnGuard: func(ru *rules.Rule, key string, v guard.Verdict) { s.guarded(meters[scopeOf(ru)], key, v) },
 	})

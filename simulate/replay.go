@@ -175,7 +175,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	}
 	r.store = memory.New(mc)
 	svc, err := server.NewService(ctx, &rc, server.Options{
-		Logger: slog.New(slog.DiscardHandler), Store: r.store, Clock: clock, OnBan: r.onBan,
+		Logger: slog.New(slog.DiscardHandler), Store: r.store, Clock: clock, OnBan: r.onBan, Unmetered: true,
 	})
 	if err != nil {
 		r.store.Close()
