@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/internal/testing/cputime"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/server/rules"
 )
 

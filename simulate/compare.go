@@ -51,12 +51,6 @@ type diffPair struct {
 }
 
 func newDiffer(a, b *Replayer, top, sketch int) *differ {
-	if top <= 0 {
-		top = 20
-	}
-	if sketch <= 0 {
-		sketch = 4096
-	}
 	df := &differ{top: top}
 	inB := map[string]*ruleStats{}
 	for _, rs := range b.routes {

@@ -64,7 +64,8 @@ type Config struct {
 	// TopKeys is how many keys the report lists per rule. Default 20.
 	TopKeys int
 	// Sketch is how many keys the heavy-hitter sketches hold per rule.
-	// Default 4096.
+	// Default 4096, less with more than 16 rules (their sketches share
+	// 65,536 keys, at least 256 each).
 	Sketch int
 }
 
@@ -88,6 +89,9 @@ type Replayer struct {
 	res    rules.Result // the engine's answer to the last check, its statuses reused
 	errs   int64
 	first  error
+	// tallyKeys is what is left of the keys the rules' rate histograms
+	// may count (maxTallyKeys, shared by a replay's workers).
+	tallyKeys int
 }
 
 // needs says which headers the forward-auth key reads, beside the
@@ -159,7 +163,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	rc := *c.Rules
 	// Nothing leaves the process: no telemetry export, no admin API.
 	rc.Telemetry, rc.Admin = config.Telemetry{}, config.Admin{}
-	r := &Replayer{user: c.UserHeader}
+	r := &Replayer{user: c.UserHeader, tallyKeys: maxTallyKeys / int(max(share, 1))}
 	if r.user == "" {
 		r.user = DefaultUserHeader
 	}
@@ -212,11 +216,12 @@ func (r *Replayer) route(c Config, rc *config.Config, seed maphash.Seed) error {
 		return errors.New("simulate: the configuration has no named rules (forward-auth, and so simulate, applies named rules, not descriptor domains)")
 	}
 	engine := r.svc.Engine()
+	top, sketch := c.sizes(len(routes))
 	for _, rt := range routes {
 		if !engine.IsNamed(rt.Rule) {
 			return fmt.Errorf("simulate: unknown rule %q (want a named rule of the configuration: %s)", rt.Rule, strings.Join(namedRules(rc), ", "))
 		}
-		r.routes = append(r.routes, newRuleStats(rt, engine.Rule(rt.Rule), c, seed))
+		r.routes = append(r.routes, newRuleStats(rt, engine.Rule(rt.Rule), top, sketch, seed, &r.tallyKeys))
 	}
 	return nil
 }

@@ -27,9 +27,14 @@ type Report struct {
 	CheckErrors int64     `json:"check_errors"`
 	From        time.Time `json:"from"`
 	To          time.Time `json:"to"`
-	// Seconds is how long the replay took, LinesPerSecond its speed.
+	// Seconds is how long the replay took, LinesPerSecond its speed;
+	// CPUSeconds the CPU time the process spent meanwhile (user and
+	// system, on every core), CPUPerLine that in microseconds a line:
+	// the cost of the rule set, steadier than the speed on a busy machine.
 	Seconds        float64      `json:"seconds"`
 	LinesPerSecond float64      `json:"lines_per_second"`
+	CPUSeconds     float64      `json:"cpu_seconds"`
+	CPUPerLine     float64      `json:"cpu_us_per_line"`
 	Rules          []RuleReport `json:"rules"`
 	// Compare is the comparison with another rule set (-compare).
 	Compare *Comparison `json:"compare,omitempty"`
@@ -147,7 +152,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Requests > 0 {
 		p.printf(", %s to %s", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
 	}
-	p.printf("; %.1f s, %.0f lines/s\n", r.Seconds, r.LinesPerSecond)
+	p.printf("; %.1f s, %.0f lines/s, %.2f µs of CPU a line\n", r.Seconds, r.LinesPerSecond, r.CPUPerLine)
 	if r.Malformed > 0 || r.Backwards > 0 || r.CheckErrors > 0 {
 		p.printf("could not use %d lines (malformed); %d requests logged out of order; %d checks failed\n", r.Malformed, r.Backwards, r.CheckErrors)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/simulate/accesslog"
 )
 
@@ -94,9 +95,10 @@ func runSequential(ctx context.Context, o Options, rd *accesslog.Reader, prog *p
 			return nil, fmt.Errorf("compare: %w", err)
 		}
 		defer b.Close()
-		df = newDiffer(a, b, o.Config.TopKeys, o.Config.Sketch)
+		top, sketch := o.Config.sizes(len(a.routes))
+		df = newDiffer(a, b, top, sketch)
 	}
-	start := time.Now()
+	began := begin()
 	from, to, err := replay(ctx, o, rd, prog, func(e *accesslog.Entry) {
 		a.Decide(ctx, e)
 		if b != nil {
@@ -107,9 +109,10 @@ func runSequential(ctx context.Context, o Options, rd *accesslog.Reader, prog *p
 	if err != nil {
 		return nil, err
 	}
-	r := a.report(o, rd, from, to, time.Since(start))
+	took := began.took()
+	r := a.report(o, rd, from, to, took)
 	if b != nil {
-		r.Compare = &Comparison{A: cmp.Or(o.RulesName, "rules"), B: cmp.Or(o.CompareName, "compare"), Rules: df.result(), Report: b.report(o, rd, from, to, time.Since(start))}
+		r.Compare = &Comparison{A: cmp.Or(o.RulesName, "rules"), B: cmp.Or(o.CompareName, "compare"), Rules: df.result(), Report: b.report(o, rd, from, to, took)}
 	}
 	return r, nil
 }
@@ -121,14 +124,28 @@ func runParallel(ctx context.Context, o Options, rd *accesslog.Reader, prog *pro
 		return nil, err
 	}
 	defer p.close()
-	start := time.Now()
+	began := begin()
 	from, to, err := replay(ctx, o, rd, prog, p.add)
 	a := p.finish()
 	if err != nil {
 		return nil, err
 	}
-	return a.report(o, rd, from, to, time.Since(start)), nil
+	return a.report(o, rd, from, to, began.took()), nil
 }
+
+// A cost is the wall and CPU time a replay took.
+type cost struct{ wall, cpu time.Duration }
+
+// A start is the clocks' readings at the start of a replay.
+type start struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func begin() start { return start{time.Now(), cputime.Self()} }
+
+// took returns the cost of the replay begun at s.
+func (s start) took() cost { return cost{time.Since(s.wall), cputime.Self() - s.cpu} }
 
 // replay decides every entry of rd, showing progress as o asks, and
 // returns the first and last times logged.
@@ -171,12 +188,13 @@ func decideAll(ctx context.Context, rd *accesslog.Reader, prog *progress, strict
 }
 
 // report returns the replayer's report on what rd read.
-func (r *Replayer) report(o Options, rd *accesslog.Reader, from, to int64, took time.Duration) *Report {
+func (r *Replayer) report(o Options, rd *accesslog.Reader, from, to int64, c cost) *Report {
 	st := rd.Stats
 	rep := &Report{
 		Files: o.Files, Lines: st.Lines, Requests: st.Entries, Malformed: st.Malformed, MalformedLines: st.Samples,
 		Backwards: st.Backwards, CheckErrors: r.errs, From: time.Unix(0, from).UTC(), To: time.Unix(0, to).UTC(),
-		Seconds: took.Seconds(), LinesPerSecond: float64(st.Lines) / max(took.Seconds(), 1e-9),
+		Seconds: c.wall.Seconds(), LinesPerSecond: float64(st.Lines) / max(c.wall.Seconds(), 1e-9),
+		CPUSeconds: c.cpu.Seconds(), CPUPerLine: float64(c.cpu.Microseconds()) / float64(max(st.Lines, 1)),
 	}
 	rep.Format = o.Format.Name
 	if rep.Format == "" {

@@ -33,21 +33,41 @@ type ruleStats struct {
 	rates            []*rateHist // one per limit of the rule
 }
 
-func newRuleStats(rt Route, ru *rules.Rule, c Config, seed maphash.Seed) *ruleStats {
-	top, sketch := c.TopKeys, c.Sketch
+// Defaults of the report's sizes: the keys listed per rule, and the keys
+// the heavy-hitter sketches of a replay's rules hold together (4096 a
+// rule up to 16 rules, then shares of the budget, at least 256 each), so
+// that a rule set of hundreds of rules replays in bounded memory.
+const (
+	defaultTop    = 20
+	defaultSketch = 4096
+	sketchBudget  = 16 * defaultSketch
+	minSketch     = 256
+)
+
+// sizes returns the keys listed per rule and the keys a sketch of each of
+// n rules holds: those of c, or their defaults where c leaves 0.
+func (c Config) sizes(n int) (top, sketch int) {
+	top, sketch = c.TopKeys, c.Sketch
 	if top <= 0 {
-		top = 20
+		top = defaultTop
 	}
 	if sketch <= 0 {
-		sketch = 4096
+		sketch = min(defaultSketch, max(minSketch, top, sketchBudget/max(n, 1)))
 	}
+	return top, sketch
+}
+
+// newRuleStats returns the tallies of the rule ru of route rt, listing
+// top keys from sketches of sketch keys (of seed), its rate histograms
+// counting keys within the budget left.
+func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, left *int) *ruleStats {
 	rs := &ruleStats{
 		route: rt, rule: ru, top: top, seed: seed,
 		keys: newDistinct(seed), deniedKeys: newDistinct(seed),
 		traffic: newTopKeys(sketch, seed), denials: newTopKeys(max(sketch/4, top), seed),
 	}
 	for _, l := range ru.Limits {
-		rs.rates = append(rs.rates, newRateHist(l))
+		rs.rates = append(rs.rates, &rateHist{Limit: l, counts: map[uint64]int32{}, left: left})
 	}
 	return rs
 }
@@ -201,25 +221,26 @@ func (s *series) widen() {
 	s.start, s.width, s.req, s.deny = start, w, req, deny
 }
 
-// maxWindowKeys bounds the keys a rateHist counts in one window.
-const maxWindowKeys = 1 << 20
+// maxTallyKeys bounds the keys that the rate histograms of a replay's
+// rules count in their current windows, together (about 40 bytes each);
+// the workers of a replay share it.
+const maxTallyKeys = 1 << 22
 
 // A rateHist is the distribution of how many requests each key made in
 // each window of a limit's period (aligned to the Unix epoch), in
 // power-of-two buckets: bucket b holds the (key, window) pairs of
 // 2^b to 2^(b+1)-1 requests. It keeps the counts of the current window
-// only, so its memory is that of the keys active in one window, at most
-// maxWindowKeys (the requests of further keys are counted in Untallied).
+// only, so its memory is that of the keys active in one window; the keys
+// counted by every rateHist of a replay are bounded together (*left is
+// what is left of maxTallyKeys), and the requests of keys beyond them are
+// counted in Untallied.
 type rateHist struct {
 	Limit     sluice.Limit
 	Buckets   [40]int64
 	Untallied int64
 	window    int64
 	counts    map[uint64]int32 // by the key's hash
-}
-
-func newRateHist(l sluice.Limit) *rateHist {
-	return &rateHist{Limit: l, counts: map[uint64]int32{}}
+	left      *int             // keys the replay's rateHists may add
 }
 
 // add counts a request at t of the key of hash key.
@@ -228,8 +249,10 @@ func (h *rateHist) add(t int64, key uint64) {
 		h.flush()
 		h.window = w
 	}
-	if len(h.counts) < maxWindowKeys {
+	if *h.left > 0 {
+		n := len(h.counts)
 		h.counts[key]++ // one map operation, not a lookup and a store
+		*h.left -= len(h.counts) - n
 		return
 	}
 	if n, ok := h.counts[key]; ok {
@@ -249,10 +272,17 @@ func (h *rateHist) merge(o *rateHist) {
 	h.Untallied += o.Untallied
 }
 
-// flush moves the current window's counts into the buckets.
+// flush moves the current window's counts into the buckets, and gives
+// its keys back to the budget. A map that held many keys is dropped, not
+// cleared: a Go map keeps the room of its most keys.
 func (h *rateHist) flush() {
 	for _, n := range h.counts {
 		h.Buckets[min(bits.Len32(uint32(n))-1, len(h.Buckets)-1)]++
+	}
+	*h.left += len(h.counts)
+	if len(h.counts) > 4096 {
+		h.counts = map[uint64]int32{}
+		return
 	}
 	clear(h.counts)
 }

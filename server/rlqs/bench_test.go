@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/testing/cputime"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/internal/testing/servicetest"
 	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/server"

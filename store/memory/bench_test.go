@@ -13,7 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testing/cputime"
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 // Benchmarks: one hot key or 1,000,000 uniformly random keys, serial or

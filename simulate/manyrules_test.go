@@ -1,0 +1,116 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/simulate/loggen"
+)
+
+// TestManyRules replays a rule set of 300 named rules (two limits each)
+// and 100 descriptor domains: every line is checked against every rule,
+// the report gives the replay's CPU per line, and the rules' sketches
+// share one budget rather than taking 4096 keys each.
+func TestManyRules(t *testing.T) {
+	const rules, lines = 300, 400
+	var y strings.Builder
+	y.WriteString("rules:\n")
+	for i := range rules {
+		fmt.Fprintf(&y, "  - name: r%d\n    limits: [\"%d/min\", \"%d/h\"]\n", i, 5+i%50, 100+i)
+	}
+	for i := range 100 {
+		fmt.Fprintf(&y, "  - domain: d%d\n    descriptors:\n      - key: remote_address\n        limits: [\"%d/min\"]\n", i, 10+i)
+	}
+	cfg, err := config.Parse("many.yaml", []byte(y.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if err := loggen.Write(&log, lines, loggen.Config{Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg}, Stdin: bytes.NewReader(log.Bytes()), Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rules) != rules {
+		t.Fatalf("%d rules reported, want %d", len(rep.Rules), rules)
+	}
+	for _, r := range rep.Rules {
+		if r.Requests != lines {
+			t.Fatalf("rule %s asked %d times, want once a line (%d)", r.Rule, r.Requests, lines)
+		}
+	}
+	if rep.CPUSeconds <= 0 || rep.CPUPerLine <= 0 {
+		t.Errorf("CPU %v s, %v µs a line: want the replay's cost reported", rep.CPUSeconds, rep.CPUPerLine)
+	}
+	t.Logf("%d rules: %.0f µs of CPU a line", rules, rep.CPUPerLine)
+
+	top, sketch := (Config{}).sizes(rules)
+	if top != defaultTop || sketch != minSketch {
+		t.Errorf("sizes(%d) = %d, %d: want the default top and %d-key sketches", rules, top, sketch, minSketch)
+	}
+	if _, s := (Config{}).sizes(3); s != defaultSketch {
+		t.Errorf("sizes(3) sketch = %d, want %d", s, defaultSketch)
+	}
+	if _, s := (Config{Sketch: 100_000}).sizes(rules); s != 100_000 {
+		t.Errorf("an asked sketch size is kept: got %d", s)
+	}
+}
+
+// TestTallyBudget checks that the rate histograms of a replay's rules
+// count at most their shared budget of keys in their windows, the
+// requests of further keys counted as untallied, and that the budget
+// comes back when a window ends.
+func TestTallyBudget(t *testing.T) {
+	cfg, err := configFor("rules:\n  - name: a\n    limits: [\"5/min\", \"50/h\"]\n  - name: b\n    limits: [\"9/min\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReplayer(context.Background(), Config{Rules: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const budget = 10
+	r.tallyKeys = budget
+	hists := 0
+	counted := func() (n int) {
+		for _, rs := range r.routes {
+			for _, h := range rs.rates {
+				n += len(h.counts)
+			}
+		}
+		return n
+	}
+	t0 := int64(1_700_000_000) * 1e9 / 3600e9 * 3600e9 // an hour's start
+	for i := range 40 { // 40 keys, one request each, in one minute
+		rs := r.routes[i%2]
+		hists += len(rs.rates)
+		for _, h := range rs.rates {
+			h.add(t0+int64(i)*1e9, uint64(1000+i))
+		}
+		if n := counted(); n > budget || n+r.tallyKeys != budget {
+			t.Fatalf("after %d keys: %d keys counted, %d left: want at most %d together", i+1, n, r.tallyKeys, budget)
+		}
+	}
+	var untallied int64
+	for _, rs := range r.routes {
+		for _, h := range rs.rates {
+			untallied += h.Untallied
+		}
+	}
+	if untallied != int64(hists-budget) {
+		t.Errorf("untallied = %d, want the %d requests beyond the budget", untallied, hists-budget)
+	}
+	// A minute later the per-minute windows end: their keys come back.
+	h := r.routes[1].rates[0]
+	h.add(t0+61e9, 1)
+	if r.tallyKeys <= 0 {
+		t.Errorf("after the minute's window ended, %d keys left of the budget: want its keys back", r.tallyKeys)
+	}
+}
