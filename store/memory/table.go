@@ -63,6 +63,7 @@ type table struct {
 	ones     []*[1 << oneShift]oneWord       // the others, full
 	long     map[uint32]string               // the keys, less their prefix, of ones longer than inlineKey
 	prefixes []string                        // the prefixes of one-word keys, by number less one
+	prefixAt map[string]uint8                // prefixes by number less one, once there are more than scanPrefixes
 	lastPre  uint8                           // the number, plus one, of the prefix lookupOne found last; 0 for none
 	many     []manyChunk                     // chunks of the slots when words is more
 	shift    uint8                           // log2 of the slots of a full chunk of many
@@ -99,11 +100,16 @@ const (
 	// maxPrefixes is how many prefixes a table numbers; the keys of
 	// others are kept whole.
 	maxPrefixes = 255
+	// scanPrefixes is how many prefixes a table finds by scanning them;
+	// beyond, by a map (a store of hundreds of rules scanned hundreds on
+	// every insert).
+	scanPrefixes = 8
 	// maxPrefixLen is the longest prefix a table numbers.
 	maxPrefixLen = 64
 	// prefixEntry is what a numbered prefix counts beside its bytes: its
-	// string header, and room to grow.
-	prefixEntry = 32
+	// string header, room to grow, and its entry in prefixAt (a string
+	// header and a byte, in a map's slot and control byte).
+	prefixEntry = 56
 )
 
 func newTable(l sluice.Limit, hash func(prefix, key string) uint64) *table {
@@ -359,6 +365,15 @@ func (t *table) prefixNumber(prefix string) uint8 {
 	}
 	t.prefixes = append(t.prefixes, cloneKey(prefix))
 	t.bytes += allocSize(int64(len(prefix))) + prefixEntry
+	switch {
+	case len(t.prefixes) == scanPrefixes+1:
+		t.prefixAt = make(map[string]uint8, maxPrefixes)
+		for i, p := range t.prefixes {
+			t.prefixAt[p] = uint8(i)
+		}
+	case t.prefixAt != nil:
+		t.prefixAt[t.prefixes[j]] = uint8(j)
+	}
 	return uint8(len(t.prefixes))
 }
 
@@ -369,7 +384,11 @@ func (t *table) prefixIndex(prefix string) (int, bool) {
 	if prefix == "" || len(prefix) > maxPrefixLen {
 		return -1, false
 	}
-	if j := slices.Index(t.prefixes, prefix); j >= 0 {
+	if t.prefixAt != nil {
+		if j, ok := t.prefixAt[prefix]; ok {
+			return int(j), true
+		}
+	} else if j := slices.Index(t.prefixes, prefix); j >= 0 {
 		return j, true
 	}
 	if len(t.prefixes) == maxPrefixes {

@@ -379,6 +379,14 @@ func TestTablePrefixes(t *testing.T) {
 	if len(tb.prefixes) != maxPrefixes {
 		t.Errorf("numbered %d prefixes, want %d", len(tb.prefixes), maxPrefixes)
 	}
+	if len(tb.prefixAt) != len(tb.prefixes) {
+		t.Errorf("prefixAt holds %d prefixes of %d", len(tb.prefixAt), len(tb.prefixes))
+	}
+	for i, p := range tb.prefixes { // past scanPrefixes, found by the map
+		if j, known := tb.prefixIndex(p); j != i || !known {
+			t.Errorf("prefixIndex(%q) = %d, %v; want %d", p, j, known, i)
+		}
+	}
 	check := func(stage string) {
 		t.Helper()
 		for name, v := range want {
