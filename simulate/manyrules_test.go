@@ -88,7 +88,8 @@ func TestTallyBudget(t *testing.T) {
 		return n
 	}
 	t0 := int64(1_700_000_000) * 1e9 / 3600e9 * 3600e9 // an hour's start
-	for i := range 40 {                                // 40 keys, one request each, in one minute
+	// 40 keys, one request each, in one minute.
+	for i := range 40 {
 		rs := r.routes[i%2]
 		hists += len(rs.rates)
 		for _, h := range rs.rates {
