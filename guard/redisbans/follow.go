@@ -103,9 +103,14 @@ func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
 			return ops, errGap
 		}
 		for _, c := range changes {
-			if !c.put {
+			switch {
+			case !c.put:
 				r.set.Delete(c.ban.Jail, c.ban.Key)
-			} else {
+				if len(r.merged) > 0 {
+					delete(r.merged, banfield.Name(c.ban.Jail, c.ban.Key))
+				}
+			case r.supersededPut(c.ban):
+			default:
 				for _, o := range putIn(&r.set, c.ban, time.Time{}) {
 					ops = append(ops, r.queue(o))
 				}
@@ -116,6 +121,17 @@ func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
 		r.applied.Add(int64(len(changes)))
 	}
 	return ops, nil
+}
+
+// supersededPut reports whether b, put by an entry of the log, is a ban
+// this process merged into a wider one, whose deletes come later in the
+// log: Redis no longer holds it. It requires r.mu.
+func (r *Registry) supersededPut(b guard.Ban) bool {
+	if len(r.merged) == 0 {
+		return false
+	}
+	_, ok := r.merged[banfield.Name(b.Jail, b.Key)]
+	return ok
 }
 
 // putIn puts b, a ban Redis holds, in set, judging lapsed bans at now.

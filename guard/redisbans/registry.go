@@ -220,9 +220,15 @@ type Registry struct {
 
 	mu      sync.Mutex     // orders changes of set with pending
 	pending map[string]*op // changes Redis has not confirmed, by field
-	seq     uint64         // of the last op
-	retry   atomic.Bool    // a write failed: flush pending
-	dirty   atomic.Bool    // a change found pending full: reload and write back
+	// merged holds the fields of the bans this process's set merged into
+	// wider ones, until the follower applies the deletes its merge logged:
+	// a put of one of them that the log holds before those deletes is
+	// one Redis deleted, and is not applied (the follower met this
+	// process's own earlier puts after it merged them, and put them back).
+	merged map[string]struct{}
+	seq    uint64      // of the last op
+	retry  atomic.Bool // a write failed: flush pending
+	dirty  atomic.Bool // a change found pending full: reload and write back
 
 	// The log's position: owned by the follower, or by New before it
 	// starts.
@@ -271,6 +277,7 @@ func New(ctx context.Context, c Config) (*Registry, error) {
 		clock:      c.Clock,
 		set:        guard.BanSet{BanLimits: c.Limits},
 		pending:    map[string]*op{},
+		merged:     map[string]struct{}{},
 		done:       make(chan struct{}),
 		behind:     -1,
 	}

@@ -51,6 +51,10 @@ func (r *Registry) queue(o *op) *op {
 	o.seq = r.seq
 	for _, f := range o.merged {
 		delete(r.pending, f)
+		r.merged[f] = struct{}{}
+	}
+	if !o.lift {
+		delete(r.merged, o.field) // put again here, after the merge
 	}
 	if _, ok := r.pending[o.field]; !ok && len(r.pending) >= r.maxPending {
 		r.dropped.Add(1)
@@ -275,8 +279,13 @@ func (r *Registry) merge(s snapshot, now time.Time) {
 			r.writtenBack.Add(1)
 		}
 	}
+	// The merges Redis holds are in s; those pending are logged later.
+	clear(r.merged)
 	pending := slices.SortedFunc(maps.Values(r.pending), func(a, b *op) int { return cmp.Compare(a.seq, b.seq) })
 	for _, o := range pending {
+		for _, f := range o.merged {
+			r.merged[f] = struct{}{}
+		}
 		if o.lift {
 			next.Delete(o.ban.Jail, o.ban.Key)
 		} else {
