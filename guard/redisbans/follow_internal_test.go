@@ -42,7 +42,7 @@ func TestFollowerSkipsMergedPuts(t *testing.T) {
 	if len(before) != 2 || before[0].Key != "198.51.100.0/30" || before[0].Collateral != 1 {
 		t.Fatalf("after the fourth ban the set holds %+v, want the three merged into 198.51.100.0/30 and the fourth", before)
 	}
-	entries, err := c.Do(ctx, c.B().Xrange().Key(r.keys[keyLog]).Start("(" + r.last).End("+").Build()).AsXRangeSlices()
+	entries, err := c.Do(ctx, c.B().Xrange().Key(r.keys[keyLog]).Start("("+r.last).End("+").Build()).AsXRangeSlices()
 	if err != nil {
 		t.Fatal(err)
 	}
