@@ -460,19 +460,22 @@ module Sluice
     end
 
     def decision(a, headers, path)
-      raise Unavailable, "sluice: #{@url}#{path} answered no decision" unless a["allowed"] == true || a["allowed"] == false # no array a call
+      allowed = a["allowed"]
+      raise Unavailable, "sluice: #{@url}#{path} answered no decision" unless allowed == true || allowed == false # no array a call
 
       # Decision.new with keywords builds a hash and walks it, twice the
       # cost of the rest of this method: the members are set one by one
-      # instead (error stays nil).
+      # instead (error stays nil). The service's numbers come as the
+      # members' types (but a whole number of seconds as an Integer):
+      # only the others go through num.
       d = Decision.allocate
-      d.allowed = a["allowed"]
+      d.allowed = allowed
       d.rule = a["rule"].to_s
-      d.limit = num(a["limit"]).to_i
+      d.limit = (v = a["limit"]).is_a?(Integer) ? v : num(v).to_i
       d.policy = a["policy"].to_s
-      d.remaining = num(a["remaining"]).to_i
-      d.reset_after = num(a["reset_after"])
-      d.retry_after = num(a["retry_after"])
+      d.remaining = (v = a["remaining"]).is_a?(Integer) ? v : num(v).to_i
+      d.reset_after = (v = a["reset_after"]).is_a?(Float) ? v : num(v)
+      d.retry_after = (v = a["retry_after"]).is_a?(Float) ? v : num(v)
       d.shadowed = a["shadowed"] == true
       d.guard = a["guard"].to_s
       d.duplicate = a["duplicate"] == true
