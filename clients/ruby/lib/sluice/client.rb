@@ -89,7 +89,7 @@ module Sluice
         sock.post_connection_check(uri.host)
       end
       @sock = sock
-      @buf = +""
+      @buf = String.new # binary, as the reads
       # Reads land here: a new 64 KiB string per read made the garbage
       # collector run, major collections included, every few hundred calls.
       @chunk = String.new(capacity: 65_536, encoding: Encoding::BINARY)
@@ -104,20 +104,25 @@ module Sluice
     # A status line; its code is bytes 9 to 11.
     STATUS = %r{\AHTTP/1\.\d \d{3}[^\n]*?(?:\r\n|\z)}
 
-    # Sends request and reads the answer before deadline: [status,
-    # {RateLimit fields}, body, whether to keep the connection].
+    # The last answer's status, its RateLimit fields ({name => value}),
+    # and whether the connection may be kept.
+    attr_reader :status, :headers, :keep
+
+    # Sends request and reads the answer before deadline; returns its body
+    # (status, headers and keep are read from the connection: an array
+    # of four a call cost more than the three readers).
     def round_trip(request, deadline)
-      @buf = @buf.clear.force_encoding(Encoding::BINARY)
+      @buf.clear
       begin
         @sock.write(request)
-        more(deadline, first: true)
+        more(deadline, true)
       rescue Errno::ECONNRESET, Errno::EPIPE => e
         raise Stale, e.message
       end
       until (eoh = @buf.index("\r\n\r\n"))
         raise ArgumentError, "an answer header of more than 64 KiB" if @buf.bytesize > 65_536
 
-        more(deadline)
+        more(deadline, false)
       end
       # STATUS is matched in @buf, not in a copy of the header: a status
       # line that ends the header ends there at the blank line's CRLF.
@@ -133,15 +138,23 @@ module Sluice
       length = (v = field(low, head, "\r\ncontent-length:")) && Integer(v, 10)
       chunked = low.include?("\r\ntransfer-encoding:") && field(low, low, "\r\ntransfer-encoding:").strip == "chunked"
       keep = !low.include?("\r\nconnection:") || field(low, low, "\r\nconnection:").strip != "close"
-      headers = {}
-      # Each in turn, not by a block over FIELD_NAMES (a third slower).
-      (v = field(low, head, RATELIMIT)) && headers["RateLimit"] = v.strip! || v
-      (v = field(low, head, POLICY)) && headers["RateLimit-Policy"] = v.strip! || v
-      status = (head.getbyte(9) * 100) + (head.getbyte(10) * 10) + head.getbyte(11) - (48 * 111) # STATUS: digits
+      # Each in turn, not by a block over FIELD_NAMES (a third slower);
+      # both, as the service sends them, in one literal.
+      rl = field(low, head, RATELIMIT)
+      policy = field(low, head, POLICY)
+      @headers = if rl && policy
+                   { "RateLimit" => rl.strip! || rl, "RateLimit-Policy" => policy.strip! || policy }
+                 elsif rl || policy
+                   rl ? { "RateLimit" => rl.strip! || rl } : { "RateLimit-Policy" => policy.strip! || policy }
+                 else
+                   {}
+                 end
+      @status = status = (head.getbyte(9) * 100) + (head.getbyte(10) * 10) + head.getbyte(11) - (48 * 111) # STATUS: digits
+      @keep = keep
       if !chunked && length && @buf.bytesize - eoh - 4 == length && length <= MAX_ANSWER
         body = @buf.byteslice(eoh + 4, length) # the whole answer came in one read
         @buf.clear
-        return [status, headers, body.force_encoding(Encoding::UTF_8), keep]
+        return body.force_encoding(Encoding::UTF_8)
       end
       @buf = @buf.byteslice(eoh + 4, @buf.bytesize)
       body = if chunked
@@ -156,8 +169,8 @@ module Sluice
                keep = false
                read_to_end(deadline)
              end
-      keep = false unless @buf.empty?
-      [status, headers, body.force_encoding(Encoding::UTF_8), keep]
+      @keep = false unless keep && @buf.empty?
+      body.force_encoding(Encoding::UTF_8)
     end
 
     private
@@ -177,7 +190,9 @@ module Sluice
       head.byteslice(i, (low.index("\r\n", i) || low.bytesize) - i)
     end
 
-    def more(deadline, first: false)
+    # Reads what there is into @buf, waiting until deadline at most; a
+    # connection closed before the first read of an answer is Stale.
+    def more(deadline, first)
       while true # not loop do: a return from its block unwinds as an exception does
         chunk = @sock.read_nonblock(65_536, @chunk, exception: false)
         case chunk
@@ -203,7 +218,7 @@ module Sluice
 
     def line(deadline)
       until (i = @buf.index("\r\n"))
-        more(deadline)
+        more(deadline, false)
       end
       l = @buf.byteslice(0, i)
       @buf = @buf.byteslice(i + 2..)
@@ -211,7 +226,7 @@ module Sluice
     end
 
     def take(n, deadline)
-      more(deadline) while @buf.bytesize < n
+      more(deadline, false) while @buf.bytesize < n
       data = @buf.byteslice(0, n)
       @buf = @buf.byteslice(n..)
       data
@@ -233,10 +248,10 @@ module Sluice
     end
 
     def read_to_end(deadline)
-      loop { more(deadline) }
+      loop { more(deadline, false) }
     rescue EOFError
       data = @buf
-      @buf = +""
+      @buf = String.new
       data
     end
   end
@@ -413,7 +428,7 @@ module Sluice
         reused = !conn.nil?
         begin
           conn ||= Connection.new(@uri, @timeout)
-          status, headers, data, keep = conn.round_trip(request, deadline)
+          data = conn.round_trip(request, deadline)
         rescue Connection::Stale => e
           conn&.close
           # A kept-alive connection the service closed while it was idle.
@@ -427,7 +442,10 @@ module Sluice
           conn&.close
           raise Unavailable, "sluice: #{@url}#{path}: #{e.message}"
         end
-        keep ? checkin(conn) : conn.close
+        # Read before the connection goes back to the pool, to another thread.
+        status = conn.status
+        headers = conn.headers
+        conn.keep ? checkin(conn) : conn.close
         return answer(path, rule, status, headers, data, want)
       end
     end
