@@ -47,7 +47,7 @@ def client(calls)
   c = Sluice::Client.new("http://127.0.0.1:1", timeout: 5)
   conn = Sluice::Connection.allocate
   conn.instance_variable_set(:@sock, Stub.new)
-  conn.instance_variable_set(:@buf, +"")
+  conn.instance_variable_set(:@buf, String.new)
   conn.instance_variable_set(:@chunk, String.new(capacity: 65_536, encoding: Encoding::BINARY))
   c.send(:checkin, conn)
   calls.times { c.checked_insert("api", "bench").allowed or raise "denied" }

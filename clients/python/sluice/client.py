@@ -583,10 +583,10 @@ class _Connection:
                 self._more(deadline)
                 end = self.buf.find(b"\r\n\r\n")
             data = self.buf
-        head = data[:end]
+        # The header is read in data, not in a copy of it.
         self.buf = data[end + 4:]
-        i = head.find(b"\r\n")
-        parts = (head if i < 0 else head[:i]).split(None, 2)
+        i = data.find(b"\r\n", 0, end)
+        parts = data[:end if i < 0 else i].split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
             raise ValueError(f"answered {data[:100]!r}, not HTTP")
         status = int(parts[1])
@@ -594,7 +594,7 @@ class _Connection:
         # line was the most of its own cost); the last of each wins.
         length = ratelimit = policy = None
         chunked, keep = False, True
-        for name, value in _HEAD_FIELDS.findall(head):
+        for name, value in _HEAD_FIELDS.findall(data, 0, end):
             name = name.lower()
             if name == b"content-length":
                 length = value
@@ -670,7 +670,8 @@ def _decision(a, headers, path) -> Decision:
     # own work once. An answer of the service's fields, of their types
     # (a float may come as an int), gives the Decision's attributes at
     # once instead; anything else takes the long way.
-    d = {**_DECISION, **a, "headers": headers}
+    d = _DECISION | a  # the defaults' dict copied whole, then a's; not a dict built key by key
+    d["headers"] = headers
     if (len(d) == 13 and d["error"] is None and type(d["allowed"]) is bool and type(d["rule"]) is str
             and type(d["limit"]) is int and type(d["policy"]) is str and type(d["remaining"]) is int
             and type(d["shadowed"]) is bool and type(d["guard"]) is str and type(d["duplicate"]) is bool

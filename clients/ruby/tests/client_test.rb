@@ -73,6 +73,30 @@ class ClientTest < Minitest::Test
     assert_equal 413, e.status
   end
 
+  # The bodies the client writes itself are JSON.generate's, byte for
+  # byte, for keys of any bytes and rules and costs of any kind.
+  def test_bodies_as_json_generate_writes
+    keys = (0..255).map { |b| b.chr.b } +
+           ["\u2028/\u007f", "a\"b\\c\u0000\u001f", "ключ", "\r\n\t\b\f", "\xff\xfe".b, "\xc3".b, "\xc3\xa9".b,
+            "é".encode("ISO-8859-1"), "k" * 70_000, :sym, 42] +
+           Array.new(200) { Random.bytes(rand(40)) }
+    keys.each do |key|
+      ["api", "r\"x\n", :api, "é", "\xff".b].each do |rule|
+        [1, -3, 2.5].each do |cost|
+          { "}" => {}, Sluice::Client::PEEK => { peek: true } }.each do |tail, more|
+            want = JSON.generate({ rule: rule, key: Sluice::Client.normalize_key(key), cost: cost, **more })
+          rescue JSON::GeneratorError
+            next # nor does the client send it
+          else
+            got = @client.send(:body, rule, key, cost, tail)
+            assert_equal want, got, "body(#{rule.inspect}, #{key.to_s[0, 20].inspect}, #{cost}, #{tail})"
+            assert_equal want.encoding, got.encoding
+          end
+        end
+      end
+    end
+  end
+
   def test_down_slow_garbage
     dead = Support::BadServer.new(nil)
     dead_url = dead.url
