@@ -169,6 +169,10 @@ func bound(limit, clients int, burst, report, w time.Duration) float64 {
 	return perChange*changes + float64(limit)*0.010
 }
 
+// fairLimit is what the edges' fair shares divide of limit: the limit
+// less the reserve kept for newcomers (rlqs.Reserve).
+func fairLimit(limit int) float64 { return float64(limit - (limit+rlqs.Reserve-1)/rlqs.Reserve) }
+
 // skewed is the demand of the accuracy target: client i offers
 // unit×(1 + (i+phase) mod 8) a second, the phase moving every period, so
 // that the demands stay 1:2:…:8 and each client's changes at every phase;
@@ -205,7 +209,7 @@ func TestRLQSFleet(t *testing.T) {
 	if float64(most) > limit+b {
 		t.Errorf("the fleet admitted %d in the second from %v: over the limit %d plus the bound %.0f", most, at, limit, b)
 	}
-	checkFair(t, rec, demand, limit, phases+1, ft)
+	checkFair(t, rec, demand, fairLimit(limit), phases+1, ft)
 	idleShareBack(t, clients[0], rec.Start.Add(idleAt), ft)
 	if t.Failed() {
 		dump(t, clients, rec, total)
@@ -309,6 +313,56 @@ func dump(t *testing.T, clients []*rlqstest.Client, rec *rlqstest.Record, total 
 	}
 }
 
+// TestRLQSFleetNewcomer: five clients that want more than the limit
+// between them hold all they may (200/s each: without a reserve, the
+// whole limit) when a sixth starts: its users are
+// admitted from its first answer on (a share of the reserve, not a
+// DENY_ALL until the others report), it reaches its fair share two
+// report intervals after it arrives, and the fleet stays within the
+// limit and the documented bound throughout.
+func TestRLQSFleetNewcomer(t *testing.T) {
+	ft := timing(t)
+	const limit = 1000
+	_, clients := fleet(t, ft, limit)
+	arrive := 10 * ft.report // the seven have settled
+	total := arrive + 10*ft.report
+	demand := func(i int, at time.Duration) float64 {
+		if i == 5 || i == 6 || i == 7 && at < arrive {
+			return 0
+		}
+		return 200
+	}
+	rec := rlqstest.Drive(t.Context(), clients, map[string]string{"name": "api"}, demand, total)
+
+	first, firstAt := -1, time.Duration(0)
+	if acts := clients[7].Log().Actions; len(acts) > 0 {
+		first, firstAt = 0, acts[0].At.Sub(rec.Start)
+		if tb := acts[0].Action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+			first = int(tb.GetTokensPerFill().GetValue())
+		}
+	}
+	came := rec.Offered[7][0]
+	admitted := rec.Rate(7, came, came+ft.report) * ft.report.Seconds()
+	t.Logf("the newcomer's first request at %v, its first answer at %v: a share of %d/s; %.0f admitted in its first report interval",
+		came.Round(time.Millisecond), firstAt.Round(time.Millisecond), first, admitted)
+	if first <= 0 {
+		t.Errorf("the newcomer's first answer: %d, want a share (a token bucket), not a blanket DENY_ALL", first)
+	}
+	if admitted < 1 {
+		t.Errorf("the newcomer admitted nothing in its first report interval (%v): its users were refused for arriving", ft.report)
+	}
+	most, at := rec.MaxWindow(time.Second, 0, total)
+	b := bound(limit, len(clients), ft.report/10, ft.report, time.Second)
+	t.Logf("most admitted in a second: %d at %v (limit %d, bound %.0f)", most, at.Round(time.Millisecond), limit, b)
+	if float64(most) > limit+b {
+		t.Errorf("the fleet admitted %d in the second from %v: over the limit %d plus the bound %.0f", most, at, limit, b)
+	}
+	checkFairFrom(t, rec, demand, fairLimit(limit), came, total, ft)
+	if t.Failed() {
+		dump(t, clients, rec, total)
+	}
+}
+
 // TestRLQSFleetFailover kills one of the two replicas mid-stream (as a
 // crash would: no goodbye): its four clients open a stream to the other
 // at their next report, under the same name (rlqs.ClientHeader), and
@@ -360,7 +414,7 @@ func TestRLQSFleetFailover(t *testing.T) {
 		t.Errorf("the fleet admitted %d in the second from %v: over the limit %d plus the bound %.0f", most, at, limit, b)
 	}
 	phase := func(i int, t time.Duration) float64 { return demand(i, 0) }
-	checkFairFrom(t, rec, phase, limit, killAt, total, ft)
+	checkFairFrom(t, rec, phase, fairLimit(limit), killAt, total, ft)
 	if t.Failed() {
 		dump(t, clients, rec, total)
 	}
