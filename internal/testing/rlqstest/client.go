@@ -94,6 +94,14 @@ type Log struct {
 	// Actions are the bucket actions received, in order, with the key
 	// of their bucket (Key) and when.
 	Actions []Received
+	// Sent are the reports sent, in order.
+	Sent []Sent
+}
+
+// Sent is one report a Client sent, and when (by its Clock).
+type Sent struct {
+	At     time.Time
+	Report *rlqspb.RateLimitQuotaUsageReports
 }
 
 // Received is one bucket action a Client received.
@@ -375,6 +383,7 @@ func (c *Client) sendLocked(r *rlqspb.RateLimitQuotaUsageReports) {
 	}
 	if err := c.stream.Send(r); err == nil {
 		c.log.Reports++
+		c.log.Sent = append(c.log.Sent, Sent{At: c.cfg.Clock(), Report: r})
 	}
 }
 
@@ -384,6 +393,7 @@ func (c *Client) Log() Log {
 	defer c.mu.Unlock()
 	l := c.log
 	l.Actions = append([]Received(nil), c.log.Actions...)
+	l.Sent = append([]Sent(nil), c.log.Sent...)
 	return l
 }
 
