@@ -66,6 +66,11 @@ type ShareRequest struct {
 	// for limits of the same Period (the key's state is named by it), so
 	// a new Rate keeps the holders.
 	Limit Limit
+	// Reserve is how many units of the limit are kept for holders that
+	// hold no share yet, so that a newcomer gets a share at once while
+	// the others hold all they may (see algorithm.QuotaTable): 0 (the
+	// default) to Limit.Rate/2.
+	Reserve int
 	// Demand is what the holder wants, in units per Limit.Period: at
 	// least 0, or UnknownDemand, or KeepDemand. More than Limit.Rate counts as
 	// Limit.Rate.
@@ -90,6 +95,8 @@ func (r *ShareRequest) Validate() error {
 		return fmt.Errorf("%w: quota rate %d, want 1 to %d", ErrInvalidRequest, r.Limit.Rate, MaxQuotaRate)
 	case r.Limit.Period <= 0 || r.Limit.Period > MaxPeriod:
 		return fmt.Errorf("%w: quota period %v, want up to %v", ErrInvalidRequest, r.Limit.Period, MaxPeriod)
+	case r.Reserve < 0 || r.Reserve > r.Limit.Rate/2:
+		return fmt.Errorf("%w: quota reserve %d, want 0 to %d", ErrInvalidRequest, r.Reserve, r.Limit.Rate/2)
 	case r.Release:
 	case r.Demand < KeepDemand:
 		return fmt.Errorf("%w: demand %d, want at least 0 (or UnknownDemand, KeepDemand)", ErrInvalidRequest, r.Demand)

@@ -32,6 +32,16 @@ const KeepDemand = -2
 // sum falls within it as the holders ask again or expire). A holder's
 // share grows only into what the others leave free, and shrinks at once.
 //
+// A reserve of the limit may be kept for holders that hold nothing yet
+// (newcomers): the water level then divides limit − reserve, a holder
+// with a share grows only into what the others leave free beyond the
+// reserve (but keeps what it holds up to its fair share), and a holder
+// without one may take, beside what is free beyond the reserve, half of
+// what is free (rounded up). A newcomer thus gets a share at once even
+// while the others hold all they may, the next one half of what is
+// left, and so on, while the sum stays within the limit; the others
+// shrink to the new level as they ask again, which restores the reserve.
+//
 // The methods take the time and read no clock. store/memory applies
 // exactly these semantics; the Redis script quota.lua is their twin,
 // held to them by store/storetest.RunQuotas.
@@ -70,12 +80,14 @@ func (t *QuotaTable) Prune(now int64) int {
 }
 
 // Share records that holder id wants demand units (UnknownDemand: not
-// measured yet; KeepDemand: what the table holds for it) of limit until exp, and returns its new share: its fair
-// share within the holders' demands, kept as it was while the fair share
-// moves by less than 1/Hysteresis of it, and never more than the limit
-// minus what the others hold. A new holder in a table of maxHolders
-// already is refused: ok is false, and it holds nothing.
-func (t *QuotaTable) Share(id string, demand, limit, now, exp int64, maxHolders int) (share int64, ok bool) {
+// measured yet; KeepDemand: what the table holds for it) of limit until
+// exp, keeping reserve units for newcomers (see QuotaTable; 0: none,
+// else less than limit), and returns its new share: its fair share
+// within the holders' demands, kept as it was while the fair share moves
+// by less than 1/Hysteresis of it, and never more than the limit minus
+// what the others hold. A new holder in a table of maxHolders already
+// is refused: ok is false, and it holds nothing.
+func (t *QuotaTable) Share(id string, demand, limit, reserve, now, exp int64, maxHolders int) (share int64, ok bool) {
 	t.Prune(now)
 	i := t.find(id)
 	if i < 0 {
@@ -90,15 +102,30 @@ func (t *QuotaTable) Share(id string, demand, limit, now, exp int64, maxHolders 
 		demand = h.Demand
 	}
 	h.Demand, h.Exp = demand, exp
-	fair := min(clampDemand(demand, limit), t.Level(limit))
-	old, others := h.Share, t.Granted()-h.Share
+	reserve = min(max(reserve, 0), limit-1)
+	fair := min(clampDemand(demand, limit), t.level(limit, limit-reserve))
+	old := h.Share
 	share = fair
 	if old > 0 && abs(fair-old)*Hysteresis <= old {
 		share = old
 	}
-	share = max(min(share, limit-others), 0)
-	h.Share = share
-	return share, true
+	free := limit - (t.Granted() - old)
+	h.Share = max(min(share, room(free, reserve, old, fair)), 0)
+	return h.Share, true
+}
+
+// room returns the most a holder may hold when free units are not held
+// by the others: what is free beyond the reserve; for a holder that
+// holds nothing (old 0), at least half of what is free, rounded up; for
+// one that holds a share, at least that share up to its fair one.
+func room(free, reserve, old, fair int64) int64 {
+	r := free - reserve
+	if old == 0 {
+		r = max(r, (free+1)/2)
+	} else {
+		r = max(r, min(old, fair))
+	}
+	return min(r, free)
 }
 
 // Release gives holder id's share back, and reports whether it held one
@@ -116,13 +143,17 @@ func (t *QuotaTable) Release(id string, now int64) bool {
 // Level returns the water level of the holders' demands in limit: the
 // share of a holder that wants more than the others leave it. It is
 // limit when every demand fits.
-func (t *QuotaTable) Level(limit int64) int64 {
+func (t *QuotaTable) Level(limit int64) int64 { return t.level(limit, limit) }
+
+// level returns the water level of the holders' demands, each clamped
+// to limit, in what units.
+func (t *QuotaTable) level(limit, units int64) int64 {
 	ds := make([]int64, len(t.Holders))
 	for i, h := range t.Holders {
 		ds[i] = clampDemand(h.Demand, limit)
 	}
 	slices.Sort(ds)
-	left := limit
+	left := units
 	for k, d := range ds {
 		fair := left / int64(len(ds)-k)
 		if d > fair {
@@ -130,7 +161,7 @@ func (t *QuotaTable) Level(limit int64) int64 {
 		}
 		left -= d
 	}
-	return limit
+	return units
 }
 
 // Granted returns the sum of the holders' shares.

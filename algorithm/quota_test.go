@@ -104,7 +104,7 @@ func TestQuotaShare(t *testing.T) {
 					q.Release(c.id, now)
 					continue
 				}
-				got, ok := q.Share(c.id, c.demand, limit, now, now+ttl*sec, maxHolders)
+				got, ok := q.Share(c.id, c.demand, limit, 0, now, now+ttl*sec, maxHolders)
 				if got != c.want || ok != c.ok {
 					t.Errorf("call %d: Share(%q, %d) at %ds = %d, %v; want %d, %v", i, c.id, c.demand, c.at, got, ok, c.want, c.ok)
 				}
@@ -125,7 +125,7 @@ func TestQuotaConverges(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for round := range int64(3) {
 		for i, id := range ids {
-			q.Share(id, demands[i], limit, round*sec, (round+3)*sec, 16)
+			q.Share(id, demands[i], limit, 0, round*sec, (round+3)*sec, 16)
 		}
 	}
 	level := q.Level(limit)
@@ -153,11 +153,70 @@ func TestQuotaInvariant(t *testing.T) {
 				continue
 			}
 			demand := rng.Int64N(2*limit+1) - 1
-			q.Share(id, demand, limit, now, now+1+rng.Int64N(3*sec), 8)
+			q.Share(id, demand, limit, rng.Int64N(limit/4+1), now, now+1+rng.Int64N(3*sec), 8)
 			if g := q.Granted(); g > limit {
 				t.Fatalf("trace %d step %d: granted %d > limit %d: %+v", trace, step, g, limit, q.Holders)
 			}
 		}
+	}
+}
+
+// TestQuotaReserve: with a reserve, a newcomer gets a share at once
+// while the others hold all they may, the next one half of what is left;
+// the holders shrink to the level of limit − reserve as they ask again,
+// which restores the reserve, and no holder is cut below what it holds
+// and deserves for the reserve's sake.
+func TestQuotaReserve(t *testing.T) {
+	const limit, reserve = 1000, 50
+	type call struct {
+		at         int64 // seconds
+		id         string
+		demand     int64
+		want, free int64 // the share, and what is free after the call
+	}
+	tests := []struct {
+		name  string
+		calls []call
+	}{
+		{"a newcomer gets half of the reserve, the next half of the rest", []call{
+			{0, "a", UnknownDemand, 950, 50},
+			{0, "b", UnknownDemand, 25, 25},
+			{0, "c", UnknownDemand, 13, 12},
+			{1, "a", 2000, 316, 646}, // the level of 950 among three who want it all
+			{1, "b", 2000, 316, 355},
+			{1, "c", 2000, 316, 52},
+			{1, "d", UnknownDemand, 26, 26},
+		}},
+		{"saturated holders leave the reserve free", []call{
+			{0, "a", 600, 600, 400},
+			{0, "b", 600, 350, 50},
+			{1, "a", 600, 475, 175},
+			{1, "b", 600, 475, 50},
+			{1, "c", UnknownDemand, 25, 25},
+		}},
+		{"a holder keeps what it holds and deserves", []call{
+			{0, "a", 900, 900, 100},
+			{0, "c", 50, 50, 50},
+			{0, "b", UnknownDemand, 25, 25},
+			{1, "c", 50, 50, 25}, // not cut to restore the reserve
+		}},
+		{"what fits is granted beyond the reserve", []call{
+			{0, "a", 100, 100, 900},
+			{0, "b", 200, 200, 700},
+			{0, "c", UnknownDemand, 650, 50},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var q QuotaTable
+			for i, c := range tt.calls {
+				now := c.at * sec
+				got, _ := q.Share(c.id, c.demand, limit, reserve, now, now+3*sec, 16)
+				if free := limit - q.Granted(); got != c.want || free != c.free {
+					t.Errorf("call %d: Share(%q, %d) at %ds = %d, %d free; want %d, %d free", i, c.id, c.demand, c.at, got, free, c.want, c.free)
+				}
+			}
+		})
 	}
 }
 

@@ -169,6 +169,10 @@ func bound(limit, clients int, burst, report, w time.Duration) float64 {
 	return perChange*changes + float64(limit)*0.010
 }
 
+// fairLimit is what the edges' fair shares divide of limit: the limit
+// less the reserve kept for newcomers (rlqs.Reserve).
+func fairLimit(limit int) float64 { return float64(limit - (limit+rlqs.Reserve-1)/rlqs.Reserve) }
+
 // skewed is the demand of the accuracy target: client i offers
 // unit×(1 + (i+phase) mod 8) a second, the phase moving every period, so
 // that the demands stay 1:2:…:8 and each client's changes at every phase;
@@ -205,7 +209,7 @@ func TestRLQSFleet(t *testing.T) {
 	if float64(most) > limit+b {
 		t.Errorf("the fleet admitted %d in the second from %v: over the limit %d plus the bound %.0f", most, at, limit, b)
 	}
-	checkFair(t, rec, demand, limit, phases+1, ft)
+	checkFair(t, clients, rec, demand, fairLimit(limit), phases+1, ft)
 	idleShareBack(t, clients[0], rec.Start.Add(idleAt), ft)
 	if t.Failed() {
 		dump(t, clients, rec, total)
@@ -213,31 +217,33 @@ func TestRLQSFleet(t *testing.T) {
 }
 
 // checkFair checks that in each phase, from two report intervals after
-// its change to its end, every client admitted within 10% of its max-min
-// fair share (see checkFairFrom).
-func checkFair(t *testing.T, rec *rlqstest.Record, demand rlqstest.Demand, limit float64, phases int, ft fleetTiming) {
+// its change to its end, every client was assigned, and admitted, within
+// 10% of its max-min fair share (see checkFairFrom).
+func checkFair(t *testing.T, clients []*rlqstest.Client, rec *rlqstest.Record, demand rlqstest.Demand, limit float64, phases int, ft fleetTiming) {
 	t.Helper()
 	for p := range phases {
-		checkFairFrom(t, rec, demand, limit, time.Duration(p)*ft.phase, time.Duration(p+1)*ft.phase, ft)
+		checkFairFrom(t, clients, rec, demand, limit, time.Duration(p)*ft.phase, time.Duration(p+1)*ft.phase, ft)
 	}
 }
 
 // checkFairFrom checks that from two report intervals after change to
-// end, every client admitted within 10% of its max-min fair share, and
-// reports the worst deviation. A load generator that offered a client
-// less than 80% of its demand over any report interval (a machine too
-// busy to run it on time) leaves the span unjudged: its clients' demands
-// were not what the fair shares assume, and the allocator rightly
-// followed what they were.
-func checkFairFrom(t *testing.T, rec *rlqstest.Record, demand rlqstest.Demand, limit float64, change, end time.Duration, ft fleetTiming) {
+// end every client was assigned within 10% of its max-min fair share of
+// the demands the clients reported (checkShares), and admitted within
+// 10% of its fair share of what they offered, and reports the worst
+// deviations. What a client admits is judged only while the load
+// generator kept up: one that offered a client less than 80% of its
+// demand over a report interval (a machine too busy to run it on time)
+// also admitted less than its share allows; the shares assigned are
+// judged always, as they follow what the clients did report.
+func checkFairFrom(t *testing.T, clients []*rlqstest.Client, rec *rlqstest.Record, demand rlqstest.Demand, limit float64, change, end time.Duration, ft fleetTiming) {
 	t.Helper()
 	from := change + 2*ft.report
-	ds := make([]float64, len(rec.Admitted))
-	for i := range ds {
-		ds[i] = demand(i, from)
-		for f := from - ft.report; f < end && ds[i] > 0; f += ft.report {
-			if rec.OfferedRate(i, f, f+ft.report) < 0.8*ds[i] {
-				t.Logf("from %v to %v not judged: the load generator fell behind (client %d)", from, end, i)
+	checkShares(t, clients, rec, limit, from, end, ft)
+	for i := range rec.Admitted {
+		d := demand(i, from)
+		for f := from - ft.report; f < end && d > 0; f += ft.report {
+			if rec.OfferedRate(i, f, f+ft.report) < 0.8*d {
+				t.Logf("from %v to %v, admissions not judged: the load generator fell behind (client %d)", from, end, i)
 				return
 			}
 		}
@@ -246,13 +252,13 @@ func checkFairFrom(t *testing.T, rec *rlqstest.Record, demand rlqstest.Demand, l
 	// 80% of its nominal one, above): a generator a little late on a busy
 	// machine lowers its client's demand, and the allocator rightly
 	// gives the others more.
-	offered := make([]float64, len(ds))
-	for i := range ds {
+	offered := make([]float64, len(rec.Offered))
+	for i := range offered {
 		offered[i] = rec.OfferedRate(i, from-ft.report, end)
 	}
 	fair := rlqstest.FairShares(offered, limit)
 	worst := 0.0
-	for i := range ds {
+	for i := range offered {
 		if fair[i] == 0 {
 			continue
 		}
@@ -260,10 +266,134 @@ func checkFairFrom(t *testing.T, rec *rlqstest.Record, demand rlqstest.Demand, l
 		dev := math.Abs(got-fair[i]) / fair[i]
 		worst = math.Max(worst, dev)
 		if dev > 0.10 {
-			t.Errorf("from %v to %v, client %d (demand %.0f/s, offered %.1f/s): admitted %.1f/s, fair share %.1f/s (%.1f%% off)", from, end, i, ds[i], offered[i], got, fair[i], 100*dev)
+			t.Errorf("from %v to %v, client %d (offered %.1f/s): admitted %.1f/s, fair share %.1f/s (%.1f%% off)", from, end, i, offered[i], got, fair[i], 100*dev)
 		}
 	}
-	t.Logf("from %v to %v: worst deviation from the fair share %.1f%%", from, end, 100*worst)
+	t.Logf("from %v to %v: worst deviation of the admitted from the fair share %.1f%%", from, end, 100*worst)
+}
+
+// checkShares checks that over [from, end) the shares each client was
+// assigned sum to within 10% of its max-min fair shares of the demands
+// the clients reported: at each of its reports, the fair share of the
+// demands of every client as the service measured them from their
+// reports so far (measuredDemands), against the share that answered it.
+// A report is judged when every client's measured demand was steady
+// (within 10%) over the two report intervals before it: a share may
+// grow only as the others shrink, at their next reports. This holds
+// whether or not the load generators kept up: it judges the allocator
+// on what the clients said, and a generator that lags steadily still
+// says it steadily.
+func checkShares(t *testing.T, clients []*rlqstest.Client, rec *rlqstest.Record, limit float64, from, end time.Duration, ft fleetTiming) {
+	t.Helper()
+	logs := make([]rlqstest.Log, len(clients))
+	demands := make([][]measured, len(clients))
+	for i, c := range clients {
+		logs[i] = c.Log()
+		demands[i] = measuredDemands(logs[i], ft.report, limit)
+	}
+	worst, judged := 0.0, 0
+	ds := make([]float64, len(clients))
+	for i := range clients {
+		got, want := 0.0, 0.0
+		for _, m := range demands[i] {
+			if at := m.at.Sub(rec.Start); at < from || at >= end || !steady(demands, m.at.Add(-2*ft.report), m.at) {
+				continue
+			}
+			for j := range ds {
+				ds[j] = demandAt(demands[j], m.at)
+			}
+			want += rlqstest.FairShares(ds, limit)[i]
+			got += float64(shareAt(logs[i], m.at))
+		}
+		if want < 1 {
+			continue
+		}
+		judged++
+		dev := math.Abs(got-want) / want
+		worst = math.Max(worst, dev)
+		if dev > 0.10 {
+			t.Errorf("from %v to %v, client %d: assigned %.0f in all at its reports, its fair shares of the demands reported %.0f (%.1f%% off)", from, end, i, got, want, 100*dev)
+		}
+	}
+	t.Logf("from %v to %v: worst deviation of the shares assigned from the fair shares of the demands reported %.1f%% (%d clients judged)", from, end, 100*worst, judged)
+}
+
+// A measured demand is the demand the service holds for a client from
+// its report at a time on.
+type measured struct {
+	at     time.Time
+	demand float64
+}
+
+// measuredDemands returns the demand the service measured for a client
+// (of its one bucket) at each of its reports, as rlqs measures it: the
+// first report's is unknown (the whole limit); then the requests
+// reported, allowed or denied, over the time since the measure began,
+// plus 2/s, once that time spans three quarters of a report interval
+// (until then, the demand stays).
+func measuredDemands(l rlqstest.Log, report time.Duration, limit float64) []measured {
+	var out []measured
+	var since time.Time
+	n, d := 0.0, limit
+	for _, s := range l.Sent {
+		for _, u := range s.Report.GetBucketQuotaUsages() {
+			n += float64(u.GetNumRequestsAllowed() + u.GetNumRequestsDenied())
+		}
+		switch el := s.At.Sub(since); {
+		case since.IsZero():
+			since, n = s.At, 0
+		case el >= report*3/4:
+			d, since, n = n/el.Seconds()+2, s.At, 0
+		}
+		out = append(out, measured{at: s.At, demand: d})
+	}
+	return out
+}
+
+// steady reports whether every client's measured demand stayed within
+// 10% over [from, to].
+func steady(demands [][]measured, from, to time.Time) bool {
+	for _, ms := range demands {
+		lo, hi := demandAt(ms, from), demandAt(ms, from)
+		for _, m := range ms {
+			if m.at.After(from) && !m.at.After(to) {
+				lo, hi = min(lo, m.demand), max(hi, m.demand)
+			}
+		}
+		if hi > 1.1*lo {
+			return false
+		}
+	}
+	return true
+}
+
+// demandAt returns the demand of ms at t: the latest measured at or
+// before t, 0 before the first.
+func demandAt(ms []measured, t time.Time) float64 {
+	d := 0.0
+	for _, m := range ms {
+		if m.at.After(t) {
+			break
+		}
+		d = m.demand
+	}
+	return d
+}
+
+// shareAt returns the share that answered a client's report at x: the
+// rate of the first action it received at or after x, 0 for a blanket
+// rule or none.
+func shareAt(l rlqstest.Log, x time.Time) int {
+	for _, a := range l.Actions {
+		if a.At.Before(x) {
+			continue
+		}
+		if tb := a.Action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+			return int(tb.GetTokensPerFill().GetValue())
+		}
+		return 0
+	}
+	return 0
 }
 
 // idleShareBack checks that the client, idle from idleAt on, holds a
@@ -309,6 +439,56 @@ func dump(t *testing.T, clients []*rlqstest.Client, rec *rlqstest.Record, total 
 	}
 }
 
+// TestRLQSFleetNewcomer: five clients that want more than the limit
+// between them hold all they may (200/s each: without a reserve, the
+// whole limit) when a sixth starts: its users are
+// admitted from its first answer on (a share of the reserve, not a
+// DENY_ALL until the others report), it reaches its fair share two
+// report intervals after it arrives, and the fleet stays within the
+// limit and the documented bound throughout.
+func TestRLQSFleetNewcomer(t *testing.T) {
+	ft := timing(t)
+	const limit = 1000
+	_, clients := fleet(t, ft, limit)
+	arrive := 10 * ft.report // the seven have settled
+	total := arrive + 10*ft.report
+	demand := func(i int, at time.Duration) float64 {
+		if i == 5 || i == 6 || i == 7 && at < arrive {
+			return 0
+		}
+		return 200
+	}
+	rec := rlqstest.Drive(t.Context(), clients, map[string]string{"name": "api"}, demand, total)
+
+	first, firstAt := -1, time.Duration(0)
+	if acts := clients[7].Log().Actions; len(acts) > 0 {
+		first, firstAt = 0, acts[0].At.Sub(rec.Start)
+		if tb := acts[0].Action.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+			first = int(tb.GetTokensPerFill().GetValue())
+		}
+	}
+	came := rec.Offered[7][0]
+	admitted := rec.Rate(7, came, came+ft.report) * ft.report.Seconds()
+	t.Logf("the newcomer's first request at %v, its first answer at %v: a share of %d/s; %.0f admitted in its first report interval",
+		came.Round(time.Millisecond), firstAt.Round(time.Millisecond), first, admitted)
+	if first <= 0 {
+		t.Errorf("the newcomer's first answer: %d, want a share (a token bucket), not a blanket DENY_ALL", first)
+	}
+	if admitted < 1 {
+		t.Errorf("the newcomer admitted nothing in its first report interval (%v): its users were refused for arriving", ft.report)
+	}
+	most, at := rec.MaxWindow(time.Second, 0, total)
+	b := bound(limit, len(clients), ft.report/10, ft.report, time.Second)
+	t.Logf("most admitted in a second: %d at %v (limit %d, bound %.0f)", most, at.Round(time.Millisecond), limit, b)
+	if float64(most) > limit+b {
+		t.Errorf("the fleet admitted %d in the second from %v: over the limit %d plus the bound %.0f", most, at, limit, b)
+	}
+	checkFairFrom(t, clients, rec, demand, fairLimit(limit), came, total, ft)
+	if t.Failed() {
+		dump(t, clients, rec, total)
+	}
+}
+
 // TestRLQSFleetFailover kills one of the two replicas mid-stream (as a
 // crash would: no goodbye): its four clients open a stream to the other
 // at their next report, under the same name (rlqs.ClientHeader), and
@@ -330,14 +510,15 @@ func TestRLQSFleetFailover(t *testing.T) {
 	rec := <-done
 	killAt := killed.Sub(rec.Start)
 
-	// A load generator behind around the kill changes its client's
-	// demand, and so every share: the shares are then not judged.
-	lagged := false
-	for i := range clients {
-		for f := killAt - 2*ft.report; f < killAt+2*ft.report; f += ft.report {
-			lagged = lagged || rec.OfferedRate(i, f, f+ft.report) < 0.9*demand(i, 0)
-		}
+	// A demand that moved around the kill (a load generator fell
+	// behind) moves every share: the shares are then not judged. The
+	// demands are those the clients reported, as the service measured
+	// them, whatever the generators offered.
+	demands := make([][]measured, len(clients))
+	for i, c := range clients {
+		demands[i] = measuredDemands(c.Log(), ft.report, fairLimit(limit))
 	}
+	lagged := !steady(demands, killed.Add(-2*ft.report), killed.Add(ft.report))
 	for i, c := range clients[:4] {
 		l := c.Log()
 		if l.Streams < 2 || l.StreamErrors < 1 {
@@ -346,7 +527,7 @@ func TestRLQSFleetFailover(t *testing.T) {
 		before, after := shareAround(l, killed)
 		t.Logf("client %d: share %d/s before the kill, %d/s first after it", i, before, after)
 		if lagged {
-			t.Logf("client %d: share not judged: a load generator fell behind around the kill", i)
+			t.Logf("client %d: share not judged: the demands reported moved by more than 10%% around the kill", i)
 			continue
 		}
 		if before <= 0 || math.Abs(float64(after-before)) > 0.1*float64(before) {
@@ -360,7 +541,7 @@ func TestRLQSFleetFailover(t *testing.T) {
 		t.Errorf("the fleet admitted %d in the second from %v: over the limit %d plus the bound %.0f", most, at, limit, b)
 	}
 	phase := func(i int, t time.Duration) float64 { return demand(i, 0) }
-	checkFairFrom(t, rec, phase, limit, killAt, total, ft)
+	checkFairFrom(t, clients, rec, phase, fairLimit(limit), killAt, total, ft)
 	if t.Failed() {
 		dump(t, clients, rec, total)
 	}

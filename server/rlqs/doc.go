@@ -51,12 +51,26 @@
 // quota.max_buckets ids already (overflow); the id is over
 // config.MaxBucketEntries or config.MaxBucketBytes (oversize); the key's
 // table holds sluice.MaxQuotaHolders other holders (full); the others
-// hold the whole limit for now (no-share); the guard refuses or bans the
-// bucket's actor (deny-list, banned; an allow-listed actor gets
-// ALLOW_ALL); the store fails under a closed failure policy (store; an
-// open one gets ALLOW_ALL, a local one the edge's last share, else a
-// share of limit/failure.instances from this process). A blanket is
-// never a share: it takes nothing from the other edges.
+// hold the whole limit, reserve included, for now (no-share: more
+// newcomers within one report interval than the reserve serves, see
+// Newcomers); the guard refuses or bans the bucket's actor (deny-list,
+// banned; an allow-listed actor gets ALLOW_ALL); the store fails under a
+// closed failure policy (store; an open one gets ALLOW_ALL, a local one
+// the edge's last share, else a share of limit/failure.instances from
+// this process). A blanket is never a share: it takes nothing from the
+// other edges.
+//
+// # Newcomers
+//
+// The edges that hold a share leave 1/Reserve of the limit free (the
+// water level divides the rest), and an edge that holds none may take
+// half of what is free: a new edge's first answer is a share even while
+// the others want more than the limit, the next newcomer's half of what
+// is left, and so on, rather than a DENY_ALL until the others report
+// again. The others shrink to the new level at their next reports, so a
+// newcomer has its fair share from its second report on, and the reserve
+// is free again. The shares still sum to at most the limit; while the
+// edges' demands exceed it, they admit 1/Reserve less of it.
 //
 // A message that is not a usage report ends the stream with Internal
 // (gRPC's own decoding), one over the server's message size with

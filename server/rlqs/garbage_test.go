@@ -77,7 +77,7 @@ func TestProtocolGarbage(t *testing.T) {
 	if err := st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(api, 1, 0)}}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := st.Recv(); err != nil || share(r.GetBucketAction()[0]) != 100 {
-		t.Errorf("a report after the garbage = %v, %v; want a share of 100", r, err)
+	if r, err := st.Recv(); err != nil || share(r.GetBucketAction()[0]) != alone {
+		t.Errorf("a report after the garbage = %v, %v; want a share of %d", r, err, alone)
 	}
 }

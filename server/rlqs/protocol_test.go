@@ -143,6 +143,10 @@ func newService(t *testing.T) (*server.Service, *rlqs.Service) {
 
 var api = map[string]string{"name": "api", "tenant": "a"}
 
+// alone is the share of an edge alone on a bucket of 100/s: the limit
+// less its reserve for newcomers (rlqs.Reserve).
+const alone = 100 - 100/rlqs.Reserve
+
 // TestProtocolSubscribe: the first report of a bucket subscribes, and
 // is answered by a QuotaAssignmentAction of a token bucket filled every
 // period with the TTL of the configuration; the response carries one
@@ -164,8 +168,8 @@ func TestProtocolSubscribe(t *testing.T) {
 			qa := a.GetQuotaAssignmentAction()
 			tb := qa.GetRateLimitStrategy().GetTokenBucket()
 			if qa.GetAssignmentTimeToLive().AsDuration() != 2*time.Second || tb == nil ||
-				tb.GetFillInterval().AsDuration() != time.Second || tb.GetTokensPerFill().GetValue() != 100 || tb.GetMaxTokens() < 2 {
-				t.Errorf("action %d = %v, want a token bucket of 100 per 1s living 2s", i, qa)
+				tb.GetFillInterval().AsDuration() != time.Second || tb.GetTokensPerFill().GetValue() != alone || tb.GetMaxTokens() < 2 {
+				t.Errorf("action %d = %v, want a token bucket of %d per 1s living 2s", i, qa, alone)
 			}
 		}
 	})
@@ -227,8 +231,8 @@ func TestProtocolBlankets(t *testing.T) {
 		}{
 			{"unknown", map[string]string{"name": "web"}, -2},
 			{"deny-listed", map[string]string{"name": "api", "tenant": "evil"}, -2},
-			{"first", map[string]string{"name": "api", "tenant": "1"}, 100},
-			{"second", map[string]string{"name": "api", "tenant": "2"}, 100},
+			{"first", map[string]string{"name": "api", "tenant": "1"}, alone},
+			{"second", map[string]string{"name": "api", "tenant": "2"}, alone},
 			{"overflow", map[string]string{"name": "api", "tenant": "3"}, -2}, // the deny-listed id is held too
 		}
 		for _, c := range cases {
@@ -249,7 +253,7 @@ func TestProtocolBlankets(t *testing.T) {
 
 // TestProtocolFairShares: two edges of one bucket id divide its limit
 // max-min fair by the demand they report: one that wants 10/s gets that
-// (and a margin of 2/s), the other the rest.
+// (and a margin of 2/s), the other the rest but the reserve.
 func TestProtocolFairShares(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, q := newService(t)
@@ -266,8 +270,58 @@ func TestProtocolFairShares(t *testing.T) {
 		}
 		s := share(small.report(t, "edge", usage(api, 0, 0)).GetBucketAction()[0])
 		l := share(large.report(t, "edge", usage(api, 0, 0)).GetBucketAction()[0])
-		if s != 12 || l != 88 {
-			t.Errorf("shares %d and %d, want 12 and 88", s, l)
+		if s != 12 || l != alone-12 {
+			t.Errorf("shares %d and %d, want 12 and %d", s, l, alone-12)
+		}
+	})
+}
+
+// TestProtocolNewcomer: edges that arrive while the others hold all
+// they may get a share of the reserve at once, not a DENY_ALL, and
+// their fair share one report later, once the others have reported:
+// the others shrink to make room. The shares never sum past the limit.
+func TestProtocolNewcomer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, q := newService(t)
+		names := []string{"a", "b", "new1", "new2"}
+		edges := map[string]*fakeStream{}
+		shares := map[string]int{}
+		ask := func(name string, allowed, denied uint64) int {
+			t.Helper()
+			shares[name] = share(edges[name].report(t, "edge", usage(api, allowed, denied)).GetBucketAction()[0])
+			sum := 0
+			for _, s := range shares {
+				sum += max(s, 0)
+			}
+			if sum > 100 {
+				t.Errorf("after %s asked, the shares %v sum to %d: over the limit 100", name, shares, sum)
+			}
+			return shares[name]
+		}
+		for _, n := range names[:2] {
+			edges[n] = open(t, q, n)
+			ask(n, 1, 0)
+		}
+		for range 2 { // a and b want 200/s each: they hold all they may
+			time.Sleep(time.Second)
+			ask("a", 100, 100)
+			ask("b", 100, 100)
+		}
+		for _, n := range names[2:] {
+			edges[n] = open(t, q, n)
+			if got := ask(n, 1, 0); got <= 0 {
+				t.Errorf("%s, arriving while the others hold all they may: answered %d, want a share", n, got)
+			}
+		}
+		time.Sleep(time.Second)
+		for _, n := range names {
+			ask(n, 100, 100)
+		}
+		fair := (100 - 100/rlqs.Reserve) / 4
+		for _, n := range names[2:] {
+			if got := ask(n, 100, 100); got < fair-fair/40 || got > fair+fair/40 {
+				t.Errorf("%s, one report after the others': share %d, want %d (its fair share, within 1/40)", n, got, fair)
+			}
 		}
 	})
 }
@@ -314,8 +368,8 @@ func TestProtocolAbandon(t *testing.T) {
 		if !abandoned {
 			t.Errorf("a bucket idle for 6s (idle 5s) was not abandoned")
 		}
-		if got := share(busy.report(t, "edge", usage(api, 200, 0)).GetBucketAction()[0]); got < 100-100/40 {
-			t.Errorf("after the other edge's bucket was abandoned, the busy one's share is %d, want 100 (within the 1/40 kept)", got)
+		if got := share(busy.report(t, "edge", usage(api, 200, 0)).GetBucketAction()[0]); got < alone-alone/40 {
+			t.Errorf("after the other edge's bucket was abandoned, the busy one's share is %d, want %d (within the 1/40 kept)", got, alone)
 		}
 		time.Sleep(6 * time.Second)
 		select {
@@ -419,7 +473,7 @@ func TestHTTPDoor(t *testing.T) {
 		body, want string
 		code       int
 	}{
-		{`{"domain":"edge","bucket":{"name":"api"},"holder":"go-1"}`, `"rate":100`, 200},
+		{`{"domain":"edge","bucket":{"name":"api"},"holder":"go-1"}`, fmt.Sprintf(`"rate":%d`, alone), 200},
 		{`{"domain":"edge","bucket":{"name":"api"},"holder":"go-2","allowed":10,"elapsed":1}`, `"rate":`, 200},
 		{`{"domain":"edge","bucket":{"name":"web"},"holder":"go-1"}`, `"blanket":"deny","reason":"unknown"`, 200},
 		{`{"domain":"edge","bucket":{"name":"api"},"holder":"go-1","release":true}`, `"rate":0`, 200},
@@ -470,20 +524,20 @@ quota:
 	ids := []map[string]string{{"name": "open"}, {"name": "closed"}, {"name": "local"}}
 	f := open(t, q, "a")
 	for i, a := range f.report(t, "edge", usage(ids[0], 1, 0), usage(ids[1], 1, 0), usage(ids[2], 1, 0)).GetBucketAction() {
-		if got := share(a); got != 100 {
-			t.Fatalf("%v with the store up: answered %d, want 100", ids[i], got)
+		if got := share(a); got != alone {
+			t.Fatalf("%v with the store up: answered %d, want %d", ids[i], got, alone)
 		}
 	}
 	r.Stop()
-	want := []int{-1, -2, 100}
+	want := []int{-1, -2, alone}
 	for i, a := range f.report(t, "edge", usage(ids[0], 1, 0), usage(ids[1], 1, 0), usage(ids[2], 1, 0)).GetBucketAction() {
 		if got := share(a); got != want[i] {
 			t.Errorf("%v with the store down: answered %d, want %d", ids[i], got, want[i])
 		}
 	}
 	g := open(t, q, "b")
-	if got := share(g.report(t, "edge", usage(ids[2], 1, 0)).GetBucketAction()[0]); got != 25 {
-		t.Errorf("a new edge of the local rule with the store down: answered %d, want 25 (100 / 4 instances)", got)
+	if got := share(g.report(t, "edge", usage(ids[2], 1, 0)).GetBucketAction()[0]); got != 25-2 {
+		t.Errorf("a new edge of the local rule with the store down: answered %d, want 23 (100 / 4 instances, less the reserve)", got)
 	}
 }
 
@@ -515,8 +569,8 @@ func TestProtocolHeldBound(t *testing.T) {
 		close(streams[0].in)
 		<-streams[0].done
 		id := map[string]string{"name": "api", "tenant": "late"}
-		if got := share(streams[3].report(t, "edge", usage(id, 1, 0)).GetBucketAction()[0]); got != 100 {
-			t.Errorf("after a stream of 2 ids ended, a new id got %d, want 100", got)
+		if got := share(streams[3].report(t, "edge", usage(id, 1, 0)).GetBucketAction()[0]); got != alone {
+			t.Errorf("after a stream of 2 ids ended, a new id got %d, want %d", got, alone)
 		}
 	})
 }

@@ -218,8 +218,9 @@ func (s *Service) assign(ctx context.Context, r *request) answer {
 }
 
 // assignment returns a with the token bucket of share rate, or a
-// DENY_ALL when the share is empty (the others hold the whole limit
-// until they report again). The bucket holds the share of
+// DENY_ALL when the share is empty (the others hold the whole limit,
+// reserve included, until they report again: several newcomers within
+// one report interval). The bucket holds the share of
 // config.Quota.Burst, and at least two tokens (one for a share of one),
 // so that arrivals a little early are not refused for want of a token
 // that a little later would have refilled.
@@ -291,6 +292,20 @@ func (s *Service) report(ctx context.Context, b *config.QuotaBucket, r *request)
 	}
 }
 
+// Reserve is the part of a rule's limit, 1/Reserve of it, that the
+// shares of the edges that hold one leave free for the edges that hold
+// none yet: a new edge's first answer is a share of it (half of what is
+// free, the next newcomer's half of the rest) rather than a DENY_ALL
+// until the others report again, and the others shrink to make room at
+// their next reports. The shares still sum to at most the limit; what
+// the reserve costs is 1/Reserve of the limit while the edges' demands
+// exceed it.
+const Reserve = 20
+
+// reserveOf returns the units of l kept for newcomers: 1/Reserve of its
+// rate rounded up, at most half of it.
+func reserveOf(l sluice.Limit) int { return min((l.Rate+Reserve-1)/Reserve, l.Rate/2) }
+
 // prefix is the prefix of the tables of shares of rule: the named rule's
 // own (the tables' state ID keeps them apart from its states).
 func (s *Service) prefix(rule string) string { return s.c.Namespace + ":" + rule + ":" }
@@ -298,7 +313,8 @@ func (s *Service) prefix(rule string) string { return s.c.Namespace + ":" + rule
 // share asks the store for r's holder's share of l, with demand, under
 // the failure timeout of a shared store.
 func (s *Service) share(ctx context.Context, cfg *config.Config, q *config.Quota, b *config.QuotaBucket, l sluice.Limit, r *request, demand int) (sluice.Share, error) {
-	req := sluice.ShareRequest{Prefix: s.prefix(b.Rule), Key: string(r.key), Holder: r.holder, Limit: l, Demand: demand, TTL: q.TTL}
+	req := sluice.ShareRequest{Prefix: s.prefix(b.Rule), Key: string(r.key), Holder: r.holder, Limit: l,
+		Reserve: reserveOf(l), Demand: demand, TTL: q.TTL}
 	if !s.c.Shared {
 		return s.c.Store.Share(ctx, req)
 	}
@@ -333,7 +349,7 @@ func (s *Service) failed(cfg *config.Config, q *config.Quota, b *config.QuotaBuc
 	local := a.limit
 	local.Rate = max(1, local.Rate/max(cfg.Failure.Instances, 1))
 	sh, lerr := s.c.Local.Share(context.Background(), sluice.ShareRequest{Prefix: s.prefix(b.Rule), Key: string(r.key),
-		Holder: r.holder, Limit: local, Demand: sluice.UnknownDemand, TTL: q.TTL})
+		Holder: r.holder, Limit: local, Reserve: reserveOf(local), Demand: sluice.UnknownDemand, TTL: q.TTL})
 	if lerr != nil || sh.Full {
 		a.kind, a.reason = denyAll, reasonStore
 		return a

@@ -75,7 +75,7 @@ func (s *Store) shareOnce(ctx context.Context, c *meta.Client, b *meta.Batch, ke
 		t.Release(r.Holder, now)
 	} else {
 		exp := now + int64(r.TTL)
-		if rate, ok = t.Share(r.Holder, int64(r.Demand), int64(r.Limit.Rate), now, exp, sluice.MaxQuotaHolders); ok {
+		if rate, ok = t.Share(r.Holder, int64(r.Demand), int64(r.Limit.Rate), int64(r.Reserve), now, exp, sluice.MaxQuotaHolders); ok {
 			sh.Expires = time.Unix(0, exp)
 		}
 	}

@@ -116,7 +116,7 @@ func (q *quotaShards) share(name string, r *sluice.ShareRequest, now int64) slui
 		q.bytes.Add(quotaHolderBytes)
 	}
 	exp := now + int64(r.TTL)
-	rate, ok := t.Share(r.Holder, int64(r.Demand), int64(r.Limit.Rate), now, exp, sluice.MaxQuotaHolders)
+	rate, ok := t.Share(r.Holder, int64(r.Demand), int64(r.Limit.Rate), int64(r.Reserve), now, exp, sluice.MaxQuotaHolders)
 	if !ok {
 		q.bytes.Add(-quotaHolderBytes)
 	}

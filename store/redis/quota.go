@@ -44,7 +44,7 @@ func (s *Store) Share(ctx context.Context, r sluice.ShareRequest) (sluice.Share,
 	}
 	keys := []string{QuotaKey(r.Prefix, r.Key, r.Limit)}
 	args := []string{r.Holder, strconv.Itoa(r.Demand), strconv.Itoa(r.Limit.Rate), strconv.FormatInt(ttl, 10),
-		strconv.FormatInt(now, 10), strconv.Itoa(sluice.MaxQuotaHolders), strconv.FormatInt(s.slack, 10)}
+		strconv.FormatInt(now, 10), strconv.Itoa(sluice.MaxQuotaHolders), strconv.FormatInt(s.slack, 10), strconv.Itoa(r.Reserve)}
 	v, err := s.evalInts(ctx, quotaScript, keys, args)
 	if err != nil {
 		return sluice.Share{}, fmt.Errorf("%w: redis: quota: %w", sluice.ErrStore, err)

@@ -8,13 +8,15 @@
 --
 -- KEYS[1]  the table.
 -- ARGV     holder, demand (-1: unknown, -2: keep the holder's), limit, TTL µs (0: release),
---          now µs (-1: the server's TIME), most holders, key TTL slack ms.
+--          now µs (-1: the server's TIME), most holders, key TTL slack ms,
+--          reserve (units kept for holders without a share).
 -- Returns  {share, holders after, sum of shares, sum of demands,
 --          expiry µs of the share (0 if none), now µs, 1 if refused as
 --          full else 0}.
 local key, id = KEYS[1], ARGV[1]
 local demand, limit, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now, most, slack = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local reserve = math.max(math.min(tonumber(ARGV[8]), limit - 1), 0)
 if now < 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -58,12 +60,12 @@ else
     local h = hs[mine]
     if demand == -2 then demand = h[2] end
     h[2], h[4] = demand, exp
-    -- The water level: the share of whoever wants more than the others
-    -- leave.
+    -- The water level of limit - reserve: the share of whoever wants
+    -- more than the others leave.
     local ds = {}
     for i, x in ipairs(hs) do ds[i] = clamp(x[2]) end
     table.sort(ds)
-    local level, left = limit, limit
+    local level, left = limit - reserve, limit - reserve
     for k = 1, #ds do
       local fair = math.floor(left / (#ds - k + 1))
       if ds[k] > fair then
@@ -78,7 +80,16 @@ else
     local old = h[3]
     share = fair
     if old > 0 and math.abs(fair - old) * 40 <= old then share = old end
-    share = math.max(math.min(share, limit - (granted - old)), 0)
+    -- Room beyond the reserve; without a share, half of what is free;
+    -- with one, that share up to the fair one.
+    local free = limit - (granted - old)
+    local room = free - reserve
+    if old == 0 then
+      room = math.max(room, math.floor((free + 1) / 2))
+    else
+      room = math.max(room, math.min(old, fair))
+    end
+    share = math.max(math.min(share, room, free), 0)
     h[3] = share
     redis.call('HSET', key, id, string.format('%d %d %d', demand, share, exp))
   end

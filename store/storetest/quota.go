@@ -27,6 +27,7 @@ func RunQuotas(t *testing.T, newStore func(t *testing.T) sluice.QuotaStore) {
 		{"Expiry", testQuotaExpiry},
 		{"Release", testQuotaRelease},
 		{"Keep", testQuotaKeep},
+		{"Reserve", testQuotaReserve},
 		{"Keys", testQuotaKeys},
 		{"Full", testQuotaFull},
 		{"Invalid", testQuotaInvalid},
@@ -58,6 +59,7 @@ var quotaLimit = sluice.PerSecond(1000)
 type shareOp struct {
 	key, holder string
 	demand      int
+	reserve     int
 	at, ttl     time.Duration
 	release     bool
 }
@@ -76,7 +78,7 @@ func (qs *quotaSuite) call(t *testing.T, o shareOp) (sluice.Share, error) {
 	}
 	return qs.store.Share(t.Context(), sluice.ShareRequest{
 		Prefix: qs.prefix, Key: o.key, Holder: o.holder, Limit: quotaLimit,
-		Demand: o.demand, TTL: o.ttl, Release: o.release, Now: t0.Add(o.at),
+		Demand: o.demand, Reserve: o.reserve, TTL: o.ttl, Release: o.release, Now: t0.Add(o.at),
 	})
 }
 
@@ -159,6 +161,23 @@ func testQuotaKeep(t *testing.T, qs *quotaSuite) {
 	qs.want(t, share("k", "a", 300, 4*time.Millisecond), 300, 3)
 }
 
+// testQuotaReserve: with a reserve, a newcomer gets half of what is free
+// while the others hold all they may (the reserve), the next half of the
+// rest; the others shrink to the level of the limit less the reserve as
+// they ask again.
+func testQuotaReserve(t *testing.T, qs *quotaSuite) {
+	r := func(holder string, demand int, at time.Duration) shareOp {
+		return shareOp{key: "k", holder: holder, demand: demand, reserve: 50, at: at}
+	}
+	qs.want(t, r("a", sluice.UnknownDemand, 0), 950, 1)
+	qs.want(t, r("b", sluice.UnknownDemand, time.Millisecond), 25, 2)
+	qs.want(t, r("c", sluice.UnknownDemand, 2*time.Millisecond), 13, 3)
+	qs.want(t, r("a", 2000, time.Second), 316, 3)
+	if s := qs.want(t, r("b", 400, time.Second), 316, 3); s.Granted != 645 {
+		t.Errorf("granted %d after b, want 645", s.Granted)
+	}
+}
+
 // testQuotaKeys: keys, prefixes and periods have tables of their own.
 func testQuotaKeys(t *testing.T, qs *quotaSuite) {
 	qs.want(t, share("k1", "a", sluice.UnknownDemand, 0), 1000, 1)
@@ -195,15 +214,17 @@ func testQuotaFull(t *testing.T, qs *quotaSuite) {
 func testQuotaInvalid(t *testing.T, qs *quotaSuite) {
 	good := sluice.ShareRequest{Prefix: qs.prefix, Key: "k", Holder: "a", Limit: quotaLimit, TTL: time.Second, Now: t0}
 	for name, edit := range map[string]func(r *sluice.ShareRequest){
-		"no holder":       func(r *sluice.ShareRequest) { r.Holder = "" },
-		"long holder":     func(r *sluice.ShareRequest) { r.Holder = strings.Repeat("h", sluice.MaxHolderLen+1) },
-		"rate 0":          func(r *sluice.ShareRequest) { r.Limit.Rate = 0 },
-		"huge rate":       func(r *sluice.ShareRequest) { r.Limit.Rate = sluice.MaxQuotaRate + 1 },
-		"no period":       func(r *sluice.ShareRequest) { r.Limit.Period = 0 },
-		"negative demand": func(r *sluice.ShareRequest) { r.Demand = -3 },
-		"no ttl":          func(r *sluice.ShareRequest) { r.TTL = 0 },
-		"long ttl":        func(r *sluice.ShareRequest) { r.TTL = sluice.MaxLeaseTTL + 1 },
-		"before 1970":     func(r *sluice.ShareRequest) { r.Now = time.Unix(-5, 0) },
+		"no holder":         func(r *sluice.ShareRequest) { r.Holder = "" },
+		"long holder":       func(r *sluice.ShareRequest) { r.Holder = strings.Repeat("h", sluice.MaxHolderLen+1) },
+		"rate 0":            func(r *sluice.ShareRequest) { r.Limit.Rate = 0 },
+		"huge rate":         func(r *sluice.ShareRequest) { r.Limit.Rate = sluice.MaxQuotaRate + 1 },
+		"no period":         func(r *sluice.ShareRequest) { r.Limit.Period = 0 },
+		"negative demand":   func(r *sluice.ShareRequest) { r.Demand = -3 },
+		"negative reserve":  func(r *sluice.ShareRequest) { r.Reserve = -1 },
+		"reserve over half": func(r *sluice.ShareRequest) { r.Reserve = quotaLimit.Rate/2 + 1 },
+		"no ttl":            func(r *sluice.ShareRequest) { r.TTL = 0 },
+		"long ttl":          func(r *sluice.ShareRequest) { r.TTL = sluice.MaxLeaseTTL + 1 },
+		"before 1970":       func(r *sluice.ShareRequest) { r.Now = time.Unix(-5, 0) },
 	} {
 		r := good
 		edit(&r)
@@ -223,7 +244,7 @@ func testQuotaDifferential(t *testing.T, qs *quotaSuite) {
 		at := time.Duration(0)
 		for step := range 60 {
 			at += time.Duration(rng.Int64N(400_000)) * time.Microsecond
-			o := shareOp{key: key, holder: fmt.Sprint("h", rng.IntN(6)), at: at,
+			o := shareOp{key: key, holder: fmt.Sprint("h", rng.IntN(6)), at: at, reserve: rng.IntN(3) * rng.IntN(200),
 				demand: rng.IntN(1202) - 2, ttl: time.Duration(1+rng.IntN(2000)) * time.Millisecond, release: rng.IntN(10) == 0}
 			s, err := qs.call(t, o)
 			if err != nil {
@@ -234,7 +255,7 @@ func testQuotaDifferential(t *testing.T, qs *quotaSuite) {
 			if o.release {
 				ref.Release(o.holder, now)
 			} else {
-				want, _ = ref.Share(o.holder, int64(o.demand), int64(quotaLimit.Rate), now, now+int64(o.ttl), sluice.MaxQuotaHolders)
+				want, _ = ref.Share(o.holder, int64(o.demand), int64(quotaLimit.Rate), int64(o.reserve), now, now+int64(o.ttl), sluice.MaxQuotaHolders)
 			}
 			if int64(s.Rate) != want || s.Holders != len(ref.Holders) || int64(s.Granted) != ref.Granted() {
 				t.Fatalf("trace %d step %d: %v = %+v; the algorithm: rate %d, holders %d, granted %d", trace, step, o, s, want, len(ref.Holders), ref.Granted())

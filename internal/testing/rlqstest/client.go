@@ -52,6 +52,13 @@ type Config struct {
 	// Metadata is added to every stream (Envoy's
 	// grpc_service.initial_metadata).
 	Metadata map[string]string
+	// Clock is the time of decisions, of received actions and of
+	// reports (not of the reporting timer). Default time.Now.
+	Clock func() time.Time
+	// OnAction, when set, is called with each bucket action received,
+	// after the client applied it, with the client's lock held: for
+	// tests to wait on. Default nil.
+	OnAction func(Received)
 }
 
 // Expired is the expired_assignment_behavior of a Config: for Timeout
@@ -87,6 +94,14 @@ type Log struct {
 	// Actions are the bucket actions received, in order, with the key
 	// of their bucket (Key) and when.
 	Actions []Received
+	// Sent are the reports sent, in order.
+	Sent []Sent
+}
+
+// Sent is one report a Client sent, and when (by its Clock).
+type Sent struct {
+	At     time.Time
+	Report *rlqspb.RateLimitQuotaUsageReports
 }
 
 // Received is one bucket action a Client received.
@@ -113,6 +128,9 @@ type bucket struct {
 func New(c Config) (*Client, error) {
 	if c.Interval == 0 {
 		c.Interval = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	cl := &Client{cfg: c, buckets: map[string]*bucket{}}
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
@@ -150,7 +168,7 @@ func Key(id map[string]string) string {
 // Allow decides one request matched into the bucket id, as the filter
 // does, and counts it for the next report.
 func (c *Client) Allow(id map[string]string) bool {
-	now := time.Now()
+	now := c.cfg.Clock()
 	key := Key(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -259,7 +277,7 @@ func (c *Client) receive(s rlqspb.RateLimitQuotaService_StreamRateLimitQuotasCli
 			c.mu.Unlock()
 			return
 		}
-		c.applyLocked(resp, time.Now())
+		c.applyLocked(resp, c.cfg.Clock())
 		c.mu.Unlock()
 	}
 }
@@ -270,33 +288,44 @@ func (c *Client) applyLocked(resp *rlqspb.RateLimitQuotaResponse, now time.Time)
 		if len(a.GetBucketId().GetBucket()) == 0 {
 			continue
 		}
-		key := Key(a.GetBucketId().GetBucket())
-		c.log.Actions = append(c.log.Actions, Received{Key: key, At: now, Action: a})
-		b := c.buckets[key]
-		if b == nil {
-			continue // not a bucket of ours
+		r := Received{Key: Key(a.GetBucketId().GetBucket()), At: now, Action: a}
+		c.log.Actions = append(c.log.Actions, r)
+		c.applyOneLocked(r)
+		if c.cfg.OnAction != nil {
+			c.cfg.OnAction(r)
 		}
-		if a.GetAbandonAction() != nil {
-			delete(c.buckets, key)
-			continue
+	}
+}
+
+// applyOneLocked applies one action to its bucket, if the client holds
+// it: an abandon erases the bucket; an assignment replaces the one in
+// force (a token bucket carried over when it is the same one), unless
+// its strategy is one the filter does not apply.
+func (c *Client) applyOneLocked(r Received) {
+	b := c.buckets[r.Key]
+	if b == nil {
+		return // not a bucket of ours
+	}
+	if r.Action.GetAbandonAction() != nil {
+		delete(c.buckets, r.Key)
+		return
+	}
+	qa := r.Action.GetQuotaAssignmentAction()
+	st := qa.GetRateLimitStrategy()
+	if st.GetStrategy() == nil || st.GetRequestsPerTimeUnit() != nil {
+		return // Envoy logs an error and keeps what it had
+	}
+	if tb := st.GetTokenBucket(); tb != nil {
+		if b.action == nil || !sameTokenBucket(b.action.GetRateLimitStrategy().GetTokenBucket(), tb) {
+			b.tb = newTokenBucket(tb, r.At)
 		}
-		qa := a.GetQuotaAssignmentAction()
-		st := qa.GetRateLimitStrategy()
-		if st.GetStrategy() == nil || st.GetRequestsPerTimeUnit() != nil {
-			continue // Envoy logs an error and keeps what it had
-		}
-		if tb := st.GetTokenBucket(); tb != nil {
-			if b.action == nil || !sameTokenBucket(b.action.GetRateLimitStrategy().GetTokenBucket(), tb) {
-				b.tb = newTokenBucket(tb, now)
-			}
-		} else {
-			b.tb = nil
-		}
-		b.action, b.fb = qa, nil
-		b.expires = now.Add(time.Duration(qa.GetAssignmentTimeToLive().GetSeconds()) * time.Second)
-		if c.cfg.Expired != nil {
-			b.fallbackUntil = b.expires.Add(c.cfg.Expired.Timeout)
-		}
+	} else {
+		b.tb = nil
+	}
+	b.action, b.fb = qa, nil
+	b.expires = r.At.Add(time.Duration(qa.GetAssignmentTimeToLive().GetSeconds()) * time.Second)
+	if c.cfg.Expired != nil {
+		b.fallbackUntil = b.expires.Add(c.cfg.Expired.Timeout)
 	}
 }
 
@@ -316,7 +345,8 @@ func (c *Client) reportEvery() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
+			now := c.cfg.Clock()
 			c.mu.Lock()
 			bs := make([]*bucket, 0, len(c.buckets))
 			for _, b := range c.buckets {
@@ -353,6 +383,7 @@ func (c *Client) sendLocked(r *rlqspb.RateLimitQuotaUsageReports) {
 	}
 	if err := c.stream.Send(r); err == nil {
 		c.log.Reports++
+		c.log.Sent = append(c.log.Sent, Sent{At: c.cfg.Clock(), Report: r})
 	}
 }
 
@@ -362,6 +393,7 @@ func (c *Client) Log() Log {
 	defer c.mu.Unlock()
 	l := c.log
 	l.Actions = append([]Received(nil), c.log.Actions...)
+	l.Sent = append([]Sent(nil), c.log.Sent...)
 	return l
 }
 
@@ -374,7 +406,7 @@ func (c *Client) Assignment(id map[string]string) (*rlqspb.RateLimitQuotaRespons
 	if b == nil {
 		return nil, false
 	}
-	if b.action == nil || !time.Now().Before(b.expires) {
+	if b.action == nil || !c.cfg.Clock().Before(b.expires) {
 		return nil, true
 	}
 	return b.action, true
