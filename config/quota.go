@@ -16,6 +16,9 @@ const (
 	DefaultQuotaIdle = time.Minute
 	// DefaultMaxBuckets is how many buckets one stream may hold.
 	DefaultMaxBuckets = 1000
+	// DefaultQuotaReserve is the part of a rule's limit that the edges
+	// holding a share leave free for those that hold none yet.
+	DefaultQuotaReserve = 0.05
 	// MaxBucketEntries and MaxBucketBytes bound a bucket id the service
 	// tracks: its entries, and their keys' and values' bytes in all.
 	MaxBucketEntries = 16
@@ -52,6 +55,15 @@ type Quota struct {
 	// service abandons it (and gives its share back). At least TTL.
 	// Default DefaultQuotaIdle.
 	Idle time.Duration
+	// Reserve is the part of each bucket's rule limit, 0 to 0.5, that
+	// the shares of the edges that hold one leave free for the edges
+	// that hold none yet: a new edge's first answer is a share of it
+	// (half of what is free), not a DENY_ALL until the others report
+	// again, and the others shrink at their next reports. While the
+	// edges' demands exceed the limit they admit that part less of it.
+	// 0 keeps none: a new edge of a bucket whose limit the others hold
+	// whole is refused until they report. Default DefaultQuotaReserve.
+	Reserve float64
 	// MaxBuckets bounds the buckets one stream holds: a further bucket
 	// is answered with the blanket rule of unknown buckets (deny by
 	// default), and not tracked. Default DefaultMaxBuckets.
@@ -92,6 +104,7 @@ type fileQuota struct {
 	TTL            time.Duration     `yaml:"ttl"`
 	Burst          time.Duration     `yaml:"burst"`
 	Idle           time.Duration     `yaml:"idle"`
+	Reserve        *float64          `yaml:"reserve"`
 	MaxBuckets     int               `yaml:"max_buckets"`
 	Unknown        string            `yaml:"unknown"`
 	Buckets        []fileQuotaBucket `yaml:"buckets"`
@@ -162,6 +175,14 @@ func (f *fileQuota) settings(v *validator, q *Quota) error {
 		q.Idle = max(DefaultQuotaIdle, q.TTL)
 	case q.Idle < q.TTL:
 		return v.errorf(at("quota", "idle"), "idle %v must be at least ttl %v", q.Idle, q.TTL)
+	}
+	switch r := f.Reserve; {
+	case r == nil:
+		q.Reserve = DefaultQuotaReserve
+	case !(*r >= 0 && *r <= 0.5):
+		return v.errorf(at("quota", "reserve"), "reserve %v must be from 0 to 0.5 (a part of the limit)", *r)
+	default:
+		q.Reserve = *r
 	}
 	switch {
 	case q.MaxBuckets == 0:

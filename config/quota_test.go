@@ -26,7 +26,7 @@ func TestParseQuota(t *testing.T) {
 	}{
 		{"none", "", Quota{}},
 		{"defaults", "quota: {unknown: deny}\n", Quota{ReportInterval: time.Second, TTL: 3 * time.Second, Burst: 100 * time.Millisecond,
-			Idle: time.Minute, MaxBuckets: DefaultMaxBuckets}},
+			Idle: time.Minute, Reserve: DefaultQuotaReserve, MaxBuckets: DefaultMaxBuckets}},
 		{"a bucket", `quota:
   report_interval: 2s
   burst: 250ms
@@ -34,10 +34,15 @@ func TestParseQuota(t *testing.T) {
   buckets:
     - {domain: edge, match: {name: api}, rule: api, actor: tenant}
 `, Quota{ReportInterval: 2 * time.Second, TTL: 6 * time.Second, Burst: 250 * time.Millisecond, Idle: time.Minute,
-			MaxBuckets: DefaultMaxBuckets, AllowUnknown: true,
+			Reserve: DefaultQuotaReserve, MaxBuckets: DefaultMaxBuckets, AllowUnknown: true,
 			Buckets: []QuotaBucket{{Name: "api", Domain: "edge", Match: map[string]string{"name": "api"}, Rule: "api", Actor: "tenant"}}}},
 		{"ttl and idle", "quota: {report_interval: 500ms, ttl: 2s, idle: 10s, max_buckets: 5}\n",
-			Quota{ReportInterval: 500 * time.Millisecond, TTL: 2 * time.Second, Burst: 50 * time.Millisecond, Idle: 10 * time.Second, MaxBuckets: 5}},
+			Quota{ReportInterval: 500 * time.Millisecond, TTL: 2 * time.Second, Burst: 50 * time.Millisecond, Idle: 10 * time.Second,
+				Reserve: DefaultQuotaReserve, MaxBuckets: 5}},
+		{"no reserve", "quota: {reserve: 0}\n", Quota{ReportInterval: time.Second, TTL: 3 * time.Second, Burst: 100 * time.Millisecond,
+			Idle: time.Minute, MaxBuckets: DefaultMaxBuckets}},
+		{"a tenth", "quota: {reserve: 0.1}\n", Quota{ReportInterval: time.Second, TTL: 3 * time.Second, Burst: 100 * time.Millisecond,
+			Idle: time.Minute, Reserve: 0.1, MaxBuckets: DefaultMaxBuckets}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +75,9 @@ func TestParseQuotaErrors(t *testing.T) {
 		{"burst", "quota: {burst: -1s}\n", []string{"quota.burst:"}},
 		{"idle", "quota: {ttl: 5s, idle: 4s}\n", []string{"quota.idle:", "at least ttl"}},
 		{"max_buckets", "quota: {max_buckets: -1}\n", []string{"quota.max_buckets:"}},
+		{"reserve negative", "quota: {reserve: -0.1}\n", []string{"quota.reserve:", "from 0 to 0.5"}},
+		{"reserve too much", "quota: {reserve: 0.6}\n", []string{"quota.reserve:", "from 0 to 0.5"}},
+		{"reserve NaN", "quota: {reserve: .nan}\n", []string{"quota.reserve:"}},
 		{"unknown field", "quota: {bucket: []}\n", []string{`quota: unknown field "bucket"; did you mean "buckets"?`}},
 		{"unknown bucket field", "quota: {buckets: [{domain: e, rule: api, key: x}]}\n", []string{`quota.buckets[0]: unknown field "key"`}},
 	}

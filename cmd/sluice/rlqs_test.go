@@ -16,6 +16,7 @@ import (
 
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testing/rlqstest"
 	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/server/rlqs"
@@ -170,8 +171,10 @@ func bound(limit, clients int, burst, report, w time.Duration) float64 {
 }
 
 // fairLimit is what the edges' fair shares divide of limit: the limit
-// less the reserve kept for newcomers (rlqs.Reserve).
-func fairLimit(limit int) float64 { return float64(limit - (limit+rlqs.Reserve-1)/rlqs.Reserve) }
+// less the reserve kept for newcomers (config.DefaultQuotaReserve).
+func fairLimit(limit int) float64 {
+	return float64(limit) - math.Ceil(float64(limit)*config.DefaultQuotaReserve)
+}
 
 // skewed is the demand of the accuracy target: client i offers
 // unit×(1 + (i+phase) mod 8) a second, the phase moving every period, so

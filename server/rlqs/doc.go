@@ -62,7 +62,7 @@
 //
 // # Newcomers
 //
-// The edges that hold a share leave 1/Reserve of the limit free (the
+// The edges that hold a share leave quota.reserve of the limit free (the
 // water level divides the rest), and an edge that holds none may take
 // half of what is free: a new edge's first answer is a share even while
 // the others want more than the limit, the next newcomer's half of what
@@ -70,7 +70,9 @@
 // again. The others shrink to the new level at their next reports, so a
 // newcomer has its fair share from its second report on, and the reserve
 // is free again. The shares still sum to at most the limit; while the
-// edges' demands exceed it, they admit 1/Reserve less of it.
+// edges' demands exceed it, they admit that part less of it. A reserve
+// of 0 keeps none: a newcomer to a bucket whose limit the others hold
+// whole is answered DENY_ALL until they report again.
 //
 // A message that is not a usage report ends the stream with Internal
 // (gRPC's own decoding), one over the server's message size with

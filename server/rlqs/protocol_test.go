@@ -144,8 +144,8 @@ func newService(t *testing.T) (*server.Service, *rlqs.Service) {
 var api = map[string]string{"name": "api", "tenant": "a"}
 
 // alone is the share of an edge alone on a bucket of 100/s: the limit
-// less its reserve for newcomers (rlqs.Reserve).
-const alone = 100 - 100/rlqs.Reserve
+// less its reserve for newcomers (config.DefaultQuotaReserve, 5%).
+const alone = 100 - 5
 
 // TestProtocolSubscribe: the first report of a bucket subscribes, and
 // is answered by a QuotaAssignmentAction of a token bucket filled every
@@ -317,13 +317,40 @@ func TestProtocolNewcomer(t *testing.T) {
 		for _, n := range names {
 			ask(n, 100, 100)
 		}
-		fair := (100 - 100/rlqs.Reserve) / 4
+		fair := alone / 4
 		for _, n := range names[2:] {
 			if got := ask(n, 100, 100); got < fair-fair/40 || got > fair+fair/40 {
 				t.Errorf("%s, one report after the others': share %d, want %d (its fair share, within 1/40)", n, got, fair)
 			}
 		}
 	})
+}
+
+// TestProtocolReserveSetting: quota.reserve sets the part kept for
+// newcomers: with 0.2 an edge alone holds 80 of 100/s and a newcomer
+// gets half of the 20 left; with 0 an edge alone holds the whole limit,
+// and a newcomer is refused (DENY_ALL) until the other reports again.
+func TestProtocolReserveSetting(t *testing.T) {
+	for _, tc := range []struct {
+		reserve       string
+		alone, second int // -2: DENY_ALL (see share)
+	}{{"0.2", 80, 10}, {"0", 100, -2}} {
+		t.Run("reserve="+tc.reserve, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := strings.Replace(protocolConfig, "quota:\n", "quota:\n  reserve: "+tc.reserve+"\n", 1)
+				q := servicetest.New(t, cfg, server.Options{}).QuotaService()
+				a, b := open(t, q, "a"), open(t, q, "b")
+				a.report(t, "edge", usage(api, 1, 0))
+				time.Sleep(time.Second)
+				if got := share(a.report(t, "edge", usage(api, 100, 100)).GetBucketAction()[0]); got != tc.alone {
+					t.Errorf("an edge alone wanting 200/s: share %d, want %d", got, tc.alone)
+				}
+				if got := share(b.report(t, "edge", usage(api, 1, 0)).GetBucketAction()[0]); got != tc.second {
+					t.Errorf("a newcomer: share %d, want %d", got, tc.second)
+				}
+			})
+		})
+	}
 }
 
 // TestProtocolReportsCount: the admissions an edge reports count in the

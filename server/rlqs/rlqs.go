@@ -292,19 +292,13 @@ func (s *Service) report(ctx context.Context, b *config.QuotaBucket, r *request)
 	}
 }
 
-// Reserve is the part of a rule's limit, 1/Reserve of it, that the
-// shares of the edges that hold one leave free for the edges that hold
-// none yet: a new edge's first answer is a share of it (half of what is
-// free, the next newcomer's half of the rest) rather than a DENY_ALL
-// until the others report again, and the others shrink to make room at
-// their next reports. The shares still sum to at most the limit; what
-// the reserve costs is 1/Reserve of the limit while the edges' demands
-// exceed it.
-const Reserve = 20
-
-// reserveOf returns the units of l kept for newcomers: 1/Reserve of its
-// rate rounded up, at most half of it.
-func reserveOf(l sluice.Limit) int { return min((l.Rate+Reserve-1)/Reserve, l.Rate/2) }
+// reserveOf returns the units of l kept for newcomers (see
+// config.Quota.Reserve): the part q.Reserve of its rate rounded up, at
+// most half of it (less a hair before rounding up: 0.1 × 30 is 3 in
+// decimals, a little more in binary).
+func reserveOf(l sluice.Limit, q *config.Quota) int {
+	return min(int(math.Ceil(float64(l.Rate)*q.Reserve-1e-9)), l.Rate/2)
+}
 
 // prefix is the prefix of the tables of shares of rule: the named rule's
 // own (the tables' state ID keeps them apart from its states).
@@ -314,7 +308,7 @@ func (s *Service) prefix(rule string) string { return s.c.Namespace + ":" + rule
 // the failure timeout of a shared store.
 func (s *Service) share(ctx context.Context, cfg *config.Config, q *config.Quota, b *config.QuotaBucket, l sluice.Limit, r *request, demand int) (sluice.Share, error) {
 	req := sluice.ShareRequest{Prefix: s.prefix(b.Rule), Key: string(r.key), Holder: r.holder, Limit: l,
-		Reserve: reserveOf(l), Demand: demand, TTL: q.TTL}
+		Reserve: reserveOf(l, q), Demand: demand, TTL: q.TTL}
 	if !s.c.Shared {
 		return s.c.Store.Share(ctx, req)
 	}
@@ -349,7 +343,7 @@ func (s *Service) failed(cfg *config.Config, q *config.Quota, b *config.QuotaBuc
 	local := a.limit
 	local.Rate = max(1, local.Rate/max(cfg.Failure.Instances, 1))
 	sh, lerr := s.c.Local.Share(context.Background(), sluice.ShareRequest{Prefix: s.prefix(b.Rule), Key: string(r.key),
-		Holder: r.holder, Limit: local, Reserve: reserveOf(local), Demand: sluice.UnknownDemand, TTL: q.TTL})
+		Holder: r.holder, Limit: local, Reserve: reserveOf(local, q), Demand: sluice.UnknownDemand, TTL: q.TTL})
 	if lerr != nil || sh.Full {
 		a.kind, a.reason = denyAll, reasonStore
 		return a
