@@ -89,6 +89,34 @@ class Answers(unittest.TestCase):
                 else:
                     self.assertEqual(impl._loads(data), want)
 
+    def test_status_line(self):
+        # The usual status line, read in place, gives the code its split
+        # gives; any other is split.
+        class Stub:
+            def __init__(self, answer):
+                self.answer = answer
+
+            def sendall(self, data):
+                pass
+
+            def recv(self, n):
+                return self.answer
+
+        for line in (b"HTTP/1.1 200 OK", b"HTTP/1.1 200", b"HTTP/1.1 200\rX", b"HTTP/1.1 200\tOK", b"HTTP/1.1 2000 OK",
+                     b"HTTP/1.0 429 Too Many Requests", b"HTTP/1.1  200 OK", b"HTTP/1.1 20x OK", b"HTTP/1.1 200 ",
+                     b"HTTP/1.1 \xd9\xa0\xd9\xa0\xd9\xa0", b"HTTP/2 200 OK", b"HTTP/1.1", b" HTTP/1.1 200 OK"):
+            answer = line + b"\r\nContent-Length: 2\r\n\r\n{}"
+            with self.subTest(line=line):
+                conn = object.__new__(impl._Connection)
+                conn.sock, conn.buf, conn.timeout = Stub(answer), b"", 5.0
+                parts = line.split(None, 2)
+                if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+                    with self.assertRaisesRegex(ValueError, "not HTTP"):
+                        conn.round_trip(b"", 1e12, 5.0)
+                else:
+                    self.assertEqual(conn.round_trip(b"", 1e12, 5.0)[0], int(parts[1]))
+                    self.assertEqual(impl._status_line(answer), parts)
+
     def test_header(self):
         # Fields in any case, a chunked body, the last field of a name wins.
         body = b'{"allowed":false,"rule":"api","remaining":0,"retry_after":2}'
