@@ -177,7 +177,8 @@ class FailureTest(unittest.TestCase):
         self.addCleanup(server.stop)
         c = Client(server.url, timeout=5)
         self.addCleanup(c.close)
-        decisions = [(c.check("login", key), c.check("login", key)) for key in ("k", b"\x00\xff", "ключ", "\r\n\r\n")]
+        keys = ("k", b"\x00\xff", "ключ", "\r\n\r\n")
+        decisions = [(c.check("login", key), c.check("login", key)) for key in keys]
         self.assertEqual(len(c._idle), 1)
         for first, second in decisions:
             self.assertRegex(dict(first.headers)["RateLimit"], r'^"login";r=2;t=\d+$')
