@@ -372,8 +372,8 @@ class Client:
 
     def _decide(self, path, rule, body) -> Decision:
         try:
-            _, headers, a = self._call(path, rule, body)
-            return _decision(a, headers, path)
+            _, header, a = self._call(path, rule, body)
+            return _decision(a, header, path)
         except Unavailable as e:
             self._warn.warn("%s (rule %r); failing %s", e, rule, self.failure)
             return self.failed(rule, e)
@@ -386,8 +386,8 @@ class Client:
         return Decision(False, rule=rule, retry_after=self.fail_retry_after, error=error)
 
     def _settle_outcome(self, path, rule, body) -> Decision:
-        _, headers, a = self._call(path, rule, body)
-        return _decision(a, headers, path)
+        _, header, a = self._call(path, rule, body)
+        return _decision(a, header, path)
 
     def _garbage(self, path, data):
         return Unavailable(f"sluice: {self.url}{path} answered {str(data)[:200]!r}, not the service's JSON")
@@ -409,8 +409,8 @@ class Client:
             conn.close()
 
     def _call(self, path, rule, body, want=200, extra=0.0):
-        """Posts body to path and returns (status, headers, decoded JSON
-        object). Raises Unavailable or InvalidRequest."""
+        """Posts body to path and returns (status, the answer's header (see
+        round_trip), decoded JSON object). Raises Unavailable or InvalidRequest."""
         if type(body) is bytes:
             payload = body
         else:
@@ -429,7 +429,7 @@ class Client:
             try:
                 if conn is None:
                     conn = _Connection(self._host, self._port, self._https, timeout)
-                status, reason, headers, data, keep = conn.round_trip(request, deadline, timeout)
+                status, header, data, keep = conn.round_trip(request, deadline, timeout)
             except _Stale as e:
                 conn.close()
                 # A kept-alive connection the service closed while it was
@@ -449,20 +449,20 @@ class Client:
                 self._put(conn)
             else:
                 conn.close()
-            return self._answer(path, rule, status, reason, headers, data, want)
+            return self._answer(path, rule, status, header, data, want)
         raise AssertionError("unreachable")
 
-    def _answer(self, path, rule, status, reason, headers, data, want):
+    def _answer(self, path, rule, status, header, data, want):
         if status == want:
             if want == 204:
-                return status, headers, {}
+                return status, header, {}
             try:
                 a = _loads(data)
             except ValueError:
                 a = None
             if not isinstance(a, dict):
                 raise self._garbage(path, data[:200])
-            return status, headers, a
+            return status, header, a
         detail = ""
         try:
             e = json.loads(data)
@@ -471,6 +471,7 @@ class Client:
         except ValueError:
             pass
         detail = detail or data[:200].decode("utf-8", "replace").strip()
+        reason = _status_line(header)[2:]
         reason = reason[0].strip().decode("latin-1") if reason else ""
         msg = f"sluice: rule {rule!r}: {path}: {status} {reason}: {detail}"
         if 400 <= status < 500 and status not in (408, 429):
@@ -561,8 +562,9 @@ class _Connection:
 
     def round_trip(self, request, deadline, timeout):
         """Sends request and reads the answer before deadline: (status,
-        reason (bytes), the RateLimit fields as Decision.headers has
-        them, body, whether to keep the connection)."""
+        the header (bytes that may run on into the body:
+        _ratelimit_fields reads them), body, whether to keep the
+        connection)."""
         if timeout != self.timeout:
             self._set_timeout(timeout)
         try:
@@ -585,35 +587,33 @@ class _Connection:
             data = self.buf
         # The header is read in data, not in a copy of it.
         self.buf = data[end + 4:]
-        i = data.find(b"\r\n", 0, end)
-        parts = data[:end if i < 0 else i].split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-            raise ValueError(f"answered {data[:100]!r}, not HTTP")
-        status = int(parts[1])
-        # One search finds the fields the client reads (a loop over every
-        # line was the most of its own cost); the last of each wins.
-        length = ratelimit = policy = None
+        # The usual status line, "HTTP/1.1 200 OK", is read in place: its
+        # split (below, for any other) was a tenth of the client's own
+        # work, and gives the same code for it.
+        if data.startswith(b"HTTP/1.1 ") and data[9:12].isdigit() and data[12] in b" \r":
+            status = int(data[9:12])
+        else:
+            parts = _status_line(data)
+            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+                raise ValueError(f"answered {data[:100]!r}, not HTTP")
+            status = int(parts[1])
+        # One search finds the fields the connection reads (a loop over
+        # every line was the most of its own cost); the last of each
+        # wins. The RateLimit fields are left to the Decision: data,
+        # bytes, is its own.
+        length = None
         chunked, keep = False, True
         for name, value in _HEAD_FIELDS.findall(data, 0, end):
             name = name.lower()
             if name == b"content-length":
                 length = value
-            elif name == b"ratelimit":
-                ratelimit = value
-            elif name == b"ratelimit-policy":
-                policy = value
             elif name == b"transfer-encoding":
                 chunked = value.strip().lower() == b"chunked"
             else:
                 keep = value.strip().lower() != b"close"
-        fields = ()
-        if ratelimit is not None:
-            fields = ((RATELIMIT_FIELDS[0], ratelimit.strip().decode("latin-1")),)
-        if policy is not None:
-            fields += ((RATELIMIT_FIELDS[1], policy.strip().decode("latin-1")),)
         if not chunked and length is not None and len(self.buf) == int(length) <= MAX_ANSWER:
             body, self.buf = self.buf, b""  # the whole answer came in one read
-            return status, parts[2:], fields, body, keep
+            return status, data, body, keep
         if chunked:
             body = b""
             while True:
@@ -643,13 +643,58 @@ class _Connection:
             body, keep = self.buf, False
         if self.buf:
             keep = False  # more than one answer: not ours to guess
-        return status, parts[2:], fields, body, keep
+        return status, data, body, keep
 
 
-# A field the client reads: its name (RFC 9112 allows no space before
-# the colon) and its value.
-_HEAD_FIELDS = re.compile(rb"\r\n(content-length|ratelimit|ratelimit-policy|transfer-encoding|connection):([^\r\n]*)",
-                          re.IGNORECASE)
+def _status_line(data):
+    """The parts of the status line that starts data, an answer's header
+    and more: its version, its code and, when there is one, its reason."""
+    end = data.find(b"\r\n\r\n")
+    i = data.find(b"\r\n", 0, end)
+    return data[:end if i < 0 else i].split(None, 2)
+
+
+# A field the connection reads: its name (RFC 9112 allows no space
+# before the colon) and its value.
+_HEAD_FIELDS = re.compile(rb"\r\n(content-length|transfer-encoding|connection):([^\r\n]*)", re.IGNORECASE)
+_RATELIMIT = re.compile(rb"\r\n(ratelimit|ratelimit-policy):([^\r\n]*)", re.IGNORECASE)
+
+
+def _ratelimit_fields(data) -> Tuple[Tuple[str, str], ...]:
+    """The RateLimit fields, as Decision.headers has them, of the header
+    that starts data (bytes): the last of each name wins."""
+    end = data.find(b"\r\n\r\n")
+    ratelimit = policy = None
+    for name, value in _RATELIMIT.findall(data, 0, len(data) if end < 0 else end):
+        if len(name) == 9:  # ratelimit, in any case
+            ratelimit = value
+        else:
+            policy = value
+    fields = ()
+    if ratelimit is not None:
+        fields = ((RATELIMIT_FIELDS[0], ratelimit.strip().decode("latin-1")),)
+    if policy is not None:
+        fields += ((RATELIMIT_FIELDS[1], policy.strip().decode("latin-1")),)
+    return fields
+
+
+class _Fields:
+    """Decision.headers of a Decision the client made: found, when first
+    asked for, in the answer's header the Decision keeps (finding them
+    on every call was a tenth of the client's own work, for fields only
+    a middleware copying them onto a response reads). Once found, or for
+    a Decision made by its constructor, they are in the instance's
+    __dict__, which comes first: this descriptor has no __set__."""
+
+    def __get__(self, decision, cls=None):
+        if decision is None:
+            return ()  # the class's attribute: the field's default
+        fields = _ratelimit_fields(decision.__dict__["_header"])
+        decision.__dict__["headers"] = fields
+        return fields
+
+
+Decision.headers = _Fields()
 
 
 def _num(a, name):
@@ -662,17 +707,16 @@ def _int(a, name):
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
-def _decision(a, headers, path) -> Decision:
-    """The Decision of the service's answer a, with headers, the
-    RateLimit fields."""
+def _decision(a, header, path) -> Decision:
+    """The Decision of the service's answer a, whose header (bytes) starts
+    header."""
     # Decision(...) runs a frozen dataclass's field-by-field __init__
     # and this its conversions, field by field: the most of the client's
     # own work once. An answer of the service's fields, of their types
     # (a float may come as an int), gives the Decision's attributes at
     # once instead; anything else takes the long way.
     d = _DECISION | a  # the defaults' dict copied whole, then a's; not a dict built key by key
-    d["headers"] = headers
-    if (len(d) == 13 and d["error"] is None and type(d["allowed"]) is bool and type(d["rule"]) is str
+    if (len(d) == 12 and d["error"] is None and type(d["allowed"]) is bool and type(d["rule"]) is str
             and type(d["limit"]) is int and type(d["policy"]) is str and type(d["remaining"]) is int
             and type(d["shadowed"]) is bool and type(d["guard"]) is str and type(d["duplicate"]) is bool
             and type(d["expires"]) is str):
@@ -682,6 +726,7 @@ def _decision(a, headers, path) -> Decision:
             d["reset_after"] = float(d["reset_after"]) if type(d["reset_after"]) is int else _num(d, "reset_after")
         if type(d["retry_after"]) is not float:
             d["retry_after"] = float(d["retry_after"]) if type(d["retry_after"]) is int else _num(d, "retry_after")
+        d["_header"] = header  # its headers found when asked: see _Fields
         decision = _new(Decision)
         _setattr(decision, "__dict__", d)
         return decision
@@ -692,13 +737,13 @@ def _decision(a, headers, path) -> Decision:
         policy=str(a.get("policy", "")), remaining=_int(a, "remaining"),
         reset_after=_num(a, "reset_after"), retry_after=_num(a, "retry_after"),
         shadowed=bool(a.get("shadowed")), guard=str(a.get("guard", "")),
-        duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=headers)
+        duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=_ratelimit_fields(header))
 
 
-# A Decision's attributes in the order of its fields, with the defaults
-# of an answer's missing fields; "allowed" has none.
+# A Decision's attributes in the order of its fields but headers, with
+# the defaults of an answer's missing fields; "allowed" has none.
 _DECISION = {"allowed": None, "rule": "", "limit": 0, "policy": "", "remaining": 0, "reset_after": 0.0,
              "retry_after": 0.0, "shadowed": False, "guard": "", "duplicate": False, "expires": "",
-             "headers": (), "error": None}
+             "error": None}
 
 _new, _setattr = object.__new__, object.__setattr__

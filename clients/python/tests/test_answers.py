@@ -1,7 +1,9 @@
 """The client's shortcuts through an answer (its JSON, its header, its
 Decision) give what the long way gives."""
 
+import dataclasses
 import json
+import pickle
 import unittest
 
 from sluice import Client, Decision
@@ -22,8 +24,14 @@ def long_way(a, headers):
         duplicate=bool(a.get("duplicate")), expires=str(a.get("expires", "")), headers=headers)
 
 
+def members(d):
+    """A Decision's attributes, by name."""
+    return {f.name: getattr(d, f.name) for f in dataclasses.fields(d)}
+
+
 class Answers(unittest.TestCase):
     def test_decision(self):
+        header = b'HTTP/1.1 200 OK\r\nratelimit:  "api";r=4;t=720 \r\n\r\n{"allowed":true}'
         headers = (("RateLimit", '"api";r=4;t=720'),)
         answers = [
             {"allowed": True, "rule": "api", "limit": 5, "policy": "5/h", "remaining": 4, "reset_after": 720,
@@ -38,13 +46,36 @@ class Answers(unittest.TestCase):
         ]
         for a in answers:
             with self.subTest(a=a):
-                got, want = impl._decision(a, headers, "/v1/check"), long_way(a, headers)
-                self.assertEqual(vars(got), vars(want))
-                self.assertEqual([type(v) for v in vars(got).values()], [type(v) for v in vars(want).values()])
+                got, want = impl._decision(a, header, "/v1/check"), long_way(a, headers)
+                self.assertEqual(members(got), members(want))
+                self.assertEqual([type(v) for v in members(got).values()], [type(v) for v in members(want).values()])
                 self.assertEqual(repr(got), repr(want))
+                self.assertEqual(got, want)
+                self.assertEqual(hash(got), hash(want))
         for a in ({}, {"allowed": "yes"}, {"allowed": 1}, {"allowed": None}):
             with self.subTest(a=a), self.assertRaises(impl.Unavailable):
-                impl._decision(a, (), "/v1/check")
+                impl._decision(a, b"", "/v1/check")
+
+    def test_headers_found_late(self):
+        # A Decision's RateLimit fields, found when first asked for, are
+        # those of its own answer, whatever its bytes; its copies and
+        # what reads every field find them too.
+        a = {"allowed": True, "rule": "api", "limit": 5, "policy": "5/h", "remaining": 4, "reset_after": 720.0,
+             "retry_after": 0.0}
+        for header, want in [
+            (b"HTTP/1.1 200 OK\r\nRateLimit: \"\xc3\xa9\xff\";r=4\r\nRateLimit-Policy: x\r\n\r\nRateLimit: body",
+             (("RateLimit", '"\xc3\xa9\xff";r=4'), ("RateLimit-Policy", "x"))),
+            (b"HTTP/1.1 200 OK\r\nRATELIMIT-POLICY:y\r\nratelimit-policy: z", (("RateLimit-Policy", "z"),)),
+            (b"HTTP/1.1 200 OK\r\nX-RateLimit: 1\r\nRateLimitX: 2\r\n\r\n", ()),
+        ]:
+            with self.subTest(header=header):
+                self.assertEqual(impl._decision(a, header, "/v1/check").headers, want)
+                self.assertEqual(dataclasses.asdict(impl._decision(a, header, "/v1/check"))["headers"], want)
+                self.assertEqual(dataclasses.replace(impl._decision(a, header, "/v1/check")).headers, want)
+                self.assertEqual(pickle.loads(pickle.dumps(impl._decision(a, header, "/v1/check"))).headers, want)
+                self.assertIn(repr(want), repr(impl._decision(a, header, "/v1/check")))
+        self.assertEqual(Decision.headers, ())
+        self.assertEqual(Decision(True).headers, ())
 
     def test_json(self):
         for data in (b'{"allowed":true,"k":"\xc3\xa9"}\n', b'{"a":1}', b' {"a":1}', b'{"a":1} \r\n\t', b'{"a":1} x',
@@ -58,6 +89,34 @@ class Answers(unittest.TestCase):
                 else:
                     self.assertEqual(impl._loads(data), want)
 
+    def test_status_line(self):
+        # The usual status line, read in place, gives the code its split
+        # gives; any other is split.
+        class Stub:
+            def __init__(self, answer):
+                self.answer = answer
+
+            def sendall(self, data):
+                pass
+
+            def recv(self, n):
+                return self.answer
+
+        for line in (b"HTTP/1.1 200 OK", b"HTTP/1.1 200", b"HTTP/1.1 200\rX", b"HTTP/1.1 200\tOK", b"HTTP/1.1 2000 OK",
+                     b"HTTP/1.0 429 Too Many Requests", b"HTTP/1.1  200 OK", b"HTTP/1.1 20x OK", b"HTTP/1.1 200 ",
+                     b"HTTP/1.1 \xd9\xa0\xd9\xa0\xd9\xa0", b"HTTP/2 200 OK", b"HTTP/1.1", b" HTTP/1.1 200 OK"):
+            answer = line + b"\r\nContent-Length: 2\r\n\r\n{}"
+            with self.subTest(line=line):
+                conn = object.__new__(impl._Connection)
+                conn.sock, conn.buf, conn.timeout = Stub(answer), b"", 5.0
+                parts = line.split(None, 2)
+                if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+                    with self.assertRaisesRegex(ValueError, "not HTTP"):
+                        conn.round_trip(b"", 1e12, 5.0)
+                else:
+                    self.assertEqual(conn.round_trip(b"", 1e12, 5.0)[0], int(parts[1]))
+                    self.assertEqual(impl._status_line(answer), parts)
+
     def test_header(self):
         # Fields in any case, a chunked body, the last field of a name wins.
         body = b'{"allowed":false,"rule":"api","remaining":0,"retry_after":2}'
@@ -68,8 +127,8 @@ class Answers(unittest.TestCase):
         self.addCleanup(server.close)
         c = Client(server.url, timeout=5)
         self.addCleanup(c.close)
-        for _ in range(2):  # the second on the kept-alive connection
-            d = c.check("api", "k")
+        decisions = [c.check("api", "k") for _ in range(2)]  # the second on the kept-alive connection
+        for d in decisions:
             self.assertIsNone(d.error)
             self.assertFalse(d.allowed)
             self.assertEqual(d.retry_after, 2.0)

@@ -170,6 +170,21 @@ class FailureTest(unittest.TestCase):
             c.check("api", "k" * 70000)
         self.assertEqual(cm.exception.status, 413)
 
+    def test_headers_read_late(self):
+        # A Decision's RateLimit fields, found when first asked for, are
+        # its own answer's, read after the connection carried other calls.
+        server = Server()
+        self.addCleanup(server.stop)
+        c = Client(server.url, timeout=5)
+        self.addCleanup(c.close)
+        keys = ("k", b"\x00\xff", "ключ", "\r\n\r\n")
+        decisions = [(c.check("login", key), c.check("login", key)) for key in keys]
+        self.assertEqual(len(c._idle), 1)
+        for first, second in decisions:
+            self.assertRegex(dict(first.headers)["RateLimit"], r'^"login";r=2;t=\d+$')
+            self.assertRegex(dict(second.headers)["RateLimit"], r'^"login";r=1;t=\d+$')
+            self.assertEqual(dict(second.headers)["RateLimit-Policy"], '"login";q=3;w=3600')
+
     def test_restart(self):
         # The service restarts: the kept-alive connection is dead, the
         # next call takes a new one and gets an answer.

@@ -122,6 +122,23 @@ class ClientTest < Minitest::Test
     servers&.each(&:close)
   end
 
+  # A Decision's RateLimit fields, found when first asked for, are its
+  # own answer's: read after the connection has carried other calls, for
+  # keys of any bytes, and by what reads every member.
+  def test_headers_read_late
+    keys = ["k", "\x00\xff".b, "ключ", "\r\n\r\n"]
+    decisions = keys.map { |key| [@client.checked_insert("login", key), @client.checked_insert("login", key)] }
+    assert_equal 1, @client.instance_variable_get(:@idle).size, "one kept-alive connection"
+    decisions.each do |first, second|
+      assert_match(/\A"login";r=2;t=\d+\z/, first.headers["RateLimit"])
+      assert_match(/\A"login";r=1;t=\d+\z/, second.to_h[:headers]["RateLimit"])
+      assert_equal '"login";q=3;w=3600', second.headers["RateLimit-Policy"]
+      assert_equal first, first.dup.tap(&:headers)
+      assert_equal first.headers, first.freeze.to_h[:headers]
+    end
+    assert_equal({}, Sluice::Decision.new(allowed: true, headers: "HTTP/1.1 200 OK\r\nRateLimitX: 1\r\n\r\n").headers)
+  end
+
   # Fields in any case, a chunked body, the last field of a name wins.
   def test_answer_header
     body = '{"allowed":false,"rule":"api","remaining":0,"retry_after":2}'

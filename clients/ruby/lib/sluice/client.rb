@@ -52,6 +52,48 @@ module Sluice
                         :shadowed, :guard, :duplicate, :headers, :error, keyword_init: true) do
     alias_method :allowed?, :allowed
 
+    # The client sets +headers+ to the answer's header, a String of its
+    # own, and its RateLimit fields are found there when first asked for:
+    # finding them on every call was a tenth of the client's own work,
+    # for fields only a middleware copying them onto a response reads.
+    alias_method :member, :[] # Struct#[], which the wrappers below do not read through
+    private :member
+    remove_method :headers
+    def headers
+      h = member(:headers)
+      return h unless h.is_a?(String)
+
+      h = Sluice.ratelimit_fields(h)
+      frozen? ? h : (self[:headers] = h)
+    end
+
+    # What reads every member reads the fields, not the header.
+    %i[to_a deconstruct values to_h each each_pair inspect to_s hash [] dig values_at select filter
+       deconstruct_keys].each do |name|
+      define_method(name) do |*args, &block|
+        headers
+        super(*args, &block)
+      end
+    end
+
+    # A frozen Decision could not keep its fields: they are found first.
+    def freeze
+      headers
+      super
+    end
+
+    def ==(other)
+      headers
+      other.headers if other.is_a?(Decision)
+      super
+    end
+
+    def eql?(other)
+      headers
+      other.headers if other.is_a?(Decision)
+      super
+    end
+
     # The wait in whole seconds, rounded up, for a Retry-After field.
     def retry_after_seconds
       [retry_after.to_f.ceil, 0].max
@@ -60,6 +102,21 @@ module Sluice
 
   # The RateLimit fields of the service's answers, to copy onto responses.
   FIELDS = { "ratelimit" => "RateLimit", "ratelimit-policy" => "RateLimit-Policy" }.freeze
+  # Each as it is searched for in a lowered header: its name, with the
+  # CRLF before it and its colon (RFC 9112 allows no space before it).
+  FIELD_SEARCHES = FIELDS.to_h { |low, name| [name, "\r\n#{low}:"] }.freeze
+
+  # The RateLimit fields ({name => value}, the last of each name wins) of
+  # an answer's header, head: the answer up to its blank line, or all of
+  # it.
+  def self.ratelimit_fields(head)
+    low = head.byteslice(0, head.index("\r\n\r\n") || head.bytesize).downcase
+    FIELD_SEARCHES.each_with_object({}) do |(name, search), fields|
+      i = low.rindex(search) or next
+      i += search.bytesize
+      fields[name] = head.byteslice(i, (low.index("\r\n", i) || low.bytesize) - i).strip
+    end
+  end
   # The most of an answer a client reads.
   MAX_ANSWER = 1 << 20
 
@@ -104,12 +161,13 @@ module Sluice
     # A status line; its code is bytes 9 to 11.
     STATUS = %r{\AHTTP/1\.\d \d{3}[^\n]*?(?:\r\n|\z)}
 
-    # The last answer's status, its RateLimit fields ({name => value}),
-    # and whether the connection may be kept.
-    attr_reader :status, :headers, :keep
+    # The last answer's status, its header (a String of its own, which
+    # may run on into the body: Sluice.ratelimit_fields reads it), and
+    # whether the connection may be kept.
+    attr_reader :status, :header, :keep
 
     # Sends request and reads the answer before deadline; returns its body
-    # (status, headers and keep are read from the connection: an array
+    # (status, header and keep are read from the connection: an array
     # of four a call cost more than the three readers).
     def round_trip(request, deadline)
       @buf.clear
@@ -128,34 +186,27 @@ module Sluice
       # line that ends the header ends there at the blank line's CRLF.
       raise ArgumentError, "answered #{@buf.byteslice(0, [eoh, 100].min).inspect}, not HTTP" unless STATUS.match?(@buf)
 
-      # The fields the client reads are searched for in the lowered
+      # The fields the connection needs are searched for in the lowered
       # header (a loop over every line, each split, stripped and lowered,
-      # was the most of its own cost); the last of each wins. Their
-      # values are read from @buf, where the header is not lowered.
+      # was the most of its own cost); the last of each wins. The
+      # length's value is read from @buf, where the header is not
+      # lowered. The RateLimit fields are left to the Decision.
       low = @buf.byteslice(0, eoh)
       low.downcase!
-      head = @buf
-      length = (v = field(low, head, "\r\ncontent-length:")) && Integer(v, 10)
+      length = (v = field(low, @buf, "\r\ncontent-length:")) && Integer(v, 10)
       chunked = low.include?("\r\ntransfer-encoding:") && field(low, low, "\r\ntransfer-encoding:").strip == "chunked"
       keep = !low.include?("\r\nconnection:") || field(low, low, "\r\nconnection:").strip != "close"
-      # Each in turn, not by a block over FIELD_NAMES (a third slower);
-      # both, as the service sends them, in one literal.
-      rl = field(low, head, RATELIMIT)
-      policy = field(low, head, POLICY)
-      @headers = if rl && policy
-                   { "RateLimit" => rl.strip! || rl, "RateLimit-Policy" => policy.strip! || policy }
-                 elsif rl || policy
-                   rl ? { "RateLimit" => rl.strip! || rl } : { "RateLimit-Policy" => policy.strip! || policy }
-                 else
-                   {}
-                 end
-      @status = status = (head.getbyte(9) * 100) + (head.getbyte(10) * 10) + head.getbyte(11) - (48 * 111) # STATUS: digits
+      @status = status = (@buf.getbyte(9) * 100) + (@buf.getbyte(10) * 10) + @buf.getbyte(11) - (48 * 111) # STATUS: digits
       @keep = keep
       if !chunked && length && @buf.bytesize - eoh - 4 == length && length <= MAX_ANSWER
-        body = @buf.byteslice(eoh + 4, length) # the whole answer came in one read
-        @buf.clear
-        return body.force_encoding(Encoding::UTF_8)
+        # The whole answer came in one read: it becomes the header, frozen
+        # so that the body, its tail, shares its bytes, and reads go on
+        # in a new buffer (no copy of the header for the Decision).
+        @header = @buf.freeze
+        @buf = String.new
+        return @header.byteslice(eoh + 4, length).force_encoding(Encoding::UTF_8)
       end
+      @header = @buf.byteslice(0, eoh)
       @buf = @buf.byteslice(eoh + 4, @buf.bytesize)
       body = if chunked
                read_chunked(deadline)
@@ -175,15 +226,8 @@ module Sluice
 
     private
 
-    # The RateLimit fields as they are searched for in a lowered header:
-    # a field's name, with the CRLF before it and its colon (RFC 9112
-    # allows no space before the colon).
-    FIELD_NAMES = FIELDS.to_h { |low, name| [name, "\r\n#{low}:"] }.freeze
-    RATELIMIT = FIELD_NAMES.fetch("RateLimit")
-    POLICY = FIELD_NAMES.fetch("RateLimit-Policy")
-
-    # The value in head of the last field whose search (see FIELD_NAMES)
-    # is in low, head lowered; nil when there is none.
+    # The value in head of the last field whose search (see
+    # FIELD_SEARCHES) is in low, head lowered; nil when there is none.
     def field(low, head, search)
       i = low.rindex(search) or return nil
       i += search.bytesize
@@ -444,13 +488,13 @@ module Sluice
         end
         # Read before the connection goes back to the pool, to another thread.
         status = conn.status
-        headers = conn.headers
+        header = conn.header
         conn.keep ? checkin(conn) : conn.close
-        return answer(path, rule, status, headers, data, want)
+        return answer(path, rule, status, header, data, want)
       end
     end
 
-    def answer(path, rule, status, headers, data, want)
+    def answer(path, rule, status, header, data, want)
       if status == want
         return if want == 204
 
@@ -462,7 +506,7 @@ module Sluice
         end
         raise Unavailable, "sluice: #{@url}#{path} answered #{data[0, 200].inspect}, not the service's JSON" unless a.is_a?(Hash)
 
-        return decision(a, headers, path)
+        return decision(a, header, path)
       end
       detail = begin
         e = JSON.parse(data)
@@ -477,7 +521,7 @@ module Sluice
       raise Unavailable, msg
     end
 
-    def decision(a, headers, path)
+    def decision(a, header, path)
       allowed = a["allowed"]
       raise Unavailable, "sluice: #{@url}#{path} answered no decision" unless allowed == true || allowed == false # no array a call
 
@@ -497,7 +541,7 @@ module Sluice
       d.shadowed = a["shadowed"] == true
       d.guard = a["guard"].to_s
       d.duplicate = a["duplicate"] == true
-      d.headers = headers
+      d.headers = header # its RateLimit fields found when asked: see Decision#headers
       d
     end
 
