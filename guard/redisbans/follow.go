@@ -125,13 +125,23 @@ func (r *Registry) apply(entries []rueidis.XRangeSlice) ([]*op, error) {
 
 // supersededPut reports whether b, put by an entry of the log, is a ban
 // this process merged into a wider one, whose deletes come later in the
-// log: Redis no longer holds it. It requires r.mu.
+// log (Redis no longer holds it), and which the set still enforces, by a
+// ban of its jail that lasts as long: skipping it loses nothing. A put of
+// a merged field that nothing here covers so is applied, and the field
+// no longer skipped. It requires r.mu.
 func (r *Registry) supersededPut(b guard.Ban) bool {
 	if len(r.merged) == 0 {
 		return false
 	}
-	_, ok := r.merged[banfield.Name(b.Jail, b.Key)]
-	return ok
+	f := banfield.Name(b.Jail, b.Key)
+	if _, ok := r.merged[f]; !ok {
+		return false
+	}
+	if m, ok := r.set.Match(b.Jail, b.Key, r.clock()); ok && !m.Until.Before(b.Until) {
+		return true
+	}
+	delete(r.merged, f)
+	return false
 }
 
 // putIn puts b, a ban Redis holds, in set, judging lapsed bans at now.
