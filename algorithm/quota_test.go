@@ -200,6 +200,21 @@ func TestQuotaReserve(t *testing.T) {
 			{0, "b", UnknownDemand, 25, 25},
 			{1, "c", 50, 50, 25}, // not cut to restore the reserve
 		}},
+		// An attacker's flood of new holders takes the reserve and no more:
+		// the holder already there keeps its 950 (granted stays 950 + what
+		// the newcomers took, at most the reserve of 50), and a newcomer
+		// past it holds nothing.
+		{"a flood of newcomers takes the reserve, not the holders' shares", []call{
+			{0, "a", 2000, 950, 50},
+			{0, "n1", UnknownDemand, 25, 25},
+			{0, "n2", UnknownDemand, 13, 12},
+			{0, "n3", UnknownDemand, 6, 6},
+			{0, "n4", UnknownDemand, 3, 3},
+			{0, "n5", UnknownDemand, 2, 1},
+			{0, "n6", UnknownDemand, 1, 0},
+			{0, "n7", UnknownDemand, 0, 0},
+			{0, "n8", UnknownDemand, 0, 0},
+		}},
 		{"what fits is granted beyond the reserve", []call{
 			{0, "a", 100, 100, 900},
 			{0, "b", 200, 200, 700},
