@@ -399,14 +399,7 @@ func TestProtocolAbandon(t *testing.T) {
 			t.Errorf("after the other edge's bucket was abandoned, the busy one's share is %d, want %d (within the 1/40 kept)", got, alone)
 		}
 		time.Sleep(6 * time.Second)
-		select {
-		case err := <-idle.done:
-			if status.Code(err) != codes.DeadlineExceeded {
-				t.Errorf("a stream silent for 6s ended with %v, want DeadlineExceeded", err)
-			}
-		default:
-			t.Errorf("a stream silent for 6s (idle 5s) was not ended")
-		}
+		wantEnded(t, idle)
 	})
 }
 
@@ -481,15 +474,22 @@ func TestProtocolSilentClient(t *testing.T) {
 		f := open(t, q, "")
 		time.Sleep(6 * time.Second)
 		synctest.Wait()
-		select {
-		case err := <-f.done:
-			if status.Code(err) != codes.DeadlineExceeded {
-				t.Errorf("a silent stream ended with %v, want DeadlineExceeded", err)
-			}
-		default:
-			t.Errorf("a stream silent for 6s (idle 5s) was not ended")
-		}
+		wantEnded(t, f)
 	})
+}
+
+// wantEnded checks that f, silent for 6s (idle 5s), was ended with
+// DeadlineExceeded.
+func wantEnded(t *testing.T, f *fakeStream) {
+	t.Helper()
+	select {
+	case err := <-f.done:
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("a stream silent for 6s ended with %v, want DeadlineExceeded", err)
+		}
+	default:
+		t.Errorf("a stream silent for 6s (idle 5s) was not ended")
+	}
 }
 
 // TestHTTPDoor: POST /v1/quota answers a holder's report with its share,
