@@ -122,6 +122,51 @@ class ClientTest < Minitest::Test
     servers&.each(&:close)
   end
 
+  # The Watchdog ends a call past its deadline wherever it waits: for an
+  # answer that never comes, and in a write the service does not read
+  # (a 16 MiB key); after its thread rested for want of calls; and in
+  # the child of a fork, where its thread does not run until the child's
+  # first call starts it again. (A call it failed to end would hang: each
+  # is bounded here.)
+  def test_watchdog
+    silent = Support::BadServer.new(nil)
+    c = Sluice::Client.new(silent.url, timeout: 0.3)
+    timed_out = lambda do |key, what|
+      d = Timeout.timeout(10) { c.checked_insert("login", key) }
+      assert_kind_of Sluice::Unavailable, d.error, what
+      assert_match(/no answer within 0.3s/, d.error.message, what)
+    end
+    timed_out.call("k", "an answer")
+    timed_out.call("k" * (16 << 20), "a write")
+    Timeout.timeout(10) { sleep 0.01 while Sluice::Watchdog.instance_variable_get(:@awake) }
+    timed_out.call("k", "the first call after a rest")
+    assert_operator Sluice::Watchdog.tick, :<=, 0.03
+    pid = fork do
+      d = c.checked_insert("login", "k")
+      exit!(d.error&.message&.include?("no answer within 0.3s") ? 0 : 1)
+    end
+    _, status = Timeout.timeout(10) { Process.wait2(pid) }
+    assert_predicate status, :success?, "the child's call ended by its timeout"
+  ensure
+    Process.kill("KILL", pid) if pid && !status
+    c&.close
+    silent&.close
+  end
+
+  # A connection the Watchdog shut down as its call ended (the tick
+  # between the deadline and the answer) goes back to the pool closed;
+  # the next call finds it so and is made again on a new one.
+  def test_connection_expired_after_its_call
+    assert_nil @client.checked_insert("login", "k").error
+    conn = @client.instance_variable_get(:@idle).last
+    conn.instance_variable_set(:@deadline, 1.0)
+    conn.expire(2.0)
+    d = @client.checked_insert("login", "k")
+    assert_nil d.error
+    assert_equal 1, d.remaining
+    refute_includes @client.instance_variable_get(:@idle), conn
+  end
+
   # A Decision's RateLimit fields, found when first asked for, are its
   # own answer's: read after the connection has carried other calls, for
   # keys of any bytes, and by what reads every member.
