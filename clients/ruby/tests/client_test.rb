@@ -153,6 +153,49 @@ class ClientTest < Minitest::Test
     silent&.close
   end
 
+  # Over TLS: sluice serve with a certificate for 127.0.0.1 (which this
+  # test has the process trust) decides the client's calls, and a TLS
+  # service that never answers is ended at the timeout by the Watchdog,
+  # which shuts down the socket under the TLS session.
+  def test_https
+    Dir.mktmpdir do |dir|
+      key = OpenSSL::PKey::RSA.new(2048)
+      cert = Support.self_signed(key, "127.0.0.1")
+      OpenSSL::SSL::SSLContext::DEFAULT_CERT_STORE.add_cert(cert)
+      File.write(crt = File.join(dir, "tls.crt"), cert.to_pem)
+      File.write(pem = File.join(dir, "tls.key"), key.to_pem)
+      File.write(config = File.join(dir, "sluice.yaml"),
+                 "#{File.read(File.join(Support::TESTDATA, "sluice.yaml"))}\ntls: {cert_file: #{crt}, key_file: #{pem}}\n")
+      server = Support::Server.new(config)
+      assert_match(%r{\Ahttps://127\.0\.0\.1:\d+\z}, server.url)
+      c = Sluice::Client.new(server.url, timeout: 5)
+      2.times { |i| assert_equal [true, 2 - i, nil], c.checked_insert("login", "tls").then { |d| [d.allowed, d.remaining, d.error] } }
+      c.close
+      server.stop
+
+      ctx = OpenSSL::SSL::SSLContext.new
+      ctx.cert = cert
+      ctx.key = key
+      silent = OpenSSL::SSL::SSLServer.new(TCPServer.new("127.0.0.1", 0), ctx)
+      held = []
+      accepting = Thread.new do
+        loop { held << silent.accept.tap { |s| s.readpartial(65_536) } }
+      rescue IOError, SystemCallError, OpenSSL::SSL::SSLError
+        nil
+      end
+      c = Sluice::Client.new("https://127.0.0.1:#{silent.to_io.addr[1]}", timeout: 0.3)
+      d = Timeout.timeout(10) { c.checked_insert("login", "k") }
+      assert_kind_of Sluice::Unavailable, d.error
+      assert_match(/no answer within 0.3s/, d.error.message)
+      assert_equal 1, held.size, "the request was read: the call waited for the answer"
+    ensure
+      c&.close
+      silent&.close
+      held&.each(&:close)
+      accepting&.join(1)
+    end
+  end
+
   # A connection the Watchdog shut down as its call ended (the tick
   # between the deadline and the answer) goes back to the pool closed;
   # the next call finds it so and is made again on a new one.

@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "json"
+require "openssl"
+require "tmpdir"
 require "socket"
 require "timeout"
 
@@ -73,6 +75,21 @@ module Support
       @conns.each { |c| c.close rescue nil }
       @thread.join(1)
     end
+  end
+
+  # A self-signed certificate of key for the address ip.
+  def self.self_signed(key, ip)
+    cert = OpenSSL::X509::Certificate.new
+    cert.version = 2
+    cert.serial = 1
+    cert.subject = cert.issuer = OpenSSL::X509::Name.parse("/CN=#{ip}")
+    cert.public_key = key
+    cert.not_before = Time.now - 60
+    cert.not_after = Time.now + 3600
+    ext = OpenSSL::X509::ExtensionFactory.new(cert, cert)
+    cert.add_extension(ext.create_extension("subjectAltName", "IP:#{ip}"))
+    cert.add_extension(ext.create_extension("basicConstraints", "CA:TRUE", true))
+    cert.sign(key, OpenSSL::Digest.new("SHA256"))
   end
 
   def self.http_answer(status, body, type = "application/json")
