@@ -124,8 +124,8 @@ module Sluice
   # wait in the kernel with no timeout of their own: a timed wait
   # (IO.select or IO#wait_readable with a timeout) arms a kernel timer at
   # every wait, and that cost more CPU a call than all the client's own
-  # work (its overhead over the bare round trip was 16-18% of it with
-  # timed waits, 5-10% without: clients/ruby/bench.rb). Instead one
+  # work (clients/ruby/bench.rb, interleaved: 48-53 µs of CPU a call with
+  # timed waits, 43-47 without, the bare round trip's 31-39). Instead one
   # thread per process wakes every tick and shuts down the socket of each
   # connection whose call is past its deadline, which ends the call's
   # wait at once; the call then raises TimedOut. A call so ends at most a
