@@ -170,6 +170,11 @@ class ClientTest < Minitest::Test
       assert_match(%r{\Ahttps://127\.0\.0\.1:\d+\z}, server.url)
       c = Sluice::Client.new(server.url, timeout: 5)
       2.times { |i| assert_equal [true, 2 - i, nil], c.checked_insert("login", "tls").then { |d| [d.allowed, d.remaining, d.error] } }
+      # A child leaves the parent's TLS session alone (no close_notify).
+      parents = c.instance_variable_get(:@idle).dup
+      assert_forked_child_decides(c, parents)
+      assert_equal [true, 0, nil], c.checked_insert("login", "tls").then { |d| [d.allowed, d.remaining, d.error] }
+      assert_equal parents, c.instance_variable_get(:@idle), "the parent's TLS connection, still kept"
       c.close
       server.stop
 
@@ -194,6 +199,31 @@ class ClientTest < Minitest::Test
       held&.each(&:close)
       accepting&.join(1)
     end
+  end
+
+  # A forked child does not use the connections its parent kept (they
+  # would read each other's answers): it makes its own, its decisions are
+  # its keys', and the parent's connection still serves the parent.
+  def test_fork_leaves_the_parents_connections
+    assert_nil @client.checked_insert("login", "parent").error
+    parents = @client.instance_variable_get(:@idle).dup
+    assert_equal 1, parents.size
+    assert_forked_child_decides(@client, parents)
+    d = @client.checked_insert("login", "parent")
+    assert_equal [nil, 1], [d.error, d.remaining]
+    assert_equal parents, @client.instance_variable_get(:@idle), "the parent's connection, still kept"
+  end
+
+  # Forks, and in the child decides a key of its own with client, which
+  # must not use a connection of parents.
+  def assert_forked_child_decides(client, parents)
+    pid = fork do
+      d = client.checked_insert("login", "child")
+      idle = client.instance_variable_get(:@idle)
+      exit!(d.error.nil? && d.remaining == 2 && idle.size == 1 && (idle & parents).empty? ? 0 : 1)
+    end
+    _, status = Timeout.timeout(10) { Process.wait2(pid) }
+    assert_predicate status, :success?, "the child decided on a connection of its own"
   end
 
   # A connection the Watchdog shut down as its call ended (the tick

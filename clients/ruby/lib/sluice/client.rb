@@ -120,6 +120,34 @@ module Sluice
   # The most of an answer a client reads.
   MAX_ANSWER = 1 << 20
 
+  # Counts the forks that made this process, in the child, by Ruby 3.1's
+  # Process._fork (which every fork goes through: Kernel#fork,
+  # Process.fork, IO.popen("-")). A connection kept from before a fork
+  # is shared by parent and child, and each would read answers meant for
+  # the other: a client drops the connections of its pool made before
+  # the last fork (Client#checkout).
+  module Forks
+    @count = 0
+
+    class << self
+      attr_reader :count
+
+      def forked
+        @count += 1
+      end
+    end
+
+    # Process._fork, counting in the child.
+    module Hook
+      def _fork
+        pid = super
+        Forks.forked if pid.zero?
+        pid
+      end
+    end
+    Process.singleton_class.prepend(Hook)
+  end
+
   # Ends the calls that pass their deadline. A call's reads and writes
   # wait in the kernel with no timeout of their own: a timed wait
   # (IO.select or IO#wait_readable with a timeout) arms a kernel timer at
@@ -244,6 +272,15 @@ module Sluice
 
     def close
       @sock.close
+    rescue IOError, SystemCallError
+      nil
+    end
+
+    # Closes this process's descriptor of a connection made before a
+    # fork, which the other process keeps using: not the TLS session,
+    # whose close_notify would end it for the other process too.
+    def abandon
+      @sock.to_io.close
     rescue IOError, SystemCallError
       nil
     end
@@ -441,6 +478,7 @@ module Sluice
       @idle = []
       @heads = {} # path => the request up to its Content-Length
       @lock = Mutex.new
+      @forks = Forks.count # the forks the pool's connections were made after
     end
 
     # Says whether +cost+ units of +key+ would fit under +rule+, taking
@@ -497,6 +535,7 @@ module Sluice
     end
 
     def close
+      forget_pool if @forks != Forks.count
       idle = @lock.synchronize { @idle.slice!(0..) }
       idle.each(&:close)
     end
@@ -555,10 +594,20 @@ module Sluice
     # cannot raise, so without synchronize's block (a third of the pool's
     # cost).
     def checkout
+      forget_pool if @forks != Forks.count
       @lock.lock
       conn = @idle.pop
       @lock.unlock
       conn
+    end
+
+    # Drops the pool's connections, made before this process was forked
+    # (see Forks).
+    def forget_pool
+      @lock.synchronize do
+        @idle.slice!(0..).each(&:abandon)
+        @forks = Forks.count
+      end
     end
 
     def checkin(conn)
