@@ -5,11 +5,13 @@ import codecs
 import json
 import logging
 import math
+import os
 import re
 import socket
 import struct
 import time
 import urllib.parse
+import weakref
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -199,6 +201,27 @@ class _Throttled:
             log.warning(msg, *args)
 
 
+# The clients whose pools a forked child empties (see _after_fork).
+_clients = weakref.WeakSet()
+
+
+def _after_fork():
+    """Empties, in a forked child, the pool of every client: the
+    connections it kept are shared with the parent, which goes on using
+    them, and parent and child would read each other's answers. Each
+    connection's descriptor is closed in the child only (closing a TLS
+    socket sends no close_notify, which would end the parent's
+    session)."""
+    for c in list(_clients):
+        idle, c._idle = c._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class Client:
     """A client of sluice serve's HTTP JSON API at ``url``.
 
@@ -241,6 +264,7 @@ class Client:
         # sooner, so that a call seldom picks one being closed.
         self._idle_timeout = idle_timeout
         self._warn = _Throttled()
+        _clients.add(self)  # a forked child empties the pool: see _after_fork
 
     # -- decisions -------------------------------------------------------
 

@@ -17,6 +17,7 @@ tells the view whether a shadow limit would have refused it, and
 """
 
 import functools
+import os
 import threading
 
 from django.conf import settings
@@ -30,6 +31,17 @@ __all__ = ["ratelimit", "RateLimitMiddleware", "get_client"]
 
 _client = None
 _client_lock = threading.Lock()
+
+
+def _unlock_in_child():
+    """A forked child gets a lock of its own: the parent's may have been
+    held by a thread that the child does not have."""
+    global _client_lock
+    _client_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_in_child)
 
 
 def get_client() -> Client:

@@ -1,6 +1,7 @@
 """The client against a real sluice serve: the shared script, and a
 service that is down, slow, answers garbage or restarts."""
 
+import os
 import sys
 import threading
 import time
@@ -214,6 +215,39 @@ class FailureTest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(sum(allowed), 5)  # 5/h: exactly five of the forty
+
+    def test_fork(self):
+        # A forked child does not use the connection its parent kept (they
+        # would read each other's answers): it makes its own, its
+        # decisions are its keys', and the parent's connection still
+        # serves the parent.
+        server = Server()
+        self.addCleanup(server.stop)
+        c = Client(server.url, timeout=5)
+        self.addCleanup(c.close)
+        self.assertIsNone(c.check("login", "parent").error)
+        parents = [conn for conn, _ in c._idle]
+        self.assertEqual(len(parents), 1)
+        pid = os.fork()
+        if pid == 0:  # the child: its verdict is its exit status
+            ok = False
+            try:
+                d = c.check("login", "child")
+                idle = [conn for conn, _ in c._idle]
+                ok = d.error is None and d.remaining == 2 and len(idle) == 1 and idle[0] not in parents
+            finally:
+                os._exit(0 if ok else 1)
+        deadline = time.monotonic() + 10
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done[0] == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            self.fail("the child's call did not end")
+        self.assertEqual(os.waitstatus_to_exitcode(done[1]), 0, "the child decided on a connection of its own")
+        d = c.check("login", "parent")
+        self.assertEqual((d.error, d.remaining), (None, 1))
+        self.assertEqual([conn for conn, _ in c._idle], parents, "the parent's connection, still kept")
 
 
 if __name__ == "__main__":
