@@ -35,7 +35,8 @@ const KeepDemand = -2
 // A reserve of the limit may be kept for holders that hold nothing yet
 // (newcomers): the water level then divides limit − reserve, a holder
 // with a share grows only into what the others leave free beyond the
-// reserve (but keeps what it holds up to its fair share), and a holder
+// reserve (but keeps what it holds up to its fair share, and may take
+// of the reserve what the others keep beyond theirs by Hysteresis), and a holder
 // without one may take, beside what is free beyond the reserve, half of
 // what is free (rounded up). A newcomer thus gets a share at once even
 // while the others hold all they may, the next one half of what is
@@ -103,15 +104,34 @@ func (t *QuotaTable) Share(id string, demand, limit, reserve, now, exp int64, ma
 	}
 	h.Demand, h.Exp = demand, exp
 	reserve = min(max(reserve, 0), limit-1)
-	fair := min(clampDemand(demand, limit), t.level(limit, limit-reserve))
+	level := t.level(limit, limit-reserve)
+	fair := min(clampDemand(demand, limit), level)
 	old := h.Share
 	share = fair
 	if old > 0 && abs(fair-old)*Hysteresis <= old {
 		share = old
 	}
 	free := limit - (t.Granted() - old)
-	h.Share = max(min(share, room(free, reserve, old, fair)), 0)
+	h.Share = max(min(share, room(free, max(reserve-t.slack(i, limit, level), 0), old, fair)), 0)
 	return h.Share, true
+}
+
+// slack returns what the holders other than the i-th hold beyond their
+// fair shares at level, each by less than the Hysteresis that keeps its
+// share: units no report of theirs gives back (a share further beyond
+// is cut at its holder's next report). Share lets a holder take that
+// much of the reserve: without it, shares the others keep a unit or two
+// above the level held an edge below its own fair share, its users
+// refused, for as long as the demands stood.
+func (t *QuotaTable) slack(i int, limit, level int64) int64 {
+	var s int64
+	for j, h := range t.Holders {
+		over := h.Share - min(clampDemand(h.Demand, limit), level)
+		if j != i && over > 0 && over*Hysteresis <= h.Share {
+			s += over
+		}
+	}
+	return s
 }
 
 // room returns the most a holder may hold when free units are not held

@@ -215,6 +215,27 @@ func TestQuotaReserve(t *testing.T) {
 			{0, "n7", UnknownDemand, 0, 0},
 			{0, "n8", UnknownDemand, 0, 0},
 		}},
+		// The six b hold 134, the level before s asked for 4 more, and keep
+		// it by Hysteresis at the level of 133 after: s may take those six
+		// units of the reserve, not stay held at 46 below its demand.
+		{"the others' kept shares do not hold a holder below its fair share", []call{
+			{0, "s", 46, 46, 954},
+			{0, "m", 100, 100, 854},
+			{0, "b1", 140, 140, 714},
+			{0, "b2", 140, 140, 574},
+			{0, "b3", 140, 140, 434},
+			{0, "b4", 140, 140, 294},
+			{0, "b5", 140, 140, 154},
+			{0, "b6", 140, 104, 50},
+			{1, "b1", 140, 134, 56},
+			{1, "b2", 140, 134, 62},
+			{1, "b3", 140, 134, 68},
+			{1, "b4", 140, 134, 74},
+			{1, "b5", 140, 134, 80},
+			{1, "b6", 140, 134, 50},
+			{2, "s", 50, 50, 46},
+			{2, "b1", 140, 134, 46},
+		}},
 		{"what fits is granted beyond the reserve", []call{
 			{0, "a", 100, 100, 900},
 			{0, "b", 200, 200, 700},

@@ -80,10 +80,16 @@ else
     local old = h[3]
     share = fair
     if old > 0 and math.abs(fair - old) * 40 <= old then share = old end
-    -- Room beyond the reserve; without a share, half of what is free;
-    -- with one, that share up to the fair one.
+    -- Room beyond the reserve, less what the others keep beyond their
+    -- fair shares within the hysteresis (QuotaTable's slack); without a
+    -- share, half of what is free; with one, that share up to the fair one.
     local free = limit - (granted - old)
-    local room = free - reserve
+    local slack = 0
+    for j, x in ipairs(hs) do
+      local over = x[3] - math.min(clamp(x[2]), level)
+      if j ~= mine and over > 0 and over * 40 <= x[3] then slack = slack + over end
+    end
+    local room = free - math.max(reserve - slack, 0)
     if old == 0 then
       room = math.max(room, math.floor((free + 1) / 2))
     else

@@ -235,17 +235,27 @@ func testQuotaInvalid(t *testing.T, qs *quotaSuite) {
 }
 
 // testQuotaDifferential plays random traces on the store and on
-// algorithm.QuotaTable: every share the same.
+// algorithm.QuotaTable: every share the same. The first ten draw any
+// demands; the next ten, steady ones (each holder near a demand of its
+// own, under a reserve), so that shares sit within the hysteresis of
+// the level and the reserve's slack (algorithm.QuotaTable) comes into
+// play.
 func testQuotaDifferential(t *testing.T, qs *quotaSuite) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for trace := range 10 {
+	for trace := range 20 {
 		key := fmt.Sprint("trace", trace)
 		var ref algorithm.QuotaTable
 		at := time.Duration(0)
+		steady := trace >= 10
 		for step := range 60 {
 			at += time.Duration(rng.Int64N(400_000)) * time.Microsecond
 			o := shareOp{key: key, holder: fmt.Sprint("h", rng.IntN(6)), at: at, reserve: rng.IntN(3) * rng.IntN(200),
 				demand: rng.IntN(1202) - 2, ttl: time.Duration(1+rng.IntN(2000)) * time.Millisecond, release: rng.IntN(10) == 0}
+			if steady {
+				h := rng.IntN(8)
+				o.holder, o.reserve, o.ttl, o.release = fmt.Sprint("h", h), 50, 2*time.Second, false
+				o.demand = []int{46, 100, 140, 140, 140, 140, 140, 140}[h] + rng.IntN(7) - 3
+			}
 			s, err := qs.call(t, o)
 			if err != nil {
 				t.Fatalf("trace %d step %d: %v: %v", trace, step, o, err)
