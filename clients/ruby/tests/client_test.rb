@@ -240,6 +240,35 @@ class ClientTest < Minitest::Test
     refute_includes @client.instance_variable_get(:@idle), conn
   end
 
+  # The usual answer, read by Client::USUAL, gives the Decision its JSON
+  # gives: for numbers as Go writes them, strings of any letters, and the
+  # answers USUAL leaves to JSON (escapes, more fields). sluice serve's own
+  # answers, allowed and denied, are usual ones.
+  def test_usual_answers_read_as_json
+    header = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    usual = []
+    [true, false].product(["api", "ключ", "", "a b/c"], [0, 1_000_000_000], ["5/h", "3/h;20/day"], [0, -3, 999_999_999],
+                          %w[0 0.001 1e-07 1e+21 59.999], %w[0 2 0.5 1e-05 1199.999]).each do |al, rule, lim, pol, rem, reset, wait|
+      usual << %({"allowed":#{al},"rule":"#{rule}","limit":#{lim},"policy":"#{pol}","remaining":#{rem},) +
+               %("reset_after":#{reset},"retry_after":#{wait}}\n)
+    end
+    base = '{"allowed":false,"rule":"api","limit":5,"policy":"5/h","remaining":0,"reset_after":1.5,"retry_after":720'
+    others = ["#{base},\"shadowed\":true}", "#{base},\"guard\":\"banned\"}", base.sub('"api"', '"a\\"pi"') + "}",
+              base.sub('"api"', '"\\u00e9"') + "}", "#{base}} "]
+    usual << "#{base.sub("720", "7.2E2")}}" # JSON's, if not Go's
+    (usual + others).each do |data|
+      data = data.dup.force_encoding(Encoding::UTF_8)
+      assert_equal usual.include?(data), Sluice::Client::USUAL.match?(data), data
+      got = @client.send(:answer, "/v1/check", "api", 200, header, data, 200)
+      assert_equal @client.send(:decision, JSON.parse(data), header, "/v1/check"), got, data
+    end
+    uri = URI("#{@server.url}/v1/check")
+    4.times do |i|
+      body = Net::HTTP.post(uri, '{"rule":"login","key":"usual"}', "Content-Type" => "application/json").body
+      assert_match Sluice::Client::USUAL, body, "sluice serve's answer #{i + 1}"
+    end
+  end
+
   # A Decision's RateLimit fields, found when first asked for, are its
   # own answer's: read after the connection has carried other calls, for
   # keys of any bytes, and by what reads every member.

@@ -667,6 +667,10 @@ module Sluice
       if status == want
         return if want == 204
 
+        # (valid_encoding? first: a match raises on bytes not UTF-8.)
+        m = data.valid_encoding? && USUAL.match(data)
+        return usual(m, header) if m
+
         a = begin
           # JSON.parse(data), without the two hashes of its options.
           JSON::Parser.new(data).parse
@@ -711,6 +715,34 @@ module Sluice
       d.guard = a["guard"].to_s
       d.duplicate = a["duplicate"] == true
       d.headers = header # its RateLimit fields found when asked: see Decision#headers
+      d
+    end
+
+    # The service's usual answer to a check, as its encoder writes it: the
+    # fields of wire.CheckResponse in their order, no others, strings
+    # without escapes, JSON's numbers. Read by this one anchored match
+    # rather than by JSON::Parser's hash and strings, the client's own
+    # work fell by a quarter (count.rb: 41.3k to 31.0k instructions a
+    # call); any other answer is parsed as JSON, and a test holds the two
+    # readings equal.
+    NUMBER = '-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?'
+    USUAL = /\A\{"allowed":(true|false),"rule":"([^"\\\x00-\x1f]*)","limit":(-?\d+),"policy":"([^"\\\x00-\x1f]*)",
+              "remaining":(-?\d+),"reset_after":(#{NUMBER}),"retry_after":(#{NUMBER})\}\n?\z/x
+
+    # The Decision of an answer that matched USUAL (m), as decision reads
+    # the same answer parsed.
+    def usual(m, header)
+      d = Decision.allocate
+      d.allowed = m[1] == "true"
+      d.rule = m[2]
+      d.limit = m[3].to_i
+      d.policy = m[4]
+      d.remaining = m[5].to_i
+      d.reset_after = m[6].to_f
+      d.retry_after = m[7].to_f
+      d.shadowed = d.duplicate = false
+      d.guard = ""
+      d.headers = header
       d
     end
 
