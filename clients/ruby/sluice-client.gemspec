@@ -10,7 +10,7 @@ Gem::Specification.new do |s|
                   "connections, timeouts and a failure policy; Sluice::RackLimit limits Rack applications."
   s.license = "Apache-2.0"
   s.authors = ["sluice"]
-  s.required_ruby_version = ">= 3.0"
+  s.required_ruby_version = ">= 3.1" # Process._fork, by which a forked child drops its parent's connections
   s.files = Dir["lib/**/*.rb"] + ["README.md"]
   s.require_paths = ["lib"]
   # The client needs the standard library only; the middleware, Rack.
