@@ -145,7 +145,9 @@ func TestAttackFloodPrice(t *testing.T) {
 // store of 8 MiB that holds about 86,000 of their rate states: the jail
 // keeps counting (its counts live apart, see config.Guard.MaxStrikes)
 // and bans at least 99% of them; the fresh innocents asking once
-// between the rounds are allowed and never banned.
+// between the rounds are allowed and never banned. An offender's first
+// request may be refused only on an estimate, the flood's stated price,
+// for at most 0.1% of them.
 func TestAttackJailUnderFlood(t *testing.T) {
 	text := `rules:
   - name: hourly
@@ -162,14 +164,21 @@ store: {type: memory, memory: {max_bytes: 8388608}}
 	e := s.Engine()
 	const n = 100_000
 	offender := func(i int) string { return fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256) }
+	estimated := 0 // first requests refused on an estimate
 	for round := range 3 {
 		for i := range n {
 			res, err := e.Check(t.Context(), rules.Request{Domain: "hourly", Descriptors: []rules.Descriptor{rules.Key(offender(i))}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Allowed != (round == 0) {
-				t.Fatalf("offender %d, request %d: allowed %v, want only the first", i, round+1, res.Allowed)
+			switch est := res.Statuses[0].Decision.Estimated; {
+			case round == 0 && !res.Allowed && est:
+				// Once the fullest shard forgets, a fresh key may be
+				// charged from ledger cells the forgotten keys share: the
+				// flood's stated price (docs/accuracy.md), bounded below.
+				estimated++
+			case res.Allowed != (round == 0):
+				t.Fatalf("offender %d, request %d: allowed %v (estimated %v), want only the first", i, round+1, res.Allowed, est)
 			}
 		}
 		for i := range 100 {
@@ -193,8 +202,11 @@ store: {type: memory, memory: {max_bytes: 8388608}}
 	}
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	t.Logf("%d offenders: %d banned; %s", n, banned, grepLines(w.Body.String(), "sluice_jail_strikes_lost_total"))
+	t.Logf("%d offenders: %d banned, %d first requests refused on an estimate; %s", n, banned, estimated, grepLines(w.Body.String(), "sluice_jail_strikes_lost_total"))
 	if banned < n*99/100 {
 		t.Errorf("%d of %d offenders banned, want 99%% or more", banned, n)
+	}
+	if estimated > n/1000 {
+		t.Errorf("%d of %d offenders' first requests refused on an estimate, want 0.1%% or fewer: the flood is only a sixth past what the store holds", estimated, n)
 	}
 }
