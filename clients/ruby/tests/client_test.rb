@@ -176,7 +176,6 @@ class ClientTest < Minitest::Test
       assert_equal [true, 0, nil], c.checked_insert("login", "tls").then { |d| [d.allowed, d.remaining, d.error] }
       assert_equal parents, c.instance_variable_get(:@idle), "the parent's TLS connection, still kept"
       c.close
-      server.stop
 
       ctx = OpenSSL::SSL::SSLContext.new
       ctx.cert = cert
@@ -195,6 +194,7 @@ class ClientTest < Minitest::Test
       assert_equal 1, held.size, "the request was read: the call waited for the answer"
     ensure
       c&.close
+      server&.stop
       silent&.close
       held&.each(&:close)
       accepting&.join(1)
