@@ -183,6 +183,18 @@ func (tc *tested) allows(id map[string]string, d time.Duration, n int) int {
 
 var id = map[string]string{"name": "api"}
 
+// subscribed returns a client of cfg whose first request, for bucket id,
+// subscribed to a server of its own, and the stream its subscription
+// report came on.
+func subscribed(t *testing.T, cfg rlqstest.Config) (*tested, *serverStream) {
+	s := startServer(t)
+	c := newClient(t, cfg, s.addr)
+	c.Allow(id)
+	st := s.stream(t)
+	st.report(t)
+	return c, st
+}
+
 func blanket(rule typev3.RateLimitStrategy_BlanketRule) *typev3.RateLimitStrategy {
 	return &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: rule}}
 }
@@ -253,11 +265,7 @@ func boolInt(b bool) int {
 // again extends the assignment and keeps its tokens, another one
 // replaces it with a new, full bucket; blanket rules apply as such.
 func TestAssignment(t *testing.T) {
-	s := startServer(t)
-	c := newClient(t, rlqstest.Config{NoAssignment: denyAll}, s.addr)
-	c.Allow(id)
-	st := s.stream(t)
-	st.report(t)
+	c, st := subscribed(t, rlqstest.Config{NoAssignment: denyAll})
 	steps := []struct {
 		name   string
 		send   *rlqspb.RateLimitQuotaResponse_BucketAction // nil: none
@@ -306,11 +314,7 @@ func TestExpired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := startServer(t)
-			c := newClient(t, rlqstest.Config{NoAssignment: tt.fallback, Expired: tt.expired}, s.addr)
-			c.Allow(id)
-			st := s.stream(t)
-			st.report(t)
+			c, st := subscribed(t, rlqstest.Config{NoAssignment: tt.fallback, Expired: tt.expired})
 			c.send(t, st, assign(tt.assigned, 2*time.Second))
 			for at, want := range tt.want {
 				if got := c.allows(id, at, 1) == 1; got != want {
@@ -325,11 +329,7 @@ func TestExpired(t *testing.T) {
 // no longer, and its next request subscribes again, under the
 // no-assignment behaviour.
 func TestAbandon(t *testing.T) {
-	s := startServer(t)
-	c := newClient(t, rlqstest.Config{NoAssignment: denyAll}, s.addr)
-	c.Allow(id)
-	st := s.stream(t)
-	st.report(t)
+	c, st := subscribed(t, rlqstest.Config{NoAssignment: denyAll})
 	c.send(t, st, assign(allowAll, time.Minute))
 	if c.allows(id, 0, 1) != 1 {
 		t.Fatalf("ALLOW_ALL assigned: a request was denied")
