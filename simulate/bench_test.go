@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/simulate/accesslog"
 	"github.com/sluicehq/sluice/simulate/loggen"
 )
@@ -60,30 +61,11 @@ func logFileForBench(b *testing.B) (string, int64) {
 	return name, fi.Size()
 }
 
-// cpuTime returns the CPU time this process has used, user and system,
-// in clock ticks (from /proc/self/stat), or -1 when it cannot be read.
-func cpuTime() int64 {
-	data, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	if len(f) < 13 {
-		return -1
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return u + s
-}
-
-// reportCPU reports the CPU nanoseconds used per line since ticks0
-// (Linux's clock ticks are 10 ms).
-func reportCPU(b *testing.B, ticks0 int64, lines int) {
-	if t := cpuTime(); t >= 0 && ticks0 >= 0 {
-		b.ReportMetric(float64(t-ticks0)*1e7/float64(lines), "cpu-ns/line")
+// reportCPU reports the CPU nanoseconds the process used per line since
+// start (a cputime.Self reading).
+func reportCPU(b *testing.B, start time.Duration, lines int) {
+	if t := cputime.Self(); t > 0 && start > 0 {
+		b.ReportMetric(float64(t-start)/float64(lines), "cpu-ns/line")
 	}
 }
 
@@ -119,7 +101,7 @@ func BenchmarkReplay(b *testing.B) {
 func replayBench(b *testing.B, cfg *config.Config, log string, size int64, workers int) {
 	b.ReportAllocs()
 	b.SetBytes(size)
-	ticks := cpuTime()
+	start := cputime.Self()
 	b.ResetTimer()
 	var denied int64
 	for range b.N {
@@ -135,14 +117,14 @@ func replayBench(b *testing.B, cfg *config.Config, log string, size int64, worke
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
 	b.ReportMetric(float64(denied), "denied")
-	reportCPU(b, ticks, b.N*benchLines)
+	reportCPU(b, start, b.N*benchLines)
 }
 
 func BenchmarkScan(b *testing.B) {
 	log, size := logFileForBench(b)
 	b.ReportAllocs()
 	b.SetBytes(size)
-	ticks := cpuTime()
+	start := cputime.Self()
 	b.ResetTimer()
 	for range b.N {
 		f, err := os.Open(log)
@@ -161,7 +143,7 @@ func BenchmarkScan(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*benchLines)/b.Elapsed().Seconds(), "lines/s")
-	reportCPU(b, ticks, b.N*benchLines)
+	reportCPU(b, start, b.N*benchLines)
 }
 
 // BenchmarkDecide decides parsed entries one by one through a Replayer,
