@@ -123,7 +123,7 @@ func (p *pool) work(ctx context.Context, i int) {
 	r := p.reps[i]
 	for pc := range p.in[i] {
 		for j := range pc.entries {
-			r.decide(ctx, &pc.entries[j], pc.addrs[j])
+			r.decide(ctx, &pc.entries[j], r.cache().of(pc.addrs[j]))
 		}
 		clear(pc.addrs)
 		pc.entries, pc.addrs, pc.arena = pc.entries[:0], pc.addrs[:0], pc.arena[:0]

@@ -85,7 +85,9 @@ type Replayer struct {
 	proxy  string // RemoteAddr: the trusted proxy that asks
 	user   string
 	needs  needs
-	addrs  *addrCache   // made by the first Decide: a worker of a split replay gets its strings from the reader
+	byAddr bool         // forward-auth's Caller is a function of the client's address alone
+	addrs  *addrCache   // made by the first Decide
+	seed   maphash.Seed // of the rules' sketches
 	res    rules.Result // the engine's answer to the last check, its statuses reused
 	errs   int64
 	first  error
@@ -127,25 +129,41 @@ func needsOf(fa config.ForwardAuth, userHeader string) needs {
 	return n
 }
 
-// addrCacheSize is the slots of an addrCache (1 MiB of them): on the
-// benchmark's day of 85,000 Zipf clients it finds 87% of requests'
-// addresses (2^14 slots found 80%).
+// addrCacheSize is the slots of an addrCache: on the benchmark's day of
+// 85,000 Zipf clients it finds 87% of requests' addresses (2^14 slots
+// found 80%).
 const addrCacheSize = 1 << 16
 
-// addrCache keeps the strings of recent client addresses, so that a
-// returning client costs no allocation: a direct-mapped table of fixed
-// size, whatever the number of clients.
+// addrCache keeps recent client addresses as strings, so that a
+// returning client costs no allocation, and, when the forward-auth key
+// is the client's address alone, the Caller forward-auth found for each,
+// so that a returning client costs no parse: a direct-mapped table of
+// fixed size, whatever the number of clients. The addresses, compared
+// on every line, are kept apart from the larger Callers.
 type addrCache struct {
-	seed  maphash.Seed
-	slots [addrCacheSize]string
+	seed    maphash.Seed
+	addrs   [addrCacheSize]string
+	known   [addrCacheSize]bool // callers[i] is that of addrs[i]
+	callers [addrCacheSize]forwardauth.Caller
 }
 
-func (c *addrCache) get(b []byte) string {
-	i := maphash.Bytes(c.seed, b) & (addrCacheSize - 1)
-	if c.slots[i] != string(b) {
-		c.slots[i] = string(b)
+// get returns the slot of the address b, b's string in it.
+func (c *addrCache) get(b []byte) int {
+	i := int(maphash.Bytes(c.seed, b) & (addrCacheSize - 1))
+	if c.addrs[i] != string(b) {
+		c.addrs[i], c.known[i] = string(b), false
 	}
-	return c.slots[i]
+	return i
+}
+
+// of returns the slot of the address a, a in it (maphash hashes a string
+// as it hashes its bytes).
+func (c *addrCache) of(a string) int {
+	i := int(maphash.String(c.seed, a) & (addrCacheSize - 1))
+	if c.addrs[i] != a {
+		c.addrs[i], c.known[i] = a, false
+	}
+	return i
 }
 
 // NewReplayer builds the service of c.Rules on a memory store of its own.
@@ -163,7 +181,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	rc := *c.Rules
 	// Nothing leaves the process: no telemetry export, no admin API.
 	rc.Telemetry, rc.Admin = config.Telemetry{}, config.Admin{}
-	r := &Replayer{user: c.UserHeader, tallyKeys: maxTallyKeys / int(max(share, 1))}
+	r := &Replayer{user: c.UserHeader, tallyKeys: maxTallyKeys / int(max(share, 1)), seed: seed}
 	if r.user == "" {
 		r.user = DefaultUserHeader
 	}
@@ -186,6 +204,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 		return nil, err
 	}
 	r.svc, r.fa = svc, svc.ForwardAuth()
+	r.byAddr = r.fa.ByAddress()
 	if err := r.route(c, &rc, seed); err != nil {
 		r.Close()
 		return nil, err
@@ -244,16 +263,21 @@ func (r *Replayer) onBan(guard.Ban) {
 // longest matching prefix), as forward-auth
 // would have been asked by the proxy that logged it, at e's time.
 func (r *Replayer) Decide(ctx context.Context, e *accesslog.Entry) {
+	r.decide(ctx, e, r.cache().get(e.Addr))
+}
+
+// cache returns the replayer's address cache, made by the first use:
+// a replay that decides nothing takes none of its memory.
+func (r *Replayer) cache() *addrCache {
 	if r.addrs == nil {
 		r.addrs = &addrCache{seed: maphash.MakeSeed()}
 	}
-	r.decide(ctx, e, r.addrs.get(e.Addr))
+	return r.addrs
 }
 
-// decide is Decide, with e.Addr as a string.
-func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) {
+// decide is Decide, with e.Addr in slot i of the address cache.
+func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, i int) {
 	r.now.Store(e.Time)
-	r.fill(e, addr)
 	longest := -1
 	for _, rs := range r.routes {
 		rs.asked = false
@@ -262,13 +286,15 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) 
 		}
 	}
 	var c forwardauth.Caller
+	var h uint64 // c's key's hash, of the rules' sketches' seed
 	known := false
 	for _, rs := range r.routes {
 		if len(rs.route.PathPrefix) != longest || !bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
 			continue
 		}
 		if !known {
-			c, known = r.fa.Caller(r.req), true // once a line: every rule is asked about the same caller
+			c, known = r.caller(e, i), true // once a line: every rule is asked about the same caller
+			h = maphash.String(r.seed, c.Desc.Actor.Key)
 		}
 		r.cur = rs
 		err := r.fa.Decide(ctx, c, rs.route.Rule, &r.res)
@@ -280,8 +306,26 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, addr string) 
 			}
 			continue
 		}
-		rs.tally(e.Time, c.Desc.Actor.Key, r.res)
+		rs.tally(e.Time, c.Desc.Actor.Key, h, r.res)
 	}
+}
+
+// caller returns the Caller forward-auth finds in e, whose address is in
+// slot i of the address cache: from the cache when forward-auth's key is
+// the client's address alone and e logged no X-Forwarded-For, so that
+// the request is the address and nothing else; else from the request e
+// describes.
+func (r *Replayer) caller(e *accesslog.Entry, i int) forwardauth.Caller {
+	c := r.addrs
+	if !r.byAddr || len(e.Forwarded) > 0 {
+		r.fill(e, c.addrs[i])
+		return r.fa.Caller(r.req)
+	}
+	if !c.known[i] {
+		r.fill(e, c.addrs[i])
+		c.callers[i], c.known[i] = r.fa.Caller(r.req), true
+	}
+	return c.callers[i]
 }
 
 // fill describes e in the replayer's request as the proxy that logged e

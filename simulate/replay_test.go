@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/simulate/accesslog"
 	"github.com/sluicehq/sluice/simulate/loggen"
 )
 
@@ -173,4 +174,48 @@ func (r *reference) max() int64 {
 		m = max(m, n)
 	}
 	return m
+}
+
+// TestCallerCache replays one address as a trusted proxy's and as a
+// client's, with and without the X-Forwarded-For it logged, and with
+// keys that read more than the address: every line is keyed as
+// forward-auth keys it, whether the address's Caller was cached or not.
+func TestCallerCache(t *testing.T) {
+	proxied := "forward_auth:\n  trusted_proxies: [10.0.0.0/8]\n"
+	rules := "rules:\n  - name: web\n    limits: [\"100/s\"]\n"
+	entry := func(addr, fwd, path string) *accesslog.Entry {
+		return &accesslog.Entry{Time: 1e18, Addr: []byte(addr), Forwarded: []byte(fwd), URI: []byte(path), Method: []byte("GET")}
+	}
+	tests := []struct {
+		name   string
+		config string
+		lines  []*accesslog.Entry
+		keys   []string
+	}{
+		{"address, proxied", rules + proxied,
+			[]*accesslog.Entry{entry("10.0.0.1", "", "/"), entry("10.0.0.1", "203.0.113.9", "/"), entry("10.0.0.1", "", "/"), entry("10.0.0.1", "198.51.100.4", "/")},
+			[]string{"10.0.0.1", "203.0.113.9", "10.0.0.1", "198.51.100.4"}},
+		{"address and path", rules + "forward_auth:\n  key: [ip, path]\n",
+			[]*accesslog.Entry{entry("203.0.113.9", "", "/a"), entry("203.0.113.9", "", "/b"), entry("203.0.113.9", "", "/a")},
+			[]string{"203.0.113.9|/a", "203.0.113.9|/b", "203.0.113.9|/a"}},
+		{"IPv6 networks", rules,
+			[]*accesslog.Entry{entry("2001:db8:1:2::1", "", "/"), entry("2001:db8:1:3::1", "", "/"), entry("2001:db8:1:2::1", "", "/")},
+			[]string{"2001:db8:1:2::/64", "2001:db8:1:3::/64", "2001:db8:1:2::/64"}},
+	}
+	for _, tt := range tests {
+		r, err := NewReplayer(context.Background(), Config{Rules: parseConfig(t, tt.config)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range tt.lines {
+			r.Decide(context.Background(), e)
+			if rs := r.routes[0]; !rs.asked || rs.key != tt.keys[i] {
+				t.Errorf("%s: line %d keyed %q (asked %v), want %q", tt.name, i, rs.key, rs.asked, tt.keys[i])
+			}
+		}
+		if tt.config == rules+proxied && !r.byAddr {
+			t.Errorf("%s: the Caller of an address key is not cached", tt.name)
+		}
+		r.Close()
+	}
 }

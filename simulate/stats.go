@@ -25,7 +25,6 @@ type ruleStats struct {
 	Requests, WouldDeny, Shadowed, Banned, Refused, Exempt, Bans int64
 	FirstDenial, LastDenial                                      int64 // Unix ns; 0: none
 
-	seed             maphash.Seed // of the sketches, hashing each key once
 	keys, deniedKeys *distinct
 	traffic          *topKeys // requests per key, with denials
 	denials          *topKeys // denials per key
@@ -62,7 +61,7 @@ func (c Config) sizes(n int) (top, sketch int) {
 // counting keys within the budget left.
 func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, left *int) *ruleStats {
 	rs := &ruleStats{
-		route: rt, rule: ru, top: top, seed: seed,
+		route: rt, rule: ru, top: top,
 		keys: newDistinct(seed), deniedKeys: newDistinct(seed),
 		traffic: newTopKeys(sketch, seed), denials: newTopKeys(max(sketch/4, top), seed),
 	}
@@ -72,13 +71,13 @@ func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, 
 	return rs
 }
 
-// tally counts the result res of a request of key at t.
-func (rs *ruleStats) tally(t int64, key string, res rules.Result) {
+// tally counts the result res of a request of key, whose hash of the
+// sketches' seed is hash, at t.
+func (rs *ruleStats) tally(t int64, key string, hash uint64, res rules.Result) {
 	st := res.Statuses[0]
 	denied := !res.Allowed || st.Shadowed
 	rs.asked, rs.key, rs.wasDenied = true, key, denied
 	rs.Requests++
-	hash := maphash.String(rs.seed, key)
 	rs.keys.addHashed(hash)
 	rs.traffic.addHashed(hash, key, denied)
 	rs.series.add(t, denied)

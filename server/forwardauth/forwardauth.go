@@ -150,6 +150,14 @@ func (h *Handler) Caller(r *http.Request) Caller {
 	return Caller{Client: ip, Desc: rules.Key(h.key(r, ipKey))}
 }
 
+// ByAddress reports whether a request's Caller is a function of its
+// client's address alone, as the proxy gives it (the peer's address and
+// X-Forwarded-For): the key is the client's address, not an adaptive
+// IPv6 one (whose subnet's grant changes with traffic). A caller that
+// asks about many requests, such as sluice simulate, may then reuse the
+// Caller of an address it has seen.
+func (h *Handler) ByAddress() bool { return h.parts == nil && h.adaptive == nil }
+
 // Decide decides c under the named rule as ServeHTTP does, without
 // answering, into res (whose statuses it reuses: see
 // rules.Engine.CheckInto). sluice simulate replays access log lines
