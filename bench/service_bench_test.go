@@ -14,6 +14,7 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/internal/testing/servicetest"
 	"github.com/sluicehq/sluice/server"
@@ -113,12 +114,15 @@ func BenchmarkServiceHTTP(b *testing.B) {
 }
 
 // checkParallel times check, asked for request i = 1, 2, ... on every
-// core, and reports the fraction it allowed as admitted/op; the first
-// error fails the benchmark and stops its goroutine.
+// core, and reports the fraction it allowed as admitted/op and the
+// process's CPU per request as cpu-ns/op (the server's and the
+// client's: both run in the process); the first error fails the
+// benchmark and stops its goroutine.
 func checkParallel(b *testing.B, check func(i int) (allowed bool, err error)) {
 	var n, allowed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cputime.Self()
 	b.RunParallel(func(p *testing.PB) {
 		for p.Next() {
 			ok, err := check(int(n.Add(1)))
@@ -131,6 +135,7 @@ func checkParallel(b *testing.B, check func(i int) (allowed bool, err error)) {
 			}
 		}
 	})
+	b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(allowed.Load())/float64(n.Load()), "admitted/op")
 }
 

@@ -138,9 +138,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		return nil, status.Error(codes.InvalidArgument, "domain is required")
 	}
 	e := s.engine()
-	// The descriptors of a request of a few (the common case: one) stay
-	// on the stack: the engine keeps nothing of them.
+	// The descriptors and statuses of a request of a few (the common
+	// case: one) stay on the stack: the engine keeps nothing of them,
+	// and the response copies what it shows.
 	var descBuf [2]rules.Descriptor
+	var stBuf [2]rules.Status
 	r := rules.Request{Domain: req.GetDomain(), Descriptors: descBuf[:0], Cost: int(req.GetHitsAddend())}
 	for i, d := range req.GetDescriptors() {
 		out, err := descriptor(d)
@@ -149,7 +151,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 		r.Descriptors = append(r.Descriptors, out)
 	}
-	res, err := e.Check(ctx, r)
+	res := rules.Result{Statuses: stBuf[:0]}
+	err := e.CheckInto(ctx, r, &res)
 	switch {
 	case errors.Is(err, rules.ErrUnknownDomain) && len(r.Descriptors) > 0:
 		return unknownDomain(len(r.Descriptors)), nil

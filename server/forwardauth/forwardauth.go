@@ -108,7 +108,7 @@ func New(c config.ForwardAuth, engine *rules.Engine, logins map[string]Login, st
 
 // The headers proxies describe the original request with.
 var (
-	uriHeaders    = []string{"X-Original-Uri", "X-Forwarded-Uri", "X-Original-Url"} // canonical: a lookup allocates none
+	uriHeaders    = []string{"X-Original-Uri", "X-Forwarded-Uri", "X-Original-Url"} // canonical: see first
 	methodHeaders = []string{"X-Original-Method", "X-Forwarded-Method"}
 	hostHeaders   = []string{"X-Forwarded-Host", "X-Original-Host"}
 )
@@ -125,7 +125,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.login(w, r, login, denyStatus)
 		return
 	}
-	var res rules.Result
+	var st [1]rules.Status // on the stack: the engine keeps nothing of it
+	res := rules.Result{Statuses: st[:0]}
 	if err := h.Decide(r.Context(), h.Caller(r), rule, &res); err != nil {
 		h.failed(w, r, rule, err)
 		return
@@ -146,7 +147,8 @@ type Caller struct {
 // trusted proxies and the configured key (an adaptive IPv6 key takes its
 // subnet's grant here).
 func (h *Handler) Caller(r *http.Request) Caller {
-	ip, ipKey := h.client(r)
+	var buf [64]byte
+	ip, ipKey := h.client(r, buf[:0])
 	return Caller{Client: ip, Desc: rules.Key(h.key(r, ipKey))}
 }
 
@@ -177,17 +179,17 @@ func (h *Handler) IPv6Stats() httplimit.AdaptiveStats {
 	return h.adaptive.Stats()
 }
 
-// client returns r's client address (invalid when unknown) and its key.
-func (h *Handler) client(r *http.Request) (netip.Addr, string) {
+// client returns r's client address (invalid when unknown) and its key,
+// appended to buf.
+func (h *Handler) client(r *http.Request, buf []byte) (netip.Addr, []byte) {
 	ip, known := h.ip.Addr(r)
 	if !known {
-		return ip, UnknownClient
+		return ip, append(buf, UnknownClient...)
 	}
 	if h.adaptive != nil {
-		return ip, h.adaptive.KeyOf(r.Context(), ip)
+		return ip, append(buf, h.adaptive.KeyOf(r.Context(), ip)...)
 	}
-	var buf [64]byte
-	return ip, string(h.ip.AppendKeyOf(buf[:0], ip))
+	return ip, h.ip.AppendKeyOf(buf, ip)
 }
 
 // params reads the rule (or the login) and the deny status of r, or
@@ -264,17 +266,20 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, rule string, er
 }
 
 // key builds the key of a request from the configured parts, joined by
-// '|'.
-func (h *Handler) key(r *http.Request, ip string) string {
+// '|', whose client's key is ip: one allocation, the string.
+func (h *Handler) key(r *http.Request, ip []byte) string {
 	if h.parts == nil {
-		return ip
+		return string(ip)
 	}
-	var buf [8]string
-	vals := buf[:0]
-	for _, p := range h.parts {
-		vals = append(vals, p.of(r, ip))
+	var buf [256]byte
+	k := buf[:0]
+	for i, p := range h.parts {
+		if i > 0 {
+			k = append(k, '|')
+		}
+		k = p.appendTo(k, r, ip)
 	}
-	return strings.Join(vals, "|") // one allocation, sized once
+	return string(k)
 }
 
 // A keyPart is a part of forward-auth's key (config.ForwardAuth.Key),
@@ -315,35 +320,38 @@ func compileKey(parts []string) []keyPart {
 	return out
 }
 
-// of returns the part of r's key, whose client's address key is ip.
-func (p keyPart) of(r *http.Request, ip string) string {
+// appendTo appends the part of r's key to buf, whose client's address
+// key is ip.
+func (p keyPart) appendTo(buf []byte, r *http.Request, ip []byte) []byte {
 	switch p.kind {
 	case partIP:
-		return ip
+		return append(buf, ip...)
 	case partMethod:
-		return first(r, methodHeaders, r.Method)
+		return append(buf, first(r, methodHeaders, r.Method)...)
 	case partURI:
-		return first(r, uriHeaders, "")
+		return append(buf, first(r, uriHeaders, "")...)
 	case partPath:
 		u := first(r, uriHeaders, "")
 		if i := strings.IndexAny(u, "?#"); i >= 0 {
 			u = u[:i]
 		}
-		return u
+		return append(buf, u...)
 	case partHost:
-		return first(r, hostHeaders, r.Host)
+		return append(buf, first(r, hostHeaders, r.Host)...)
 	}
 	if v := r.Header[p.header]; len(v) > 0 { // the name is canonical already
-		return v[0]
+		return append(buf, v[0]...)
 	}
-	return ""
+	return buf
 }
 
-// first returns the value of the first of headers that r has, or def.
+// first returns the value of the first of headers (canonical names) that
+// r has, or def: Header.Get's answer, without canonicalizing a name
+// that is canonical already.
 func first(r *http.Request, headers []string, def string) string {
 	for _, h := range headers {
-		if v := r.Header.Get(h); v != "" {
-			return v
+		if v := r.Header[h]; len(v) > 0 && v[0] != "" {
+			return v[0]
 		}
 	}
 	return def

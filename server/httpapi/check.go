@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -64,9 +65,12 @@ func (h *Handler) checkBatch(w http.ResponseWriter, r *http.Request, body checkB
 }
 
 // checkOne decides one check, and returns the status whose rule binds
-// (for the response's header fields).
+// (for the response's header fields). The descriptors and statuses of a
+// check of a few (the common case: one) stay on the stack: the engine
+// keeps nothing of them, and the answer copies what it shows.
 func (h *Handler) checkOne(r *http.Request, c wire.CheckRequest) (wire.CheckResponse, rules.Status, *apiError) {
-	req, aerr := h.request(c.Rule, c.Key, c.Domain, c.Descriptors)
+	var descs [2]rules.Descriptor
+	req, aerr := h.request(c.Rule, c.Key, c.Domain, c.Descriptors, descs[:0])
 	if aerr != nil {
 		return wire.CheckResponse{}, rules.Status{}, aerr
 	}
@@ -74,9 +78,12 @@ func (h *Handler) checkOne(r *http.Request, c wire.CheckRequest) (wire.CheckResp
 	if c.Peek {
 		req.Op = sluice.OpPeek
 	}
-	res, err := h.engine.Check(r.Context(), req)
-	if err != nil {
-		return wire.CheckResponse{}, rules.Status{}, h.engineError(r, req.Domain, err)
+	var sts [2]rules.Status
+	res := rules.Result{Statuses: sts[:0]}
+	if err := h.engine.CheckInto(r.Context(), req, &res); err != nil {
+		// Named from c, not req: a req that reached the log would take
+		// its descriptors to the heap.
+		return wire.CheckResponse{}, rules.Status{}, h.engineError(r, cmp.Or(c.Domain, c.Rule), err)
 	}
 	for _, st := range res.Statuses {
 		if errors.Is(st.Err, sluice.ErrCostExceedsBurst) {
@@ -167,7 +174,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) *apiError {
 	if err := h.decode(w, r, &req); err != nil {
 		return err
 	}
-	rr, aerr := h.request(req.Rule, req.Key, req.Domain, req.Descriptors)
+	rr, aerr := h.request(req.Rule, req.Key, req.Domain, req.Descriptors, nil)
 	if aerr != nil {
 		return aerr
 	}
@@ -180,16 +187,16 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // request builds the engine's request for a named rule and key, or for a
-// domain and descriptors: what the API's fields must hold, the engine
-// checks the rest.
-func (h *Handler) request(rule, key, domain string, descs []wire.Descriptor) (rules.Request, *apiError) {
+// domain and descriptors, whose descriptors it appends to buf: what the
+// API's fields must hold, the engine checks the rest.
+func (h *Handler) request(rule, key, domain string, descs []wire.Descriptor, buf []rules.Descriptor) (rules.Request, *apiError) {
 	switch {
 	case domain != "" && (rule != "" || key != ""):
 		return rules.Request{}, badRequest("give rule and key, or domain and descriptors, not both")
 	case domain != "" && len(descs) == 0:
 		return rules.Request{}, badRequest("descriptors are required with a domain")
 	case domain != "":
-		return rules.Request{Domain: domain, Descriptors: descriptors(descs)}, nil
+		return rules.Request{Domain: domain, Descriptors: descriptors(descs, buf)}, nil
 	case descs != nil:
 		return rules.Request{}, badRequest("descriptors need a domain")
 	case rule == "":
@@ -199,20 +206,25 @@ func (h *Handler) request(rule, key, domain string, descs []wire.Descriptor) (ru
 	case key == "":
 		return rules.Request{}, badRequest("key is required")
 	}
-	return rules.Request{Domain: rule, Descriptors: []rules.Descriptor{rules.Key(key)}}, nil
+	return rules.Request{Domain: rule, Descriptors: append(buf, rules.Key(key))}, nil
 }
 
-// descriptors converts the API's descriptors to the engine's.
-func descriptors(descs []wire.Descriptor) []rules.Descriptor {
-	out := make([]rules.Descriptor, len(descs))
-	for i, d := range descs {
-		es := make([]rules.Entry, len(d.Entries))
-		for j, e := range d.Entries {
-			es[j] = rules.Entry{Key: e.Key, Value: e.Value}
-		}
-		out[i].Entries = es
+// descriptors appends the engine's descriptors of the API's descs to
+// buf, their entries in one allocation for them all.
+func descriptors(descs []wire.Descriptor, buf []rules.Descriptor) []rules.Descriptor {
+	n := 0
+	for _, d := range descs {
+		n += len(d.Entries)
 	}
-	return out
+	es := make([]rules.Entry, 0, n)
+	for _, d := range descs {
+		from := len(es)
+		for _, e := range d.Entries {
+			es = append(es, rules.Entry{Key: e.Key, Value: e.Value})
+		}
+		buf = append(buf, rules.Descriptor{Entries: es[from:len(es):len(es)]})
+	}
+	return buf
 }
 
 // engineError maps an error of the engine to an answer: the client's

@@ -18,7 +18,7 @@ func (h *Handler) insert(w http.ResponseWriter, r *http.Request) *apiError {
 	if body.Cost == 0 {
 		return badRequest("cost is required: non-zero, negative for a reward")
 	}
-	req, aerr := h.request(body.Rule, body.Key, body.Domain, body.Descriptors)
+	req, aerr := h.request(body.Rule, body.Key, body.Domain, body.Descriptors, nil)
 	if aerr != nil {
 		return aerr
 	}

@@ -105,8 +105,15 @@ func (e *Engine) Check(ctx context.Context, r Request) (Result, error) {
 
 // CheckInto is Check answering in res, whose Statuses it reuses when
 // their capacity suffices: a caller that checks request after request (a
-// replay, a worker) allocates nothing per check. On an error res is the
-// zero Result.
+// replay, a worker) allocates nothing per check, and neither does one
+// that gives it statuses on its stack, for the engine keeps nothing of
+// res:
+//
+//	var sts [1]rules.Status
+//	res := rules.Result{Statuses: sts[:0]}
+//	err := eng.CheckInto(ctx, req, &res)
+//
+// On an error res is the zero Result.
 func (e *Engine) CheckInto(ctx context.Context, r Request, res *Result) error {
 	if e.tracer != nil {
 		return e.traced(ctx, r, res)
@@ -130,44 +137,46 @@ func (e *Engine) traced(ctx context.Context, r Request, res *Result) error {
 	return nil
 }
 
-// check is Check.
+// check is Check. The statuses live in res.Statuses alone, passed on as
+// a slice of their own: a caller's Result and its statuses, on its stack,
+// stay there (nothing stores res, or a struct that holds the statuses,
+// anywhere but in res).
 func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
-	statuses := res.Statuses[:0]
-	*res = Result{}
 	d, err := e.domain(r)
 	if err != nil {
+		*res = Result{}
 		return err
 	}
+	if n := len(r.Descriptors); cap(res.Statuses) < n {
+		res.Statuses = make([]Status, n)
+	} else {
+		res.Statuses = res.Statuses[:n] // a self-assignment: res does not escape
+		clear(res.Statuses)
+	}
+	sts := res.Statuses
 	// The store requests and decisions of a request of a few
 	// descriptors (the common case: one, for a named rule or
 	// forward-auth) stay on the stack.
 	var reqBuf [2]sluice.Request
 	var idxBuf [2]int
 	var dsBuf [2]sluice.Decision
-	if cap(statuses) < len(r.Descriptors) {
-		statuses = make([]Status, len(r.Descriptors))
-	} else {
-		statuses = statuses[:len(r.Descriptors)]
-		clear(statuses)
+	q := query{d: d, now: e.now()}
+	reqs, idx, err := e.plan(&q, &r, sts, reqBuf[:0], idxBuf[:0])
+	if err == nil {
+		var ds []sluice.Decision
+		if ds, err = e.decide(ctx, reqs, idx, sts, dsBuf[:0]); err == nil {
+			apply(&r, sts, idx, ds)
+		}
 	}
-	q := query{d: d, now: e.now(), res: Result{Allowed: true, Statuses: statuses}}
-	reqs, idx, err := e.plan(&q, &r, reqBuf[:0], idxBuf[:0])
 	if err != nil {
+		*res = Result{}
 		return err
 	}
-	ds, err := e.decide(ctx, reqs, idx, q.res.Statuses, dsBuf[:0])
-	if err != nil {
-		return err
+	res.Allowed = r.Op == sluice.OpReset || combine(sts, q.now)
+	if !res.Allowed && r.Op == sluice.OpTake {
+		e.refund(ctx, sts, reqs, idx)
+		e.strike(ctx, &q, &r, sts)
 	}
-	q.apply(&r, idx, ds)
-	if r.Op != sluice.OpReset {
-		combine(&q.res, q.now)
-	}
-	if !q.res.Allowed && r.Op == sluice.OpTake {
-		e.refund(ctx, &q, reqs, idx)
-		e.strike(ctx, &q, &r)
-	}
-	*res = q.res
 	return nil
 }
 
@@ -207,25 +216,27 @@ func (e *Engine) now() time.Time {
 }
 
 // A query is a request on its way through Check: its domain and its
-// statuses. The request goes beside it, and so do the store requests its
-// descriptors make, as reqs[k] for the descriptor idx[k] (under the rule
-// of its status), so that they may stay on the stack: nothing of the
-// request is kept (see plain), and its descriptors may be the caller's.
+// time. The request goes beside it, and so do its statuses (sts[i] for
+// descriptor i) and the store requests its descriptors make, as reqs[k]
+// for the descriptor idx[k] (under the rule of its status), so that they
+// may stay on the stack: nothing of the request is kept (see plain), and
+// its descriptors and statuses may be the caller's. The statuses are
+// never put in a struct beside a pointer or a time that is stored: escape
+// analysis does not tell fields apart, and would send them to the heap.
 type query struct {
 	d   *domain
 	now time.Time
-	res Result
 }
 
-// plan matches every descriptor of q to its rule, applies the guard and
-// Envoy's replaces, and appends the store requests to make to reqs and
-// their descriptors to idx.
-func (e *Engine) plan(q *query, r *Request, reqs []sluice.Request, idx []int) ([]sluice.Request, []int, error) {
+// plan matches every descriptor of q to its rule, sets its status in
+// sts, applies the guard and Envoy's replaces, and appends the store
+// requests to make to reqs and their descriptors to idx.
+func (e *Engine) plan(q *query, r *Request, sts []Status, reqs []sluice.Request, idx []int) ([]sluice.Request, []int, error) {
 	var buf [256]byte
 	var replaced map[string]bool
 	for i := range r.Descriptors {
 		desc := &r.Descriptors[i] // not a copy: a descriptor is large
-		st := &q.res.Statuses[i]
+		st := &sts[i]
 		st.Decision.Allowed, st.Allowed = true, true
 		ru, key := q.rule(desc, buf[:0])
 		if desc.Override != nil {
@@ -244,14 +255,14 @@ func (e *Engine) plan(q *query, r *Request, reqs []sluice.Request, idx []int) ([
 			}
 			replaced[name] = true
 		}
-		if ru.Unlimited || ru.Deny || e.judge(q, r, i, st) {
+		if ru.Unlimited || ru.Deny || e.judge(q.d, q.now, r, i, st) {
 			continue
 		}
-		if req, ok := e.request(q, r, i, ru, key, st); ok {
+		if req, ok := request(q.d, q.now, r, i, ru, key, st); ok {
 			reqs, idx = append(reqs, req), append(idx, i)
 		}
 	}
-	reqs, idx = q.replace(replaced, reqs, idx)
+	reqs, idx = replace(sts, replaced, reqs, idx)
 	return reqs, idx, nil
 }
 
@@ -267,10 +278,11 @@ func (q *query) rule(desc *Descriptor, buf []byte) (*Rule, []byte) {
 	return q.d.named, buf
 }
 
-// judge asks the guard about the actor of descriptor i of a named rule,
-// and reports whether its verdict decided the status st.
-func (e *Engine) judge(q *query, r *Request, i int, st *Status) bool {
-	if q.d.named == nil || e.guard == nil || r.Op == sluice.OpReset {
+// judge asks the guard about the actor of descriptor i of a request of d
+// at now, when d is a named rule, and reports whether its verdict
+// decided the status st.
+func (e *Engine) judge(d *domain, now time.Time, r *Request, i int, st *Status) bool {
+	if d.named == nil || e.guard == nil || r.Op == sluice.OpReset {
 		return false
 	}
 	a, ok := r.Descriptors[i].actor(r.Client)
@@ -285,22 +297,22 @@ func (e *Engine) judge(q *query, r *Request, i int, st *Status) bool {
 		k, _ := r.Descriptors[i].key()
 		e.onGuard(st.Rule, stateKeyOf(k), v)
 	}
-	*st = guardStatus(st.Rule, v, q.now)
+	*st = guardStatus(st.Rule, v, now)
 	return true
 }
 
-// request builds the store request of descriptor i under rule ru, whose
-// state key is key, or reports false when its cost is more than the rule
-// allows (the status says so).
-func (e *Engine) request(q *query, r *Request, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
+// request builds the store request at now of descriptor i, of domain d,
+// under rule ru, whose state key is key, or reports false when its cost
+// is more than the rule allows (the status says so).
+func request(d *domain, now time.Time, r *Request, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
 	desc := &r.Descriptors[i]
 	var sk string
-	if k, ok := desc.key(); ok && q.d.named != nil && desc.Override == nil {
+	if k, ok := desc.key(); ok && d.named != nil && desc.Override == nil {
 		sk = stateKeyOf(k) // spare a copy
 	} else {
 		sk = stateKey(key)
 	}
-	req := sluice.Request{Prefix: ru.prefix, Key: sk, Limits: ru.Limits, Op: r.Op, Cost: max(r.Cost, 1), Now: q.now}
+	req := sluice.Request{Prefix: ru.prefix, Key: sk, Limits: ru.Limits, Op: r.Op, Cost: max(r.Cost, 1), Now: now}
 	if r.Op == sluice.OpInsert && r.Cost < 0 {
 		req.Cost = r.Cost
 	}
@@ -312,7 +324,7 @@ func (e *Engine) request(q *query, r *Request, i int, ru *Rule, key []byte, st *
 	}
 	if req.Op != sluice.OpReset && max(req.Cost, -req.Cost) > ru.maxCost {
 		st.Err = fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, req.Cost, ru.ID, ru.maxCost)
-		st.Decision = sluice.Decision{Limit: ru.Limits[0], Time: q.now}
+		st.Decision = sluice.Decision{Limit: ru.Limits[0], Time: now}
 		st.Allowed = false
 		return req, false
 	}
@@ -320,34 +332,34 @@ func (e *Engine) request(q *query, r *Request, i int, ru *Rule, key []byte, st *
 }
 
 // replace drops the store requests of the rules another descriptor's
-// rule replaces (by name), and marks their statuses replaced. It
+// rule replaces (by name), and marks their statuses in sts replaced. It
 // returns the store requests kept, of reqs for the descriptors idx.
-func (q *query) replace(replaced map[string]bool, reqs []sluice.Request, idx []int) ([]sluice.Request, []int) {
+func replace(sts []Status, replaced map[string]bool, reqs []sluice.Request, idx []int) ([]sluice.Request, []int) {
 	if replaced == nil {
 		return reqs, idx
 	}
 	gone := func(ru *Rule) bool { return ru != nil && ru.Name != "" && replaced[ru.Name] }
 	kept := 0
 	for k, i := range idx {
-		if !gone(q.res.Statuses[i].Rule) {
+		if !gone(sts[i].Rule) {
 			reqs[kept], idx[kept] = reqs[k], i
 			kept++
 		}
 	}
 	reqs, idx = reqs[:kept], idx[:kept]
-	for i := range q.res.Statuses {
-		if st := &q.res.Statuses[i]; gone(st.Rule) {
+	for i := range sts {
+		if st := &sts[i]; gone(st.Rule) {
 			*st = Status{Replaced: st.Rule, Decision: sluice.Decision{Allowed: true}, Allowed: true}
 		}
 	}
 	return reqs, idx
 }
 
-// apply sets the statuses of the store's decisions ds, of the
+// apply sets the statuses in sts of the store's decisions ds, of the
 // descriptors idx. A descriptor of zero hits was asked a peek of 1,
 // which tells what is left: one more than it would leave, or nothing;
 // zero hits are never over the limit.
-func (q *query) apply(r *Request, idx []int, ds []sluice.Decision) {
+func apply(r *Request, sts []Status, idx []int, ds []sluice.Decision) {
 	for k, i := range idx {
 		d := ds[k]
 		if r.Descriptors[i].NoHits && r.Op != sluice.OpReset {
@@ -358,7 +370,7 @@ func (q *query) apply(r *Request, idx []int, ds []sluice.Decision) {
 			}
 			d.Allowed, d.RetryAfter = true, 0
 		}
-		q.res.Statuses[i].Decision = d
-		q.res.Statuses[i].Allowed = d.Allowed
+		sts[i].Decision = d
+		sts[i].Allowed = d.Allowed
 	}
 }

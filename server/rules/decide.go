@@ -12,17 +12,18 @@ import (
 )
 
 // combine applies the static rules (Unlimited, Deny), shadow mode and
-// quota mode, and sets the overall answer.
-func combine(res *Result, now time.Time) {
+// quota mode to the statuses sts, and returns the overall answer.
+func combine(sts []Status, now time.Time) bool {
+	allowed := true
 	quotas, quotaDenied := 0, 0
-	for i := range res.Statuses {
-		st := &res.Statuses[i]
+	for i := range sts {
+		st := &sts[i]
 		ru := st.Rule
 		if ru == nil {
 			continue
 		}
 		if st.Guard != guard.Pass {
-			res.Allowed = res.Allowed && st.Allowed
+			allowed = allowed && st.Allowed
 			continue
 		}
 		switch {
@@ -43,12 +44,10 @@ func combine(res *Result, now time.Time) {
 				quotaDenied++
 			}
 		case !st.Allowed:
-			res.Allowed = false
+			allowed = false
 		}
 	}
-	if quotas > 0 && quotaDenied == quotas {
-		res.Allowed = false
-	}
+	return allowed && (quotas == 0 || quotaDenied < quotas)
 }
 
 // denyDecision is the decision of a Deny rule: never allowed; its reset
@@ -101,13 +100,13 @@ func storeError(ru *Rule, err error) error {
 }
 
 // refund gives back the takes of a query denied as a whole, and sets
-// their statuses' decisions to what is left after it: the store
+// their statuses' decisions (in sts) to what is left after it: the store
 // requests reqs, of the descriptors idx.
-func (e *Engine) refund(ctx context.Context, q *query, reqs []sluice.Request, idx []int) {
+func (e *Engine) refund(ctx context.Context, sts []Status, reqs []sluice.Request, idx []int) {
 	var back []sluice.Request
 	var at []int
 	for k, i := range idx {
-		st := q.res.Statuses[i]
+		st := &sts[i]
 		if reqs[k].Op != sluice.OpTake || !st.Decision.Allowed {
 			continue
 		}
@@ -118,8 +117,8 @@ func (e *Engine) refund(ctx context.Context, q *query, reqs []sluice.Request, id
 	if len(back) == 0 {
 		return
 	}
-	if _, err := e.decide(context.WithoutCancel(ctx), back, at, q.res.Statuses, nil); err != nil {
-		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "rule", q.res.Statuses[at[0]].Rule.ID, "err", err)
+	if _, err := e.decide(context.WithoutCancel(ctx), back, at, sts, nil); err != nil {
+		e.log.WarnContext(ctx, "refund of a denied request failed: its allowed descriptors stay counted", "rule", sts[at[0]].Rule.ID, "err", err)
 		return
 	}
 	// The statuses say what is left now, after the refunds: what the
@@ -127,7 +126,7 @@ func (e *Engine) refund(ctx context.Context, q *query, reqs []sluice.Request, id
 	// (a peek after it on the memory store, nothing on Redis).
 	// ResetAfter stays that of the take, which errs late, never early.
 	for k, i := range at {
-		d := &q.res.Statuses[i].Decision
+		d := &sts[i].Decision
 		d.Remaining = min(max(d.Remaining, 0)+back[k].Cost, d.Limit.MaxBurst())
 	}
 }

@@ -164,6 +164,47 @@ func TestMatchWildcard(t *testing.T) {
 	}
 }
 
+// TestMatchOrder checks the order children are tried in: the exact
+// value, then the wildcards in configuration order, then the key alone;
+// and that an empty value is the key alone's, when there is one.
+func TestMatchOrder(t *testing.T) {
+	e, _, _ := newEngine(t, `rules:
+  - domain: d
+    descriptors:
+      - key: k
+        value: a
+        rate_limit: {unit: minute, requests_per_unit: 1}
+      - key: k
+        value: a*
+        rate_limit: {unit: minute, requests_per_unit: 1}
+      - key: k
+        value: "*"
+        rate_limit: {unit: minute, requests_per_unit: 1}
+      - key: k
+        rate_limit: {unit: minute, requests_per_unit: 1}
+      - key: j
+        value: "*"
+        rate_limit: {unit: minute, requests_per_unit: 1}
+`)
+	tests := []struct {
+		d    Descriptor
+		want string
+	}{
+		{desc("k=a"), "d.k_a"},
+		{desc("k=ab"), "d.k_a*"},
+		{desc("k=b"), "d.k_*"},
+		{desc("k="), "d.k"},
+		{desc("j="), "d.j_*"},
+		{desc("j=x"), "d.j_*"},
+		{desc("m=x"), ""},
+	}
+	for _, tt := range tests {
+		if got := ruleOf(t, e, "d", tt.d); got != tt.want {
+			t.Errorf("match %v = %q, want %q", tt.d.Entries, got, tt.want)
+		}
+	}
+}
+
 // TestEnvoyReadmeExamples checks the decisions the README of
 // envoyproxy/ratelimit documents for its examples 2 to 7, 9 and 11.
 func TestEnvoyReadmeExamples(t *testing.T) {

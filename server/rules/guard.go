@@ -28,11 +28,12 @@ func guardStatus(ru *Rule, v guard.Verdict, now time.Time) Status {
 // descriptor that its limits denied (not the guard, not a shadow rule,
 // not a peek of zero hits); the guard does not count a denial a store at
 // its cap estimated, for that actor may have spent nothing.
-func (e *Engine) strike(ctx context.Context, q *query, r *Request) {
+func (e *Engine) strike(ctx context.Context, q *query, r *Request, sts []Status) {
 	if q.d.named == nil || e.guard == nil || !e.guard.Counts(q.d.named.Name) {
 		return
 	}
-	for i, st := range q.res.Statuses {
+	for i := range sts {
+		st := &sts[i]
 		if st.Rule == nil || st.Guard != guard.Pass || st.Err != nil || st.Decision.Allowed || st.Shadowed || r.Descriptors[i].NoHits {
 			continue
 		}

@@ -125,29 +125,36 @@ type domain struct {
 	named  *Rule
 }
 
-// node is a level of a descriptor tree. Children are found the way
-// envoyproxy/ratelimit finds them: key and value, else the first
-// wildcard of the key that matches the value, else the key alone.
+// node is a level of a descriptor tree: its children by their key.
 type node struct {
-	rule  *Rule
-	exact map[Entry]*node
-	wild  []wildcard
+	rule *Rule
+	keys map[string]*children
 	// share is set on a node reached through a wildcard with
 	// share_threshold: its pattern stands for the value in state keys.
 	share bool
 }
 
+// children are the children of a node under one key. They are found the
+// way envoyproxy/ratelimit finds them: by value, else the first wildcard
+// that matches the value, else the key alone. Grouped by key, finding one
+// hashes the key once, and the value only when some child has one.
+type children struct {
+	values map[string]*node // by value, but ""
+	wild   []wildcard
+	any    *node // the key alone (value "")
+}
+
 // wildcard is a child whose value has '*': parts is the value split at
 // each '*'.
 type wildcard struct {
-	key, pattern string
-	parts        []string
-	n            *node
+	pattern string
+	parts   []string
+	n       *node
 }
 
 // build adds descriptors under n; parent is the full key of n.
 func (d *domain) build(n *node, parent string, ds []config.Descriptor, rules map[string]*Rule) {
-	n.exact = make(map[Entry]*node, len(ds))
+	n.keys = make(map[string]*children, len(ds))
 	for _, cd := range ds {
 		full := parent + "." + cd.Key
 		if cd.Value != "" {
@@ -159,12 +166,41 @@ func (d *domain) build(n *node, parent string, ds []config.Descriptor, rules map
 			rules[full] = child.rule
 		}
 		d.build(child, full, cd.Descriptors, rules)
-		if strings.Contains(cd.Value, "*") {
-			n.wild = append(n.wild, wildcard{key: cd.Key, pattern: cd.Value, parts: strings.Split(cd.Value, "*"), n: child})
-		} else {
-			n.exact[Entry{cd.Key, cd.Value}] = child
+		c := n.keys[cd.Key]
+		if c == nil {
+			c = &children{values: make(map[string]*node)}
+			n.keys[cd.Key] = c
+		}
+		switch {
+		case strings.Contains(cd.Value, "*"):
+			c.wild = append(c.wild, wildcard{pattern: cd.Value, parts: strings.Split(cd.Value, "*"), n: child})
+		case cd.Value == "":
+			c.any = child
+		default:
+			c.values[cd.Value] = child
 		}
 	}
+}
+
+// child returns the child of n that entry e leads to, and the wildcard
+// pattern that matched its value, if one did; nil when none.
+func (n *node) child(e Entry) (*node, string) {
+	c := n.keys[e.Key]
+	switch {
+	case c == nil:
+		return nil, ""
+	case e.Value == "" && c.any != nil:
+		return c.any, "" // the key alone has the empty value
+	}
+	if next := c.values[e.Value]; next != nil {
+		return next, ""
+	}
+	for _, w := range c.wild {
+		if wildcardMatch(w.parts, e.Value) {
+			return w.n, w.pattern
+		}
+	}
+	return c.any, ""
 }
 
 // match finds the rule of a descriptor's entries, and appends the state
@@ -175,19 +211,7 @@ func (d *domain) build(n *node, parent string, ds []config.Descriptor, rules map
 func (d *domain) match(entries []Entry, buf []byte) (*Rule, []byte) {
 	n := &d.root
 	for i, e := range entries {
-		next := n.exact[e]
-		var pattern string
-		if next == nil {
-			for _, w := range n.wild {
-				if w.key == e.Key && wildcardMatch(w.parts, e.Value) {
-					next, pattern = w.n, w.pattern
-					break
-				}
-			}
-		}
-		if next == nil {
-			next = n.exact[Entry{Key: e.Key}]
-		}
+		next, pattern := n.child(e)
 		if next == nil {
 			return nil, buf
 		}

@@ -109,6 +109,14 @@ func (r *Rule) Fields(d sluice.Decision) (rateLimit, retryAfter string) {
 	return rateLimit, retryAfter
 }
 
+// The canonical names of the fields SetHeaders sets: h.Set would
+// canonicalize "RateLimit-Policy" into a new string on every call.
+const (
+	policyHeader     = "Ratelimit-Policy"
+	rateLimitHeader  = "Ratelimit"
+	retryAfterHeader = "Retry-After"
+)
+
 // SetHeaders sets RateLimit-Policy, RateLimit and, for a denial,
 // Retry-After on h for decision d of the rule. It sets nothing for an
 // Unlimited rule.
@@ -117,10 +125,14 @@ func (r *Rule) SetHeaders(h http.Header, d sluice.Decision) {
 		return
 	}
 	rl, ra := r.Fields(d)
-	h.Set("RateLimit-Policy", r.policy)
-	h.Set("RateLimit", rl)
+	// As h.Set does, each field's values in a slice of its own (capped:
+	// an Add reallocates), the slices cut from one array.
+	vs := make([]string, 3)
+	vs[0], vs[1], vs[2] = r.policy, rl, ra
+	h[policyHeader] = vs[0:1:1]
+	h[rateLimitHeader] = vs[1:2:2]
 	if ra != "" {
-		h.Set("Retry-After", ra)
+		h[retryAfterHeader] = vs[2:3:3]
 	}
 }
 
