@@ -610,7 +610,7 @@ func (sh *shard) gather(r *sluice.Request, name string, now int64) int {
 	words := 0
 	for i, l := range r.Limits {
 		t := sh.table(&r.Limits[i])
-		s, ok, delta := t.get(name, sh.hash, l)
+		s, ok, delta := t.get(name, sh.pre, sh.hash, l)
 		if delta != 0 { // a log fitted to a new Rate; else spare the shared counter
 			sh.store.bytes.Add(delta)
 		}

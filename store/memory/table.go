@@ -189,22 +189,24 @@ func sameName(a, b, c, d string) bool {
 	return a[:len(c)] == c && a[len(c):] == d[:n] && b == d[n:]
 }
 
-// get returns the state of key, whose hash is h, for l, in place. A
-// sliding log kept for another Rate is fitted to l first; delta is then
-// the change in its counted bytes.
-func (t *table) get(key string, h uint64, l sluice.Limit) (s []int64, ok bool, delta int64) {
+// get returns the state of key, whose hash is h, for l, in place: key is
+// a state's name, its prefix the first pre bytes (which lookupOne tells
+// by number, before the index and the slot arrive). A sliding log kept
+// for another Rate is fitted to l first; delta is then the change in its
+// counted bytes.
+func (t *table) get(key string, pre int, h uint64, l sluice.Limit) (s []int64, ok bool, delta int64) {
 	if t.logs == nil {
-		s, ok = t.lookup("", key, h)
+		s, ok = t.lookup(key[:pre], key[pre:], h)
 		return s, ok, 0
 	}
 	s, ok = t.logs[key]
 	if !ok {
 		return nil, false, 0
 	}
-	pre := s[len(s)-1]
+	num := s[len(s)-1] // the number of its prefix
 	s = s[:len(s)-1]
 	if len(s) != algorithm.Words(l) {
-		fitted := append(algorithm.Fit(l, s), pre)
+		fitted := append(algorithm.Fit(l, s), num)
 		t.logs[cloneKey(key)] = fitted // key may be the caller's scratch
 		delta = t.keyBytes(len(key), len(fitted)-1) - t.keyBytes(len(key), len(s))
 		t.bytes += delta

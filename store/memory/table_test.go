@@ -30,21 +30,21 @@ func TestTableCollisions(t *testing.T) {
 			t.Errorf("len() = %d, want %d", tb.len(), len(want))
 		}
 		for k, h := range want {
-			s, ok, _ := tb.get(k, h, tb.limit)
+			s, ok, _ := tb.get(k, 0, h, tb.limit)
 			if w := []int64{int64(len(k)), int64(k[len(k)-1])}; !ok || !slices.Equal(s, w) {
 				t.Errorf("get(%q, %d) = %v, %v; want %v, true", k, h, s, ok, w)
 			}
 		}
 	}
 	check(put)
-	if _, ok, _ := tb.get("a3", 7, tb.limit); ok {
+	if _, ok, _ := tb.get("a3", 0, 7, tb.limit); ok {
 		t.Errorf("get(a3, 7) found a state for a key never inserted")
 	}
-	s, _, _ := tb.get("a0", 7, tb.limit)
+	s, _, _ := tb.get("a0", 0, 7, tb.limit)
 	tb.remove("", "a0", 7, s)
 	delete(put, "a0")
 	check(put)
-	s, _, _ = tb.get("a2", 7, tb.limit)
+	s, _, _ = tb.get("a2", 0, 7, tb.limit)
 	tb.remove("", "a2", 7, s)
 	delete(put, "a2")
 	check(put)
@@ -127,11 +127,11 @@ func TestIndexRandom(t *testing.T) {
 			h = old
 		}
 		_, in := want[k]
-		if s, ok, _ := tb.get(k, h, tb.limit); ok != in {
+		if s, ok, _ := tb.get(k, 0, h, tb.limit); ok != in {
 			t.Fatalf("step %d: get(%q) found = %v, want %v", step, k, ok, in)
 		} else if ok {
 			tb.remove("", k, h, s)
-			if _, ok, _ := tb.get(k, h, tb.limit); ok {
+			if _, ok, _ := tb.get(k, 0, h, tb.limit); ok {
 				t.Fatalf("step %d: remove(%q) left it", step, k)
 			}
 			delete(want, k)
@@ -144,7 +144,7 @@ func TestIndexRandom(t *testing.T) {
 		}
 	}
 	for k, h := range want {
-		if s, ok, _ := tb.get(k, h, tb.limit); !ok || s[0] != int64(len(k)) {
+		if s, ok, _ := tb.get(k, 0, h, tb.limit); !ok || s[0] != int64(len(k)) {
 			t.Errorf("get(%q) = %v, %v; want [%d], true", k, s, ok, len(k))
 		}
 	}
@@ -175,7 +175,7 @@ func TestTableKeyLengths(t *testing.T) {
 			t.Errorf("%s: len() = %d, want %d", stage, tb.len(), len(want))
 		}
 		for k, v := range want {
-			if s, ok, _ := tb.get(k, maphash.String(seed, k), tb.limit); !ok || s[0] != v {
+			if s, ok, _ := tb.get(k, 0, maphash.String(seed, k), tb.limit); !ok || s[0] != v {
 				t.Fatalf("%s: get(%q) = %v, %v; want [%d], true", stage, k, s, ok, v)
 			}
 		}
@@ -188,7 +188,7 @@ func TestTableKeyLengths(t *testing.T) {
 	i := 0
 	for k := range want { // drop nine in ten: slots freed, then reused
 		if i++; i%10 != 0 {
-			s, _, _ := tb.get(k, maphash.String(seed, k), tb.limit)
+			s, _, _ := tb.get(k, 0, maphash.String(seed, k), tb.limit)
 			tb.remove("", k, maphash.String(seed, k), s)
 			delete(want, k)
 		}
@@ -256,7 +256,7 @@ func TestTableChunks(t *testing.T) {
 				t.Helper()
 				for i := range n {
 					k := strconv.Itoa(i)
-					s, ok, _ := tb.get(k, maphash.String(seed, k), l)
+					s, ok, _ := tb.get(k, 0, maphash.String(seed, k), l)
 					if ok != present(i) || ok && s[0] != int64(i+1) {
 						t.Fatalf("%s: get(%q) = %v, %v; want present %v", stage, k, s, ok, present(i))
 					}
@@ -287,7 +287,7 @@ func TestTableChunks(t *testing.T) {
 			check("inserted", func(int) bool { return true })
 			for i := 0; i < n; i += 5 {
 				k := strconv.Itoa(i)
-				s, _, _ := tb.get(k, maphash.String(seed, k), l)
+				s, _, _ := tb.get(k, 0, maphash.String(seed, k), l)
 				tb.remove("", k, maphash.String(seed, k), s)
 			}
 			check("removed", func(i int) bool { return i%5 != 0 })
@@ -299,7 +299,7 @@ func TestTableChunks(t *testing.T) {
 			for i := range n {
 				if i%8 != 0 {
 					k := strconv.Itoa(i)
-					s, _, _ := tb.get(k, maphash.String(seed, k), l)
+					s, _, _ := tb.get(k, 0, maphash.String(seed, k), l)
 					tb.remove("", k, maphash.String(seed, k), s)
 				}
 			}
