@@ -82,7 +82,7 @@ func TestTallyBudget(t *testing.T) {
 	counted := func() (n int) {
 		for _, rs := range r.routes {
 			for _, h := range rs.rates {
-				n += len(h.counts)
+				n += h.counts.n
 			}
 		}
 		return n

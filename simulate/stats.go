@@ -66,7 +66,7 @@ func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, 
 		traffic: newTopKeys(sketch, seed), denials: newTopKeys(max(sketch/4, top), seed),
 	}
 	for _, l := range ru.Limits {
-		rs.rates = append(rs.rates, &rateHist{Limit: l, counts: map[uint64]int32{}, left: left})
+		rs.rates = append(rs.rates, &rateHist{Limit: l, left: left})
 	}
 	return rs
 }
@@ -238,8 +238,8 @@ type rateHist struct {
 	Buckets   [40]int64
 	Untallied int64
 	window    int64
-	counts    map[uint64]int32 // by the key's hash
-	left      *int             // keys the replay's rateHists may add
+	counts    countTable // by the key's hash
+	left      *int       // keys the replay's rateHists may add
 }
 
 // add counts a request at t of the key of hash key.
@@ -248,17 +248,11 @@ func (h *rateHist) add(t int64, key uint64) {
 		h.flush()
 		h.window = w
 	}
-	if *h.left > 0 {
-		n := len(h.counts)
-		h.counts[key]++ // one map operation, not a lookup and a store
-		*h.left -= len(h.counts) - n
-		return
+	n := h.counts.n
+	if !h.counts.add(key, *h.left <= 0) {
+		h.Untallied++
 	}
-	if n, ok := h.counts[key]; ok {
-		h.counts[key] = n + 1
-		return
-	}
-	h.Untallied++
+	*h.left -= h.counts.n - n
 }
 
 // merge adds the distribution of o, over other keys (another worker's).
@@ -272,16 +266,11 @@ func (h *rateHist) merge(o *rateHist) {
 }
 
 // flush moves the current window's counts into the buckets, and gives
-// its keys back to the budget. A map that held many keys is dropped, not
-// cleared: a Go map keeps the room of its most keys.
+// its keys back to the budget.
 func (h *rateHist) flush() {
-	for _, n := range h.counts {
+	h.counts.each(func(n int32) {
 		h.Buckets[min(bits.Len32(uint32(n))-1, len(h.Buckets)-1)]++
-	}
-	*h.left += len(h.counts)
-	if len(h.counts) > 4096 {
-		h.counts = map[uint64]int32{}
-		return
-	}
-	clear(h.counts)
+	})
+	*h.left += h.counts.n
+	h.counts.reset()
 }
