@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -28,17 +29,22 @@ func newClock() *clock {
 func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+// TestList checks a list's networks and keys, on a list of a few
+// networks (tried one by one) and on one of many (looked up by length).
 func TestList(t *testing.T) {
+	var many guard.List
+	for i := range 20 { // networks that hold none of the addresses below
+		fill(t, &many, fmt.Sprintf("10.%d.0.0/16", i), fmt.Sprintf("2001:db8:ff%02x::/48", i))
+	}
+	fill(t, &many, "203.0.113.0/24", "2001:db8:1::/48", "198.51.100.7", "::ffff:192.0.2.0/120", "key:alice")
+	for _, tt := range listCases {
+		if got := many.Contains(netip.MustParseAddr(tt.addr)); got != tt.want {
+			t.Errorf("a list of %d networks: Contains(%s) = %v, want %v", len(many.Prefixes()), tt.addr, got, tt.want)
+		}
+	}
 	var l guard.List
 	fill(t, &l, "203.0.113.0/24", "2001:db8:1::/48", "198.51.100.7", "::ffff:192.0.2.0/120", "key:alice")
-	for _, tt := range []struct {
-		addr string
-		want bool
-	}{
-		{"203.0.113.1", true}, {"203.0.114.1", false}, {"198.51.100.7", true}, {"198.51.100.8", false},
-		{"2001:db8:1:ffff::1", true}, {"2001:db8:2::1", false}, {"::ffff:203.0.113.9", true},
-		{"192.0.2.55", true}, {"fe80::1%eth0", false},
-	} {
+	for _, tt := range listCases {
 		if got := l.Contains(netip.MustParseAddr(tt.addr)); got != tt.want {
 			t.Errorf("Contains(%s) = %v, want %v", tt.addr, got, tt.want)
 		}
@@ -57,6 +63,16 @@ func TestList(t *testing.T) {
 	if (&guard.List{}).Contains(netip.MustParseAddr("1.2.3.4")) {
 		t.Error("zero List contains an address")
 	}
+}
+
+// listCases are addresses TestList's lists hold or not.
+var listCases = []struct {
+	addr string
+	want bool
+}{
+	{"203.0.113.1", true}, {"203.0.114.1", false}, {"198.51.100.7", true}, {"198.51.100.8", false},
+	{"2001:db8:1:ffff::1", true}, {"2001:db8:2::1", false}, {"::ffff:203.0.113.9", true},
+	{"192.0.2.55", true}, {"fe80::1%eth0", false}, {"10.20.0.1", false},
 }
 
 // TestListConcurrent edits a list while others read it (run with -race).

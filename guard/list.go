@@ -163,6 +163,14 @@ func (l *List) Contains(a netip.Addr) bool {
 		return false
 	}
 	a = a.Unmap().WithZone("")
+	if len(s.sorted) <= scanPrefixes {
+		for _, p := range s.sorted {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
 	lens := s.lens6
 	if a.Is4() {
 		lens = s.lens4
@@ -175,6 +183,11 @@ func (l *List) Contains(a netip.Addr) bool {
 	}
 	return false
 }
+
+// scanPrefixes is how many networks a List tells an address's by trying
+// each: fewer than hashing it at each of their lengths costs (an allow
+// list of a few offices, a deny list of a few networks).
+const scanPrefixes = 8
 
 // Overlaps reports whether p and a network of the list share an
 // address: p lies in one, or holds one. A ban registry asks it before it
