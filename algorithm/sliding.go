@@ -35,11 +35,16 @@ func slidingView(l sluice.Limit, s []int64, t int64) (c, full, old int64) {
 	b := bucketWidth(l)
 	newest := s[0]
 	c = max(floorDiv(t, b), newest)
-	for i := max(c-g, newest-g); i <= newest; i++ {
+	from := max(c-g, newest-g)
+	k := slot(g, from) // bucket i's slot, stepped with i: one division, not one a bucket
+	for i := from; i <= newest; i++ {
 		if i == c-g {
-			old = s[slot(g, i)]
+			old = s[k]
 		} else {
-			full += s[slot(g, i)]
+			full += s[k]
+		}
+		if k++; k > int(g)+1 {
+			k = 1
 		}
 	}
 	return c, full, old
@@ -95,10 +100,14 @@ func slidingResetAfter(l sluice.Limit, s []int64, now int64, taken bool) int64 {
 	if taken {
 		newest = c
 	} else {
+		k := slot(g, s[0])
 		for i := s[0]; i >= max(s[0]-g, c-g); i-- {
-			if s[slot(g, i)] != 0 {
+			if s[k] != 0 {
 				newest = i
 				break
+			}
+			if k--; k < 1 {
+				k = int(g) + 1
 			}
 		}
 	}
