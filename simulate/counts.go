@@ -8,7 +8,8 @@ import "math/bits"
 // replay counts every request of every limit in one (the rate
 // distributions), most of them cache misses on a day's keys: a Go map
 // of the same keys reads a control word and then a slot, two lines
-// apart, and took half again as long a line (see rateHist).
+// apart (replacing the maps took a replay of the sample's rules from
+// 3.8 to 3.4 µs of CPU a line).
 //
 // Hashes are the keys: a key whose hash is 0 is counted as 1's. The
 // zero value is an empty table.
@@ -27,9 +28,9 @@ type countSlot struct {
 // that held many keys shrinks back to (see reset).
 const minCountSlots = 64
 
-// add counts one of h, and reports whether h is new. If only is set, it
-// counts only a key held already, and reports false for a new one
-// without adding it.
+// add counts one of h, and reports whether it counted it. If only is
+// set, it counts only a key held already, and reports false for a new
+// one without adding it.
 func (t *countTable) add(h uint64, only bool) (counted bool) {
 	h = max(h, 1)
 	if 2*(t.n+1) > len(t.slots) && !only {

@@ -221,8 +221,8 @@ func (s *series) widen() {
 }
 
 // maxTallyKeys bounds the keys that the rate histograms of a replay's
-// rules count in their current windows, together (about 40 bytes each);
-// the workers of a replay share it.
+// rules count in their current windows, together (16-byte slots, at
+// most half full); the workers of a replay share it.
 const maxTallyKeys = 1 << 22
 
 // A rateHist is the distribution of how many requests each key made in
