@@ -62,7 +62,7 @@ func newDiffer(a, b *Replayer, top, sketch int) *differ {
 		if rb := inB[rs.route.Rule]; rb != nil {
 			d.In = "both"
 			delete(inB, rs.route.Rule)
-			df.pairs = append(df.pairs, diffPair{a: rs, b: rb, keysA: newDistinct(seed), keysB: newDistinct(seed), topA: newTopKeys(sketch/4, seed), topB: newTopKeys(sketch/4, seed)})
+			df.pairs = append(df.pairs, diffPair{a: rs, b: rb, keysA: newDistinct(seed), keysB: newDistinct(seed), topA: newTopKeys(sketch/4, 0, seed), topB: newTopKeys(sketch/4, 0, seed)})
 		}
 		df.rules = append(df.rules, d)
 	}

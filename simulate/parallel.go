@@ -156,6 +156,9 @@ func (p *pool) finish() *Replayer {
 		for k, rs := range a.routes {
 			rs.merge(r.routes[k])
 		}
+		for k, p := range a.paths {
+			p.merge(r.paths[k])
+		}
 		a.errs += r.errs
 		if a.first == nil {
 			a.first = r.first

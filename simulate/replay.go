@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -80,7 +81,8 @@ type Replayer struct {
 	fa     *forwardauth.Handler
 	now    atomic.Int64 // the current entry's time, the service's clock
 	routes []*ruleStats
-	cur    *ruleStats // the rule being checked, to which bans count
+	paths  []*routeStats // the routes' rules by prefix, longest first
+	cur    *ruleStats    // the rule being checked, to which bans count
 	req    *http.Request
 	proxy  string // RemoteAddr: the trusted proxy that asks
 	user   string
@@ -238,12 +240,21 @@ func (r *Replayer) route(c Config, rc *config.Config, seed maphash.Seed) error {
 	}
 	engine := r.svc.Engine()
 	top, sketch := c.sizes(len(routes))
+	byPrefix := map[string][]*ruleStats{}
 	for _, rt := range routes {
 		if !engine.IsNamed(rt.Rule) {
 			return fmt.Errorf("simulate: unknown rule %q (want a named rule of the configuration: %s)", rt.Rule, strings.Join(namedRules(rc), ", "))
 		}
-		r.routes = append(r.routes, newRuleStats(rt, engine.Rule(rt.Rule), top, sketch, seed, &r.tallyKeys))
+		rs := newRuleStats(rt, engine.Rule(rt.Rule), top, sketch, seed, &r.tallyKeys)
+		r.routes = append(r.routes, rs)
+		byPrefix[rt.PathPrefix] = append(byPrefix[rt.PathPrefix], rs)
 	}
+	for prefix, rss := range byPrefix {
+		r.paths = append(r.paths, newRouteStats(prefix, rss, sketch, seed))
+	}
+	slices.SortFunc(r.paths, func(a, b *routeStats) int { // the same order in every worker, for merging
+		return cmp.Or(cmp.Compare(len(b.prefix), len(a.prefix)), strings.Compare(a.prefix, b.prefix))
+	})
 	return nil
 }
 
@@ -280,24 +291,19 @@ func (r *Replayer) cache() *addrCache {
 // decide is Decide, with e.Addr in slot i of the address cache.
 func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, i int) {
 	r.now.Store(e.Time)
-	longest := -1
 	for _, rs := range r.routes {
 		rs.asked = false
-		if len(rs.route.PathPrefix) > longest && bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
-			longest = len(rs.route.PathPrefix)
-		}
 	}
-	var c forwardauth.Caller
-	var h uint64 // c's key's hash, of the rules' sketches' seed
-	known := false
-	for _, rs := range r.routes {
-		if len(rs.route.PathPrefix) != longest || !bytes.HasPrefix(e.URI, []byte(rs.route.PathPrefix)) {
-			continue
-		}
-		if !known {
-			c, known = r.caller(e, i), true // once a line: every rule is asked about the same caller
-			h = maphash.String(r.seed, c.Desc.Actor.Key)
-		}
+	k := slices.IndexFunc(r.paths, func(p *routeStats) bool { return bytes.HasPrefix(e.URI, []byte(p.prefix)) })
+	if k < 0 {
+		return
+	}
+	p := r.paths[k] // the longest prefix e matches
+	c := r.caller(e, i)
+	key := c.Desc.Actor.Key // once a line: every rule is asked about the same caller
+	h := maphash.String(r.seed, key)
+	counted := p.count(key, h)
+	for _, rs := range p.rules {
 		r.cur = rs
 		err := r.fa.Decide(ctx, c, rs.route.Rule, &r.res)
 		r.cur = nil
@@ -308,7 +314,7 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, i int) {
 			}
 			continue
 		}
-		rs.tally(e.Time, c.Desc.Actor.Key, h, r.res)
+		rs.tally(e.Time, key, h, counted, r.res)
 	}
 }
 

@@ -110,20 +110,20 @@ func (rs *ruleStats) report() RuleReport {
 	r := RuleReport{
 		Rule: rs.route.Rule, PathPrefix: rs.route.PathPrefix, Policy: strings.Join(policy, ", "), Shadow: rs.rule.Shadow,
 		Requests: rs.Requests, WouldDeny: rs.WouldDeny, Shadowed: rs.Shadowed, Banned: rs.Banned, Refused: rs.Refused,
-		Exempt: rs.Exempt, Bans: rs.Bans, Keys: rs.keys.count(), DeniedKeys: rs.deniedKeys.count(),
+		Exempt: rs.Exempt, Bans: rs.Bans, Keys: rs.path.keys.count(), DeniedKeys: rs.deniedKeys.count(),
 		TopDenied: []KeyCount{},
 	}
 	if rs.WouldDeny > 0 {
 		f, l := time.Unix(0, rs.FirstDenial).UTC(), time.Unix(0, rs.LastDenial).UTC()
 		r.FirstDenial, r.LastDenial = &f, &l
-		r.DeniedKeysTraffic = float64(rs.traffic.deniedShare()) / float64(rs.Requests)
+		r.DeniedKeysTraffic = float64(rs.path.traffic.deniedShare(rs.col)) / float64(rs.Requests)
 	}
 	if r.DeniedKeys > 0 && r.Keys < r.DeniedKeys {
 		r.Keys = r.DeniedKeys // two estimates; the denied are among the seen
 	}
 	for _, c := range rs.denials.top(rs.top, func(c *counter) int64 { return c.count }) {
 		kc := KeyCount{Key: c.key, Denied: c.count, Err: c.err}
-		if tc, ok := rs.traffic.idx[c.hash]; ok {
+		if tc, ok := rs.path.traffic.idx[c.hash]; ok {
 			kc.Requests = tc.count
 		}
 		r.TopDenied = append(r.TopDenied, kc)

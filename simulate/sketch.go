@@ -13,9 +13,12 @@ import (
 // of counters. A key not counted takes the counter of the least count,
 // inheriting it as its possible overcount (err). Every key counted more
 // than total/capacity times holds a counter, and a counter's count
-// overstates its key's by at most its err. Each counter also counts the
-// key's denials since it took it, so that the share of traffic from
-// denied keys can be read off the heavy hitters.
+// overstates its key's by at most its err. A sketch of a route's traffic
+// counts each request once for every rule the route asks (its columns),
+// and each counter counts beside, per rule, the key's denials since it
+// took it, so that the share of traffic from denied keys can be read off
+// the heavy hitters: the rules of a route see the same keys, and one
+// sketch spares each further rule its lookup.
 //
 // Keys are found by a 64-bit hash of the seed (keys whose hashes
 // collide, about n²/2^65 of n keys, would share a counter), so that a
@@ -28,61 +31,79 @@ type topKeys struct {
 	idx   map[uint64]*counter // key's hash to its counter
 	heap  counterHeap
 	cap   int
+	cols  int // the rules whose denials each counter counts
 	total int64
 }
 
 // A counter is a key's estimated count, its possible overcount, and
-// what it counts beside: denials and requests after the key's first
-// denial.
+// what it counts beside for each column of its sketch.
 type counter struct {
-	key          string
-	hash         uint64
-	count, err   int64
-	denied       int64
+	key        string
+	hash       uint64
+	count, err int64
+	pos        int      // its position in the heap
+	den        []denial // one per column of the sketch
+}
+
+// A denial is what a counter counts of one rule's denials of its key:
+// the requests from the first denial on, and the count before it.
+type denial struct {
 	afterDenial  int64 // requests from the first denial on (that included)
-	everDenied   bool
 	beforeDenial int64 // the count when first denied (overstated by err)
-	pos          int   // its position in the heap
+	everDenied   bool
 }
 
 type counterHeap []*counter
 
-func newTopKeys(capacity int, seed maphash.Seed) *topKeys {
-	return &topKeys{seed: seed, idx: make(map[uint64]*counter, capacity), cap: capacity}
+// newTopKeys returns a sketch of capacity counters, each counting the
+// denials of cols rules (0: none, a sketch of counts alone).
+func newTopKeys(capacity, cols int, seed maphash.Seed) *topKeys {
+	return &topKeys{seed: seed, idx: make(map[uint64]*counter, capacity), cap: capacity, cols: cols}
 }
 
-// add counts one request of key, denied or not.
+// add counts one request of key, and, in a sketch of one column, whether
+// it was denied.
 func (t *topKeys) add(key string, denied bool) {
-	t.addHashed(maphash.String(t.seed, key), key, denied)
+	c := t.addHashed(maphash.String(t.seed, key), key)
+	if t.cols == 1 {
+		c.tell(0, denied)
+	}
 }
 
-// addHashed is add of a key whose hash of the sketch's seed is h.
-func (t *topKeys) addHashed(h uint64, key string, denied bool) {
+// addHashed counts one request of key, whose hash of the sketch's seed is
+// h, and returns its counter, whose columns the request's rules then
+// tell (valid until the next add).
+func (t *topKeys) addHashed(h uint64, key string) *counter {
 	t.total++
 	c, ok := t.idx[h]
 	if !ok {
 		if len(t.heap) < t.cap {
-			c = &counter{key: key, hash: h, pos: len(t.heap)}
+			c = &counter{key: key, hash: h, pos: len(t.heap), den: make([]denial, t.cols)}
 			t.heap = append(t.heap, c)
 			t.up(c.pos)
 		} else { // replace the least counted key
 			c = t.heap[0]
 			delete(t.idx, c.hash)
-			*c = counter{key: key, hash: h, count: c.count, err: c.count}
+			c.key, c.hash, c.err = key, h, c.count
+			clear(c.den)
 		}
 		t.idx[h] = c
 	}
 	c.count++
-	if denied {
-		if !c.everDenied {
-			c.everDenied, c.beforeDenial = true, c.count-1
-		}
-		c.denied++
-	}
-	if c.everDenied {
-		c.afterDenial++
-	}
 	t.down(c.pos)
+	return c
+}
+
+// tell counts, in column col, whether the request c counted last was
+// denied.
+func (c *counter) tell(col int, denied bool) {
+	d := &c.den[col]
+	if denied && !d.everDenied {
+		d.everDenied, d.beforeDenial = true, c.count-1
+	}
+	if d.everDenied {
+		d.afterDenial++
+	}
 }
 
 // merge adds the counters of o, a sketch of another stream, and keeps
@@ -98,14 +119,19 @@ func (t *topKeys) merge(o *topKeys) {
 		m, ok := t.idx[c.hash]
 		if !ok {
 			cc := *c
+			cc.den = slices.Clone(c.den)
 			t.idx[c.hash] = &cc
 			t.heap = append(t.heap, &cc)
 			continue
 		}
-		m.count, m.err, m.denied, m.afterDenial = m.count+c.count, m.err+c.err, m.denied+c.denied, m.afterDenial+c.afterDenial
-		m.everDenied = m.everDenied || c.everDenied
-		if m.everDenied {
-			m.beforeDenial = m.count - m.afterDenial
+		m.count, m.err = m.count+c.count, m.err+c.err
+		for i := range m.den {
+			md, cd := &m.den[i], &c.den[i]
+			md.afterDenial += cd.afterDenial
+			md.everDenied = md.everDenied || cd.everDenied
+			if md.everDenied {
+				md.beforeDenial = m.count - md.afterDenial
+			}
 		}
 	}
 	sort.Slice(t.heap, func(i, j int) bool {
@@ -179,15 +205,16 @@ func (t *topKeys) top(n int, by func(*counter) int64) []counter {
 	return out[:min(n, len(out))]
 }
 
-// deniedShare estimates the requests of keys ever denied, over the
-// counters held: the requests of each from its first denial on, and the
-// estimated requests before it less their possible overcount. It is a
-// lower bound; keys with fewer requests than total/cap may be missing.
-func (t *topKeys) deniedShare() int64 {
+// deniedShare estimates the requests of keys ever denied by the rule of
+// column col, over the counters held: the requests of each from its
+// first denial on, and the estimated requests before it less their
+// possible overcount. It is a lower bound; keys with fewer requests than
+// total/cap may be missing.
+func (t *topKeys) deniedShare(col int) int64 {
 	var n int64
 	for _, c := range t.heap {
-		if c.everDenied {
-			n += c.afterDenial + max(c.beforeDenial-c.err, 0)
+		if d := &c.den[col]; d.everDenied {
+			n += d.afterDenial + max(d.beforeDenial-c.err, 0)
 		}
 	}
 	return n

@@ -15,7 +15,7 @@ func TestTopKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	z := rand.NewZipf(rng, 1.2, 1, 1e6)
 	const n, capacity = 200_000, 256
-	tk := newTopKeys(capacity, maphash.MakeSeed())
+	tk := newTopKeys(capacity, 1, maphash.MakeSeed())
 	exact := map[string]int64{}
 	deniedFrom := map[string]int64{} // requests from a key's first denial on
 	for range n {
@@ -46,12 +46,65 @@ func TestTopKeys(t *testing.T) {
 	}
 	// A lower bound: keys just over the limit, with few requests, may
 	// hold no counter; with 256 counters the heavy ones give 80% or more.
-	got := tk.deniedShare()
+	got := tk.deniedShare(0)
 	if got > trueShare || got < trueShare*8/10 {
 		t.Errorf("deniedShare = %d, true %d: want a lower bound within 20%%", got, trueShare)
 	}
 	if top := tk.top(3, func(c *counter) int64 { return c.count }); len(top) != 3 || top[0].key != "0" {
 		t.Errorf("top(3) = %+v, want key 0 first", top)
+	}
+}
+
+// TestTopKeysColumns feeds one stream to a sketch of three columns, as
+// a route's three rules tell it their decisions, and to a sketch of one
+// column for each rule alone: each column must read as its rule's own
+// sketch, before and after merging another worker's.
+func TestTopKeysColumns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	z := rand.NewZipf(rng, 1.2, 1, 1e5)
+	seed := maphash.MakeSeed()
+	const capacity = 128
+	limits := []int64{10, 100, 1000} // each rule denies a key past its limit
+	shared := []*topKeys{newTopKeys(capacity, len(limits), seed), newTopKeys(capacity, len(limits), seed)}
+	alone := [][]*topKeys{{}, {}}
+	for w := range alone {
+		for range limits {
+			alone[w] = append(alone[w], newTopKeys(capacity, 1, seed))
+		}
+	}
+	exact := map[string]int64{}
+	for range 50_000 {
+		k := fmt.Sprint(z.Uint64())
+		exact[k]++
+		w := maphash.String(seed, k) % 2 // the worker the key's client goes to
+		c := shared[w].addHashed(maphash.String(seed, k), k)
+		for col, l := range limits {
+			denied := exact[k] > l
+			c.tell(col, denied)
+			alone[w][col].add(k, denied)
+		}
+	}
+	check := func(when string, w int) {
+		for col := range limits {
+			one := alone[w][col]
+			if got, want := shared[w].deniedShare(col), one.deniedShare(0); got != want {
+				t.Errorf("%s: column %d: deniedShare %d, its rule's own sketch %d", when, col, got, want)
+			}
+			for _, c := range one.heap {
+				if sc := shared[w].idx[c.hash]; sc == nil || sc.count != c.count || sc.err != c.err || sc.den[col] != c.den[0] {
+					t.Fatalf("%s: column %d: key %s: %+v, its rule's own sketch %+v", when, col, c.key, sc, c)
+				}
+			}
+		}
+	}
+	check("one worker", 0)
+	shared[0].merge(shared[1])
+	for col := range limits {
+		alone[0][col].merge(alone[1][col])
+	}
+	check("merged", 0)
+	if shared[0].deniedShare(0) == 0 || shared[0].deniedShare(2) == 0 {
+		t.Error("the stream denies no key: the columns are not exercised")
 	}
 }
 
@@ -102,7 +155,7 @@ func TestTopKeysMerge(t *testing.T) {
 	z := rand.NewZipf(rng, 1.2, 1, 1e6)
 	const n, capacity = 200_000, 256
 	seed := maphash.MakeSeed() // the workers' sketches share it
-	parts := []*topKeys{newTopKeys(capacity, seed), newTopKeys(capacity, seed), newTopKeys(capacity, seed)}
+	parts := []*topKeys{newTopKeys(capacity, 1, seed), newTopKeys(capacity, 1, seed), newTopKeys(capacity, 1, seed)}
 	exact := map[string]int64{}
 	for range n {
 		k := fmt.Sprint(z.Uint64())
@@ -127,8 +180,8 @@ func TestTopKeysMerge(t *testing.T) {
 			t.Errorf("key %s counted %d > n/cap = %d is not held", k, want, n/capacity)
 		case ok && (c.count < want || c.count-c.err > want):
 			t.Errorf("key %s: count %d err %d, true count %d", k, c.count, c.err, want)
-		case ok && c.everDenied != (want > 100) && c.err == 0:
-			t.Errorf("key %s: ever denied %v, true count %d over a limit of 100", k, c.everDenied, want)
+		case ok && c.den[0].everDenied != (want > 100) && c.err == 0:
+			t.Errorf("key %s: ever denied %v, true count %d over a limit of 100", k, c.den[0].everDenied, want)
 		}
 	}
 	tk.add("new", false) // still a working sketch

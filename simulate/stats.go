@@ -10,11 +10,48 @@ import (
 	"github.com/sluicehq/sluice/server/rules"
 )
 
+// routeStats tallies what the rules of one path prefix share: a
+// request is asked of every rule of its route (see Replayer.decide), so
+// they see the same keys, counted once for them all.
+type routeStats struct {
+	prefix  string
+	rules   []*ruleStats
+	keys    *distinct
+	traffic *topKeys // requests per key, with each rule's denials in its column
+}
+
+// newRouteStats returns the shared tallies of prefix, its traffic
+// sketch of sketch keys of seed, for the rules routed to it, whose
+// columns they become.
+func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.Seed) *routeStats {
+	p := &routeStats{prefix: prefix, rules: rules, keys: newDistinct(seed), traffic: newTopKeys(sketch, len(rules), seed)}
+	for i, rs := range rules {
+		rs.path, rs.col = p, i
+	}
+	return p
+}
+
+// count counts a request of key, whose hash of the sketches' seed is h,
+// and returns its counter in the traffic sketch, for the rules to tell.
+func (p *routeStats) count(key string, h uint64) *counter {
+	p.keys.addHashed(h)
+	return p.traffic.addHashed(h, key)
+}
+
+// merge adds the shared tallies of o, the same prefix's of another
+// worker.
+func (p *routeStats) merge(o *routeStats) {
+	p.keys.merge(o.keys)
+	p.traffic.merge(o.traffic)
+}
+
 // ruleStats tallies what one rule decided.
 type ruleStats struct {
 	route Route
 	rule  *rules.Rule
 	top   int
+	path  *routeStats // its keys and traffic, shared with the other rules of its prefix
+	col   int         // its column of path's traffic sketch
 
 	// The decision of the entry being replayed: whether the rule was
 	// asked (its route taken, its check done), its key and verdict.
@@ -25,9 +62,8 @@ type ruleStats struct {
 	Requests, WouldDeny, Shadowed, Banned, Refused, Exempt, Bans int64
 	FirstDenial, LastDenial                                      int64 // Unix ns; 0: none
 
-	keys, deniedKeys *distinct
-	traffic          *topKeys // requests per key, with denials
-	denials          *topKeys // denials per key
+	deniedKeys *distinct
+	denials    *topKeys // denials per key
 	series           series
 	rates            []*rateHist // one per limit of the rule
 }
@@ -57,13 +93,13 @@ func (c Config) sizes(n int) (top, sketch int) {
 }
 
 // newRuleStats returns the tallies of the rule ru of route rt, listing
-// top keys from sketches of sketch keys (of seed), its rate histograms
-// counting keys within the budget left.
+// top keys from a sketch of denials of sketch/4 keys (of seed), its rate
+// histograms counting keys within the budget left. newRouteStats gives
+// it its path.
 func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, left *int) *ruleStats {
 	rs := &ruleStats{
 		route: rt, rule: ru, top: top,
-		keys: newDistinct(seed), deniedKeys: newDistinct(seed),
-		traffic: newTopKeys(sketch, seed), denials: newTopKeys(max(sketch/4, top), seed),
+		deniedKeys: newDistinct(seed), denials: newTopKeys(max(sketch/4, top), 0, seed),
 	}
 	for _, l := range ru.Limits {
 		rs.rates = append(rs.rates, &rateHist{Limit: l, left: left})
@@ -72,14 +108,14 @@ func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, 
 }
 
 // tally counts the result res of a request of key, whose hash of the
-// sketches' seed is hash, at t.
-func (rs *ruleStats) tally(t int64, key string, hash uint64, res rules.Result) {
+// sketches' seed is hash, at t, and whose counter in the path's traffic
+// is c.
+func (rs *ruleStats) tally(t int64, key string, hash uint64, c *counter, res rules.Result) {
 	st := res.Statuses[0]
 	denied := !res.Allowed || st.Shadowed
 	rs.asked, rs.key, rs.wasDenied = true, key, denied
 	rs.Requests++
-	rs.keys.addHashed(hash)
-	rs.traffic.addHashed(hash, key, denied)
+	c.tell(rs.col, denied)
 	rs.series.add(t, denied)
 	for _, h := range rs.rates {
 		h.add(t, hash)
@@ -100,7 +136,7 @@ func (rs *ruleStats) tally(t int64, key string, hash uint64, res rules.Result) {
 	}
 	rs.WouldDeny++
 	rs.deniedKeys.addHashed(hash)
-	rs.denials.addHashed(hash, key, true)
+	rs.denials.addHashed(hash, key)
 	if rs.FirstDenial == 0 {
 		rs.FirstDenial = t
 	}
@@ -109,7 +145,7 @@ func (rs *ruleStats) tally(t int64, key string, hash uint64, res rules.Result) {
 
 // merge adds the tallies of o, a rule's stats over other keys (those of
 // another worker of the replay): counts add, first and last denials
-// extend, the sketches merge.
+// extend, the sketches merge (those of its path apart: routeStats.merge).
 func (rs *ruleStats) merge(o *ruleStats) {
 	rs.Requests += o.Requests
 	rs.WouldDeny += o.WouldDeny
@@ -122,9 +158,7 @@ func (rs *ruleStats) merge(o *ruleStats) {
 		rs.FirstDenial = o.FirstDenial
 	}
 	rs.LastDenial = max(rs.LastDenial, o.LastDenial)
-	rs.keys.merge(o.keys)
 	rs.deniedKeys.merge(o.deniedKeys)
-	rs.traffic.merge(o.traffic)
 	rs.denials.merge(o.denials)
 	rs.series.merge(&o.series)
 	for i, h := range rs.rates {
