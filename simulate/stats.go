@@ -64,8 +64,8 @@ type ruleStats struct {
 
 	deniedKeys *distinct
 	denials    *topKeys // denials per key
-	series           series
-	rates            []*rateHist // one per limit of the rule
+	series     series
+	rates      []*rateHist // one per limit of the rule
 }
 
 // Defaults of the report's sizes: the keys listed per rule, and the keys
