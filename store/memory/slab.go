@@ -37,8 +37,6 @@ const (
 	// timestamps' allocations: a map slot of 40 bytes at 7/8 load, and
 	// room to grow.
 	logEntry = 96
-	// slotKey is the bytes of a key's string header in a keys chunk.
-	slotKey = 16
 	// slotFree is the bytes of a slot's entry in the free list.
 	slotFree = 4
 )
@@ -62,13 +60,16 @@ func allocSize(n int64) int64 {
 	return (n + step - 1) &^ (step - 1)
 }
 
-// slotBytes is the bytes of one slot of t, its key's header included.
+// slotBytes is the bytes of one slot of t, its key's head included.
 func (t *table) slotBytes() int64 {
 	if t.words == 1 {
 		return oneWordBytes
 	}
-	return 8*int64(t.words) + slotKey + 1 // and its prefix's number
+	return 8 * int64(headWords+t.words)
 }
+
+// chunkSlots returns the slots of the chunk c of many.
+func (t *table) chunkSlots(c []int64) int { return len(c) / (headWords + t.words) }
 
 // fullSlots is the number of slots of a full chunk of t.
 func (t *table) fullSlots() int {
@@ -90,7 +91,7 @@ func (t *table) capSlots() int {
 		return len(t.first) + len(t.ones)<<oneShift
 	}
 	if n := len(t.many); n > 0 {
-		return (n-1)*t.fullSlots() + len(t.many[n-1].keys)
+		return (n-1)*t.fullSlots() + t.chunkSlots(t.many[n-1])
 	}
 	return 0
 }
@@ -102,8 +103,8 @@ func (t *table) lastSlots() int {
 	switch {
 	case t.words == 1:
 		return len(t.first) // later chunks are whole
-	case len(t.many) > 0 && len(t.many[len(t.many)-1].keys) < t.fullSlots():
-		return len(t.many[len(t.many)-1].keys)
+	case len(t.many) > 0 && t.chunkSlots(t.many[len(t.many)-1]) < t.fullSlots():
+		return t.chunkSlots(t.many[len(t.many)-1])
 	}
 	return 0
 }
@@ -115,7 +116,7 @@ func (t *table) chunkCost(n int) int64 {
 	if t.words == 1 {
 		return allocSize(int64(n)*oneWordBytes) + free
 	}
-	return allocSize(int64(n)*8*int64(t.words)) + allocSize(int64(n)*slotKey) + allocSize(int64(n)) + free
+	return allocSize(int64(n)*t.slotBytes()) + free
 }
 
 // growth returns the bytes t must allocate for one more slot: none while
@@ -156,15 +157,13 @@ func (t *table) resize(n int, fresh bool) {
 		t.first = append(make([]oneWord, 0, n), t.first...)[:n]
 		return
 	}
-	c := manyChunk{keys: make([]string, n), pre: make([]uint8, n), states: make([]int64, n*t.words)}
+	c := make([]int64, n*(headWords+t.words))
 	if fresh {
 		t.many = append(t.many, c)
 		return
 	}
 	last := &t.many[len(t.many)-1]
-	copy(c.keys, last.keys)
-	copy(c.pre, last.pre)
-	copy(c.states, last.states)
+	copy(c, *last)
 	*last = c
 }
 
@@ -179,24 +178,11 @@ func (t *table) one(i uint32) *oneWord {
 	return &t.ones[i>>oneShift-1][i&oneMask]
 }
 
-// A manyChunk is a chunk of slots of states larger than a word: their
-// keys and their states side by side, so that one load finds both, and
-// the numbers of their keys' prefixes.
-type manyChunk struct {
-	keys   []string
-	pre    []uint8
-	states []int64
-}
-
-// keyBytes returns what the key, of n bytes, of a state of words words
-// in t counts apart from its slot, for a table of sliding logs or of
-// states larger than a word: its bytes and, for a log, its map entry. (A
-// one-word state's key: see setKey.)
+// keyBytes returns what a sliding log of words words, whose key is of n
+// bytes, counts: its key, its state and a word for its prefix's number,
+// and its map entry. (The key of a state in a slot: see setKey.)
 func (t *table) keyBytes(n, words int) int64 {
-	if t.logs != nil { // and a word for the prefix's number
-		return allocSize(int64(n)) + allocSize(8*int64(words+1)) + logEntry
-	}
-	return allocSize(int64(n))
+	return allocSize(int64(n)) + allocSize(8*int64(words+1)) + logEntry
 }
 
 // need returns the bytes an insert of prefix+key into t adds: its key's,
@@ -206,11 +192,7 @@ func (t *table) need(prefix, key string, words int) int64 {
 	if t.logs != nil {
 		return n + t.keyBytes(len(prefix)+len(key), words)
 	}
-	if t.words == 1 {
-		n += t.oneKeyBytes(prefix, key)
-	} else {
-		n += t.keyBytes(len(prefix)+len(key), words)
-	}
+	n += t.headBytes(prefix, key)
 	if x := &t.index; 4*(x.n+1) > 3*len(x.pos) {
 		n += indexEntry * int64(max(len(x.pos), 16))
 	}

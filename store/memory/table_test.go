@@ -266,18 +266,13 @@ func TestTableChunks(t *testing.T) {
 					counted += tb.chunkCost(len(tb.first)) + int64(len(tb.ones))*tb.chunkCost(full)
 				}
 				for j, c := range tb.many {
-					if j < len(tb.many)-1 && len(c.keys) != full {
-						t.Errorf("%s: chunk %d of %d holds %d slots, want %d", stage, j, len(tb.many), len(c.keys), full)
+					if j < len(tb.many)-1 && tb.chunkSlots(c) != full {
+						t.Errorf("%s: chunk %d of %d holds %d slots, want %d", stage, j, len(tb.many), tb.chunkSlots(c), full)
 					}
-					counted += tb.chunkCost(len(c.keys))
+					counted += tb.chunkCost(tb.chunkSlots(c))
 				}
 				tb.each(0, func(p, k string, s []int64) bool {
-					k = p + k
-					if tb.words == 1 {
-						counted += tb.oneKeyBytes("", k)
-					} else {
-						counted += tb.keyBytes(len(k), len(s))
-					}
+					counted += tb.headBytes("", p+k)
 					return true
 				})
 				if tb.bytes != counted || tb.n > tb.capSlots() {
