@@ -65,7 +65,8 @@ func TestManyRules(t *testing.T) {
 // TestTallyBudget checks that the rate histograms of a replay's rules
 // count at most their shared budget of keys in their windows, the
 // requests of further keys counted as untallied, and that the budget
-// comes back when a window ends.
+// comes back when a window ends. The rules of a route share a histogram
+// per period: a's 5/min and b's 9/min count the same windows.
 func TestTallyBudget(t *testing.T) {
 	cfg, err := configFor("rules:\n  - name: a\n    limits: [\"5/min\", \"50/h\"]\n  - name: b\n    limits: [\"9/min\"]\n")
 	if err != nil {
@@ -76,34 +77,31 @@ func TestTallyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	rates := r.paths[0].rates
+	if len(r.paths) != 1 || len(rates) != 2 || r.routes[0].rates[0] != r.routes[1].rates[0] || r.routes[0].rates[1] == rates[0] {
+		t.Fatalf("%d paths, %d histograms: want one path of two, a minute's shared by a and b", len(r.paths), len(rates))
+	}
 	const budget = 10
 	r.tallyKeys = budget
 	hists := 0
 	counted := func() (n int) {
-		for _, rs := range r.routes {
-			for _, h := range rs.rates {
-				n += h.counts.n
-			}
+		for _, h := range rates {
+			n += h.counts.n
 		}
 		return n
 	}
 	t0 := int64(1_700_000_000) * 1e9 / 3600e9 * 3600e9 // an hour's start
 	// 40 keys, one request each, in one minute.
 	for i := range 40 {
-		rs := r.routes[i%2]
-		hists += len(rs.rates)
-		for _, h := range rs.rates {
-			h.add(t0+int64(i)*1e9, uint64(1000+i))
-		}
+		r.paths[0].count(t0+int64(i)*1e9, "", uint64(1000+i))
+		hists += len(rates)
 		if n := counted(); n > budget || n+r.tallyKeys != budget {
 			t.Fatalf("after %d keys: %d keys counted, %d left: want at most %d together", i+1, n, r.tallyKeys, budget)
 		}
 	}
 	var untallied int64
-	for _, rs := range r.routes {
-		for _, h := range rs.rates {
-			untallied += h.Untallied
-		}
+	for _, h := range rates {
+		untallied += h.Untallied
 	}
 	if untallied != int64(hists-budget) {
 		t.Errorf("untallied = %d, want the %d requests beyond the budget", untallied, hists-budget)

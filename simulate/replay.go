@@ -245,12 +245,12 @@ func (r *Replayer) route(c Config, rc *config.Config, seed maphash.Seed) error {
 		if !engine.IsNamed(rt.Rule) {
 			return fmt.Errorf("simulate: unknown rule %q (want a named rule of the configuration: %s)", rt.Rule, strings.Join(namedRules(rc), ", "))
 		}
-		rs := newRuleStats(rt, engine.Rule(rt.Rule), top, sketch, seed, &r.tallyKeys)
+		rs := newRuleStats(rt, engine.Rule(rt.Rule), top, sketch, seed)
 		r.routes = append(r.routes, rs)
 		byPrefix[rt.PathPrefix] = append(byPrefix[rt.PathPrefix], rs)
 	}
 	for prefix, rss := range byPrefix {
-		r.paths = append(r.paths, newRouteStats(prefix, rss, sketch, seed))
+		r.paths = append(r.paths, newRouteStats(prefix, rss, sketch, seed, &r.tallyKeys))
 	}
 	slices.SortFunc(r.paths, func(a, b *routeStats) int { // the same order in every worker, for merging
 		return cmp.Or(cmp.Compare(len(b.prefix), len(a.prefix)), strings.Compare(a.prefix, b.prefix))
@@ -302,7 +302,7 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, i int) {
 	c := r.caller(e, i)
 	key := c.Desc.Actor.Key // once a line: every rule is asked about the same caller
 	h := maphash.String(r.seed, key)
-	counted := p.count(key, h)
+	counted := p.count(e.Time, key, h)
 	for _, rs := range p.rules {
 		r.cur = rs
 		err := r.fa.Decide(ctx, c, rs.route.Rule, &r.res)

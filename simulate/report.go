@@ -134,13 +134,14 @@ func (rs *ruleStats) report() RuleReport {
 		n--
 	}
 	r.Series = Series{Start: time.Unix(0, s.start).UTC(), Width: time.Duration(s.width), Requests: s.req[:n:n], WouldDeny: s.deny[:n:n]}
-	for _, h := range rs.rates {
-		h.flush()
+	for i, h := range rs.rates {
+		h.flush() // again, if another rule shares it: a no-op
 		b := len(h.Buckets)
 		for b > 0 && h.Buckets[b-1] == 0 {
 			b--
 		}
-		r.Rates = append(r.Rates, RateReport{Limit: h.Limit.String(), Rate: h.Limit.Rate, Period: h.Limit.Period.Seconds(), Pairs: h.Buckets[:b:b], Untallied: h.Untallied})
+		l := rs.rule.Limits[i]
+		r.Rates = append(r.Rates, RateReport{Limit: l.String(), Rate: l.Rate, Period: l.Period.Seconds(), Pairs: h.Buckets[:b:b], Untallied: h.Untallied})
 	}
 	return r
 }

@@ -3,9 +3,9 @@ package simulate
 import (
 	"hash/maphash"
 	"math/bits"
+	"slices"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/server/rules"
 )
@@ -17,24 +17,37 @@ type routeStats struct {
 	prefix  string
 	rules   []*ruleStats
 	keys    *distinct
-	traffic *topKeys // requests per key, with each rule's denials in its column
+	traffic *topKeys    // requests per key, with each rule's denials in its column
+	rates   []*rateHist // one per period of the rules' limits
 }
 
 // newRouteStats returns the shared tallies of prefix, its traffic
 // sketch of sketch keys of seed, for the rules routed to it, whose
-// columns they become.
-func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.Seed) *routeStats {
+// columns they become; its rate histograms count keys within the budget
+// left.
+func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.Seed, left *int) *routeStats {
 	p := &routeStats{prefix: prefix, rules: rules, keys: newDistinct(seed), traffic: newTopKeys(sketch, len(rules), seed)}
 	for i, rs := range rules {
 		rs.path, rs.col = p, i
+		for _, l := range rs.rule.Limits {
+			k := slices.IndexFunc(p.rates, func(h *rateHist) bool { return h.period == int64(l.Period) })
+			if k < 0 {
+				k, p.rates = len(p.rates), append(p.rates, &rateHist{period: int64(l.Period), left: left})
+			}
+			rs.rates = append(rs.rates, p.rates[k])
+		}
 	}
 	return p
 }
 
-// count counts a request of key, whose hash of the sketches' seed is h,
-// and returns its counter in the traffic sketch, for the rules to tell.
-func (p *routeStats) count(key string, h uint64) *counter {
+// count counts a request of key at t, whose hash of the sketches' seed
+// is h, and returns its counter in the traffic sketch, for the rules to
+// tell.
+func (p *routeStats) count(t int64, key string, h uint64) *counter {
 	p.keys.addHashed(h)
+	for _, r := range p.rates {
+		r.add(t, h)
+	}
 	return p.traffic.addHashed(h, key)
 }
 
@@ -43,6 +56,9 @@ func (p *routeStats) count(key string, h uint64) *counter {
 func (p *routeStats) merge(o *routeStats) {
 	p.keys.merge(o.keys)
 	p.traffic.merge(o.traffic)
+	for i, h := range p.rates {
+		h.merge(o.rates[i])
+	}
 }
 
 // ruleStats tallies what one rule decided.
@@ -65,7 +81,7 @@ type ruleStats struct {
 	deniedKeys *distinct
 	denials    *topKeys // denials per key
 	series     series
-	rates      []*rateHist // one per limit of the rule
+	rates      []*rateHist // one per limit of the rule, its path's of the limit's period
 }
 
 // Defaults of the report's sizes: the keys listed per rule, and the keys
@@ -93,18 +109,13 @@ func (c Config) sizes(n int) (top, sketch int) {
 }
 
 // newRuleStats returns the tallies of the rule ru of route rt, listing
-// top keys from a sketch of denials of sketch/4 keys (of seed), its rate
-// histograms counting keys within the budget left. newRouteStats gives
-// it its path.
-func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed, left *int) *ruleStats {
-	rs := &ruleStats{
+// top keys from a sketch of denials of sketch/4 keys (of seed).
+// newRouteStats gives it its path and rate histograms.
+func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed) *ruleStats {
+	return &ruleStats{
 		route: rt, rule: ru, top: top,
 		deniedKeys: newDistinct(seed), denials: newTopKeys(max(sketch/4, top), 0, seed),
 	}
-	for _, l := range ru.Limits {
-		rs.rates = append(rs.rates, &rateHist{Limit: l, left: left})
-	}
-	return rs
 }
 
 // tally counts the result res of a request of key, whose hash of the
@@ -117,9 +128,6 @@ func (rs *ruleStats) tally(t int64, key string, hash uint64, c *counter, res rul
 	rs.Requests++
 	c.tell(rs.col, denied)
 	rs.series.add(t, denied)
-	for _, h := range rs.rates {
-		h.add(t, hash)
-	}
 	switch st.Guard {
 	case guard.Banned:
 		rs.Banned++
@@ -161,9 +169,6 @@ func (rs *ruleStats) merge(o *ruleStats) {
 	rs.deniedKeys.merge(o.deniedKeys)
 	rs.denials.merge(o.denials)
 	rs.series.merge(&o.series)
-	for i, h := range rs.rates {
-		h.merge(o.rates[i])
-	}
 }
 
 // seriesLen is the number of buckets of a time series.
@@ -260,7 +265,7 @@ func (s *series) widen() {
 const maxTallyKeys = 1 << 22
 
 // A rateHist is the distribution of how many requests each key made in
-// each window of a limit's period (aligned to the Unix epoch), in
+// each window of a period (a limit's, aligned to the Unix epoch), in
 // power-of-two buckets: bucket b holds the (key, window) pairs of
 // 2^b to 2^(b+1)-1 requests. It keeps the counts of the current window
 // only, so its memory is that of the keys active in one window; the keys
@@ -268,7 +273,7 @@ const maxTallyKeys = 1 << 22
 // what is left of maxTallyKeys), and the requests of keys beyond them are
 // counted in Untallied.
 type rateHist struct {
-	Limit     sluice.Limit
+	period    int64 // ns
 	Buckets   [40]int64
 	Untallied int64
 	window    int64
@@ -278,7 +283,7 @@ type rateHist struct {
 
 // add counts a request at t of the key of hash key.
 func (h *rateHist) add(t int64, key uint64) {
-	if w := t / int64(h.Limit.Period); w > h.window {
+	if w := t / h.period; w > h.window {
 		h.flush()
 		h.window = w
 	}
