@@ -64,9 +64,10 @@ type Config struct {
 	UserHeader string
 	// TopKeys is how many keys the report lists per rule. Default 20.
 	TopKeys int
-	// Sketch is how many keys the heavy-hitter sketches hold per rule.
-	// Default 4096, less with more than 16 rules (their sketches share
-	// 65,536 keys, at least 256 each).
+	// Sketch is how many keys the heavy-hitter sketch of each path
+	// prefix's traffic holds (that of each rule's denied keys, a
+	// quarter). Default 4096, less with more than 16 rules (their
+	// sketches share 65,536 keys, at least 256 each).
 	Sketch int
 }
 
