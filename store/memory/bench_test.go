@@ -290,3 +290,56 @@ func BenchmarkHash(b *testing.B) {
 }
 
 var sinkHash uint64
+
+// BenchmarkShardSharing measures what two cores pay for deciding through
+// the same shards: one goroutine on a million GCRA keys (one), two on
+// all of them (shared), and two each on the keys of its own half of the
+// shards (apart). CPU per decision is the figure to compare: shared
+// costs more than one, apart less, as each shard's lock stays in one
+// core's cache.
+func BenchmarkShardSharing(b *testing.B) {
+	keys, _ := benchKeys()
+	limits := []sluice.Limit{{Rate: 2, Period: time.Second}}
+	for _, mode := range []string{"one", "shared", "apart"} {
+		b.Run("goroutines="+mode, func(b *testing.B) {
+			s := New(Config{SweepInterval: -1, MaxBytes: -1})
+			defer s.Close()
+			ctx := context.Background()
+			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			var halves [2][]string // the keys of each half of the shards
+			for _, k := range keys {
+				if _, err := s.Decide(ctx, sluice.Request{Prefix: benchPref, Key: k, Limits: limits, Cost: 1, Now: base}); err != nil {
+					b.Fatal(err)
+				}
+				half := 2 * int(s.hash(benchPref, k)&s.mask) / len(s.shards)
+				halves[half] = append(halves[half], k)
+			}
+			run := func(ks []string, n int, seed uint64) {
+				rng := rand.New(rand.NewPCG(seed, 9))
+				r := sluice.Request{Prefix: benchPref, Limits: limits, Cost: 1}
+				for i := range n {
+					r.Key, r.Now = ks[rng.IntN(len(ks))], base.Add(time.Duration(i)*time.Microsecond)
+					if _, err := s.Decide(ctx, r); err != nil {
+						panic(err)
+					}
+				}
+			}
+			b.ResetTimer()
+			cpu := cputime.Self()
+			if mode == "one" {
+				run(keys, b.N, 1)
+			} else {
+				var wg sync.WaitGroup
+				for g := range 2 {
+					ks := keys
+					if mode == "apart" {
+						ks = halves[g]
+					}
+					wg.Go(func() { run(ks, b.N/2, uint64(g+3)) })
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
