@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cputime"
 )
 
 // memScenario is one traffic pattern against the in-memory limiters.
@@ -217,6 +219,10 @@ func memRun(b *testing.B, impl memImpl, sc memScenario) {
 	var admitted, failed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
+	// CPU per decision of the whole process: on a shared machine,
+	// steadier than ns/op, which counts the time other tenants held the
+	// cores (see docs/benchmarks.md).
+	cpu := cputime.Self()
 	if sc.parallel {
 		var start atomic.Uint32
 		b.RunParallel(func(pb *testing.PB) {
@@ -259,6 +265,7 @@ func memRun(b *testing.B, impl memImpl, sc memScenario) {
 		failed.Add(bad)
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(cputime.Self()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(admitted.Load())/float64(b.N), "admitted/op")
 	if perKey != 0 && !sc.parallel {
 		b.ReportMetric(perKey, "B/key")
