@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/internal/testing/testserver"
 	"github.com/sluicehq/sluice/store/memory"
 	sredis "github.com/sluicehq/sluice/store/redis"
@@ -236,7 +236,7 @@ func ccRun(b *testing.B, addr string, impl ccImpl, keys string, parallel bool) {
 		trips.Store(0)
 	}
 	key := pickKey(keys) // builds the key list on first use: not timed
-	cpu0 := processCPU()
+	cpu0 := cputime.Self()
 	var redis0 time.Duration
 	if addr != "" {
 		redis0 = testserver.RedisCPU(addr)
@@ -247,7 +247,7 @@ func ccRun(b *testing.B, addr string, impl ccImpl, keys string, parallel bool) {
 	b.ReportMetric(float64(admitted)/float64(b.N), "admitted/op")
 	// CPU time per op, of this process and of Redis: on a shared machine
 	// it drifts far less than wall time with the other load.
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(b.N), "cpu-ns/op")
 	if addr != "" {
 		b.ReportMetric(float64(testserver.RedisCPU(addr)-redis0)/float64(b.N), "redis-cpu-ns/op")
 	}
@@ -299,14 +299,4 @@ func TestConcurrencyAdmitted(t *testing.T) {
 			}
 		})
 	}
-}
-
-// processCPU returns the CPU time this process has used (user and system),
-// from getrusage: microsecond resolution, unlike /proc/self/stat's ticks.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

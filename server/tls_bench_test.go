@@ -9,11 +9,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/cputime"
 	"github.com/sluicehq/sluice/internal/testing/testcert"
 )
 
@@ -87,7 +86,7 @@ func serveBench(b *testing.B, h http.Handler, log *slog.Logger, cfg *tls.Config)
 // benchChecks posts b.N checks to url with cl, and reports cpu-ns/op.
 func benchChecks(b *testing.B, cl *http.Client, url string, bodies []string) {
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.Self()
 	b.ResetTimer()
 	for i := range b.N {
 		resp, err := cl.Post(url, "application/json", strings.NewReader(bodies[i%len(bodies)]))
@@ -101,14 +100,5 @@ func benchChecks(b *testing.B, cl *http.Client, url string, bodies []string) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU returns the CPU time the process has used, user and system.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(b.N), "cpu-ns/op")
 }
