@@ -61,32 +61,70 @@ func TestTableCollisions(t *testing.T) {
 	}
 }
 
-// TestTableCollisionsPrefix drives a one-word table whose keys all share
-// one hash: keys of one numbered prefix with rests of one length, one
-// with a rest of 255 bytes (kept apart), and a whole name of that prefix
-// kept unnumbered. Each is found under its own
-// name only, by the prefix's number or not.
+// TestTableCollisionsPrefix drives tables of one-word and of larger
+// states (which keep their keys in their slots alike) whose keys all
+// share one hash: keys of one numbered prefix with rests of one length,
+// one with a rest of 255 bytes (kept apart), and a whole name of that
+// prefix kept unnumbered. Each is found under its own name only, by the
+// prefix's number or not; removing the long key and another keeps the
+// rest found and gives back what they counted.
 func TestTableCollisionsPrefix(t *testing.T) {
-	tb := newTable(sluice.Limit{Rate: 1, Period: time.Second}, func(p, k string) uint64 { return 7 })
-	want := map[string]int64{"ns:a:k0": 1, "ns:a:k1": 2, "ns:a:k2": 3, "ns:a:k4": 5}
-	for _, rest := range []string{"k0", "k1", "k2"} {
-		tb.insert("ns:a:", rest, 7, []int64{want["ns:a:"+rest]}, math.MaxInt64)
-	}
-	tb.insert("", "ns:a:k4", 7, []int64{5}, math.MaxInt64)
-	// A rest of 255 bytes, the length that marks a key kept apart.
-	long := "ns:a:" + strings.Repeat("l", longKey)
-	want[long] = 6
-	tb.insert("ns:a:", long[5:], 7, []int64{6}, math.MaxInt64)
-	for range 2 { // the second time, by the number the first found
-		for _, name := range []string{"ns:a:k0", "ns:a:k1", "ns:a:k2", "ns:a:k3", "ns:a:k4", long} {
-			for _, cut := range []int{0, 5} {
-				w, ok := tb.lookupOne(name[:cut], name[cut:], 7)
-				v, held := want[name]
-				if ok != held || ok && w.state[0] != v {
-					t.Fatalf("lookupOne(%q, %q) found %v (%v), want %v (%d)", name[:cut], name[cut:], ok, w, held, v)
+	for _, l := range []sluice.Limit{
+		{Rate: 1, Period: time.Second},
+		{Rate: 1, Period: time.Second, Algorithm: sluice.FixedWindow},
+		{Rate: 1, Period: time.Second, Algorithm: sluice.SlidingWindow},
+	} {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			tb := newTable(l, func(p, k string) uint64 { return 7 })
+			want := map[string]int64{"ns:a:k0": 1, "ns:a:k1": 2, "ns:a:k2": 3, "ns:a:k4": 5}
+			state := func(v int64) []int64 {
+				s := make([]int64, tb.words)
+				s[0] = v
+				return s
+			}
+			for _, rest := range []string{"k0", "k1", "k2"} {
+				tb.insert("ns:a:", rest, 7, state(want["ns:a:"+rest]), math.MaxInt64)
+			}
+			tb.insert("", "ns:a:k4", 7, state(5), math.MaxInt64)
+			// A rest of 255 bytes, the length that marks a key kept apart.
+			long := "ns:a:" + strings.Repeat("l", longKey)
+			want[long] = 6
+			before := tb.bytes
+			tb.insert("ns:a:", long[5:], 7, state(6), math.MaxInt64)
+			if got := tb.bytes - before; got < allocSize(longKey)+longEntry {
+				t.Errorf("the long key added %d bytes, want its %d kept apart and more", got, allocSize(longKey)+longEntry)
+			}
+			check := func(stage string) {
+				t.Helper()
+				for range 2 { // the second time, by the number the first found
+					for _, name := range []string{"ns:a:k0", "ns:a:k1", "ns:a:k2", "ns:a:k3", "ns:a:k4", long} {
+						for _, cut := range []int{0, 5} {
+							s, ok := tb.lookup(name[:cut], name[cut:], 7)
+							v, held := want[name]
+							if ok != held || ok && (s[0] != v || len(s) != tb.words) {
+								t.Fatalf("%s: lookup(%q, %q) found %v (%v), want %v (%d)", stage, name[:cut], name[cut:], ok, s, held, v)
+							}
+						}
+					}
 				}
 			}
-		}
+			check("inserted")
+			for _, name := range []string{long, "ns:a:k1"} {
+				s, _ := tb.lookup("ns:a:", name[5:], 7)
+				before, apart := tb.bytes, int64(0)
+				if name == long {
+					apart = allocSize(longKey) + longEntry
+				}
+				if got := tb.remove("ns:a:", name[5:], 7, s); got != apart || tb.bytes != before-apart {
+					t.Errorf("removing %.10q gave back %d bytes (counting %d), want %d", name, got, tb.bytes, apart)
+				}
+				delete(want, name)
+			}
+			check("removed")
+			if len(tb.long) != 0 {
+				t.Errorf("%d keys kept apart after the long one went", len(tb.long))
+			}
+		})
 	}
 }
 
