@@ -214,8 +214,8 @@ func TestCapSparesRequestKey(t *testing.T) {
 
 // TestBytesCountsHeap checks what the store counts against MaxBytes
 // against the heap it holds, measured after a collection, for every
-// layout of state: one-word states with keys in their slots and apart,
-// larger states, and sliding logs. It must not count less than it holds
+// layout of state: one-word and larger states with keys in their slots
+// and apart, and sliding logs. It must not count less than it holds
 // (that memory would escape the cap), nor much more.
 func TestBytesCountsHeap(t *testing.T) {
 	const n = 20_000
@@ -225,9 +225,11 @@ func TestBytesCountsHeap(t *testing.T) {
 		prefix string
 	}{
 		{"gcra", []sluice.Limit{{Rate: 5, Period: time.Hour}}, "sluice:login:"},
-		{"gcra long keys", []sluice.Limit{{Rate: 5, Period: time.Hour}}, "sluice:login:" + strings.Repeat("x", 40)},
+		{"gcra long keys", []sluice.Limit{{Rate: 5, Period: time.Hour}}, "sluice:login:" + strings.Repeat("x", 60)},
 		{"fixed", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}}, "sluice:login:"},
+		{"fixed long keys", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.FixedWindow}}, "sluice:login:" + strings.Repeat("x", 60)},
 		{"sliding", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingWindow}}, "sluice:login:"},
+		{"sliding long keys", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingWindow}}, "sluice:login:" + strings.Repeat("x", 60)},
 		{"log", []sluice.Limit{{Rate: 5, Period: time.Hour, Algorithm: sluice.SlidingLog}}, "sluice:login:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
