@@ -81,13 +81,26 @@ func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, s
 		return ds, nil
 	}
 	for k, req := range reqs {
-		d, err := rule(k).store.Decide(ctx, req)
+		d, err := rule(k).decideOne(ctx, req)
 		if err != nil {
 			return nil, storeError(rule(k), err)
 		}
 		ds = append(ds, d)
 	}
 	return ds, nil
+}
+
+// decideOne asks ru's store to decide req: through ru's Bound when the
+// store bound the rule and req is what a Bound decides (a take or a
+// peek of the rule's own limits, nothing safe to forget), which spares
+// it checking the limits again and hashing the prefix; else through
+// Decide.
+func (ru *Rule) decideOne(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+	if ru.bound != nil && req.Op <= sluice.OpPeek && !req.SafeToForget && req.Prefix == ru.prefix &&
+		len(req.Limits) == len(ru.Limits) && &req.Limits[0] == &ru.Limits[0] {
+		return ru.bound.Decide(ctx, req.Key, req.Op, req.Cost, req.Now)
+	}
+	return ru.store.Decide(ctx, req)
 }
 
 // storeError is the error of ru's store: a failure of the store,

@@ -159,6 +159,9 @@ func (e *Engine) wire() {
 	sort.Strings(e.ids)
 	for _, ru := range e.rules {
 		ru.store = e.storeFor(ru)
+		if b, ok := ru.store.(sluice.Binder); ok && len(ru.Limits) > 0 {
+			ru.bound, _ = b.Bind(ru.store, ru.prefix, ru.Limits) // nil for a store that wraps a Binder
+		}
 	}
 	e.overrides = make(map[*domain]*overrides, len(e.domains))
 	for _, d := range e.domains {

@@ -41,6 +41,7 @@ type Rule struct {
 
 	prefix  string       // store prefix of the rule's states
 	store   sluice.Store // where they are kept
+	bound   sluice.Bound // store's binding of prefix and Limits, if it binds them (see decideOne)
 	maxCost int          // the largest cost a request may take: min MaxBurst
 	policy  string       // RateLimit-Policy value
 	items   map[uint64]string

@@ -324,9 +324,10 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	// and reading the fresh stores back stalls the copy.
 	var r sluice.Request
 	r.Prefix, r.Key, r.Limits, r.Op, r.Cost, r.Now = b.prefix, key, b.limits, op, cost, now
-	if !now.IsZero() || op > sluice.OpPeek || cost < 1 || cost > b.maxCost {
-		// A Limiter's takes and peeks need no check: their limits were
-		// checked by Bind, and their costs just now.
+	if op > sluice.OpPeek || cost < 1 || cost > b.maxCost || !plainTime(now) {
+		// Takes and peeks need no check: their limits were checked by
+		// Bind, their costs just now, and a time of this century is one
+		// every request may carry.
 		if err := r.Validate(); err != nil {
 			return d, err
 		}
@@ -334,6 +335,22 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	err = b.s.decide(&r, h, b.coarse, &d)
 	return d, err
 }
+
+// plainTime reports whether t is zero or a time no request is refused
+// for: between 2000 and 2100, well inside Request.Validate's range.
+func plainTime(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	sec := t.Unix()
+	return sec >= plainFrom && sec < plainTo
+}
+
+// The range of plainTime, Unix seconds.
+const (
+	plainFrom = 946684800  // 2000-01-01
+	plainTo   = 4102444800 // 2100-01-01
+)
 
 // hit decides the take or peek of cost by the one GCRA limit of b on key,
 // whose name hashes to h, at the store's clock, if the store holds key's
