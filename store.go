@@ -33,7 +33,8 @@ type Store interface {
 // A Binder is a Store that can prepare for the requests of one prefix and
 // policy, sparing each request the work that depends only on them: New
 // binds every Limiter whose store is a Binder, and sends its takes, peeks
-// and resets through the Bound. The memory store is a Binder.
+// and resets through the Bound; the rules engine (server/rules) binds
+// each rule alike, for its takes and peeks. The memory store is a Binder.
 type Binder interface {
 	Store
 	// Bind returns the Bound of prefix and limits for the store as its
