@@ -317,14 +317,15 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	} else {
 		h = b.s.hash(b.prefix, key)
 	}
-	if b.gcra && now.IsZero() && op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && b.hit(key, h, op, cost, &d) {
+	plain := op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && plainTime(now)
+	if b.gcra && plain && b.hit(key, h, op, cost, now, &d) {
 		return d, nil
 	}
 	// Field by field: a composite literal would be built aside and copied,
 	// and reading the fresh stores back stalls the copy.
 	var r sluice.Request
 	r.Prefix, r.Key, r.Limits, r.Op, r.Cost, r.Now = b.prefix, key, b.limits, op, cost, now
-	if op > sluice.OpPeek || cost < 1 || cost > b.maxCost || !plainTime(now) {
+	if !plain {
 		// Takes and peeks need no check: their limits were checked by
 		// Bind, their costs just now, and a time of this century is one
 		// every request may carry.
@@ -353,21 +354,28 @@ const (
 )
 
 // hit decides the take or peek of cost by the one GCRA limit of b on key,
-// whose name hashes to h, at the store's clock, if the store holds key's
-// state, and writes the decision to d: decideGCRA's common case, without
-// building a Request. It reports whether it did.
-func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, d *sluice.Decision) bool {
+// whose name hashes to h, at at (or the store's clock if at is zero), if
+// the store holds key's state, and writes the decision to d:
+// decideGCRA's common case, without building a Request. It reports
+// whether it did.
+func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, at time.Time, d *sluice.Decision) bool {
 	s := b.s
-	now := s.now(b.coarse)
-	if !s.usesClock.Load() {
-		s.usesClock.Store(true)
-	}
-	sh := &s.shards[h&s.mask]
-	l := &b.limits[0]
 	// What does not depend on the state, before the lock: on a key out of
 	// every cache, the work left once its state arrives is what delays
 	// the next decisions.
-	d.Limit, d.Time = *l, time.Unix(0, now)
+	var now int64
+	if at.IsZero() {
+		now = s.now(b.coarse)
+		if !s.usesClock.Load() {
+			s.usesClock.Store(true)
+		}
+		d.Time = time.Unix(0, now)
+	} else {
+		now, d.Time = at.UnixNano(), at
+	}
+	sh := &s.shards[h&s.mask]
+	l := &b.limits[0]
+	d.Limit = *l
 	sh.mu.Lock()
 	t := sh.table(l)
 	w, ok := t.lookupOne(b.prefix, key, h)

@@ -170,3 +170,55 @@ func mustDecide(t *testing.T, s *Store, r sluice.Request) sluice.Decision {
 	}
 	return d
 }
+
+// TestBoundAsDecide holds a Bound to its contract: it decides as the
+// store's Decide decides the same request, with the same state, answers
+// and errors. Two stores take one sequence, one through Bound.Decide and
+// one through Decide: takes and peeks of every cost up to past the
+// burst, on a time grid in two zones, a reset now and then, and times
+// outside the range a Bound takes without the full check.
+func TestBoundAsDecide(t *testing.T) {
+	zone := time.FixedZone("east", 5*3600)
+	for _, limits := range [][]sluice.Limit{
+		{{Rate: 3, Period: time.Second}},
+		{{Rate: 3, Period: time.Second, Burst: 5}},
+		{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow}},
+	} {
+		t.Run(fmt.Sprint(limits), func(t *testing.T) {
+			ctx := context.Background()
+			via, direct := New(Config{SweepInterval: -1}), New(Config{SweepInterval: -1})
+			defer via.Close()
+			defer direct.Close()
+			b, err := via.Bind(via, "ns:act:", limits)
+			if err != nil || b == nil {
+				t.Fatalf("Bind = %v, %v", b, err)
+			}
+			check := func(i int, key string, op sluice.Op, cost int, now time.Time) {
+				t.Helper()
+				got, gerr := b.Decide(ctx, key, op, cost, now)
+				want, werr := direct.Decide(ctx, sluice.Request{Prefix: "ns:act:", Key: key, Limits: limits, Op: op, Cost: cost, Now: now})
+				if fmt.Sprint(gerr) != fmt.Sprint(werr) || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+					t.Fatalf("step %d (%s, op %v, cost %d, %v): Bound %+v, %v; Decide %+v, %v", i, key, op, cost, now, got, gerr, want, werr)
+				}
+			}
+			for i := range 2000 {
+				now := t0.Add(time.Duration(i) * 90 * time.Millisecond)
+				if i%2 == 1 {
+					now = now.In(zone)
+				}
+				key := fmt.Sprintf("10.0.0.%d", i%3)
+				op := sluice.OpTake
+				switch {
+				case i%11 == 0:
+					op = sluice.OpPeek
+				case i%97 == 0:
+					op = sluice.OpReset
+				}
+				check(i, key, op, 1+i%7, now)
+			}
+			for i, now := range []time.Time{time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2150, 1, 1, 0, 0, 0, 0, zone), time.Date(2250, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(-5, 0)} {
+				check(i, "10.0.0.1", sluice.OpTake, 1, now)
+			}
+		})
+	}
+}
