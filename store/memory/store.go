@@ -317,18 +317,19 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	} else {
 		h = b.s.hash(b.prefix, key)
 	}
-	plain := op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && plainTime(now)
-	if b.gcra && plain && b.hit(key, h, op, cost, now, &d) {
+	// Takes and peeks need no check: their limits were checked by Bind,
+	// their costs are here, and the store's clock or a time of this
+	// century is one every request may carry.
+	clock := now.IsZero()
+	checked := op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && (clock || plainTime(now))
+	if checked && b.gcra && b.hit(key, h, op, cost, now, clock, &d) {
 		return d, nil
 	}
 	// Field by field: a composite literal would be built aside and copied,
 	// and reading the fresh stores back stalls the copy.
 	var r sluice.Request
 	r.Prefix, r.Key, r.Limits, r.Op, r.Cost, r.Now = b.prefix, key, b.limits, op, cost, now
-	if !plain {
-		// Takes and peeks need no check: their limits were checked by
-		// Bind, their costs just now, and a time of this century is one
-		// every request may carry.
+	if !checked {
 		if err := r.Validate(); err != nil {
 			return d, err
 		}
@@ -337,12 +338,9 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	return d, err
 }
 
-// plainTime reports whether t is zero or a time no request is refused
-// for: between 2000 and 2100, well inside Request.Validate's range.
+// plainTime reports whether t is a time no request is refused for:
+// between 2000 and 2100, well inside Request.Validate's range.
 func plainTime(t time.Time) bool {
-	if t.IsZero() {
-		return true
-	}
 	sec := t.Unix()
 	return sec >= plainFrom && sec < plainTo
 }
@@ -354,17 +352,17 @@ const (
 )
 
 // hit decides the take or peek of cost by the one GCRA limit of b on key,
-// whose name hashes to h, at at (or the store's clock if at is zero), if
+// whose name hashes to h, at at (or, if clock, at the store's clock), if
 // the store holds key's state, and writes the decision to d:
 // decideGCRA's common case, without building a Request. It reports
 // whether it did.
-func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, at time.Time, d *sluice.Decision) bool {
+func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, at time.Time, clock bool, d *sluice.Decision) bool {
 	s := b.s
 	// What does not depend on the state, before the lock: on a key out of
 	// every cache, the work left once its state arrives is what delays
 	// the next decisions.
 	var now int64
-	if at.IsZero() {
+	if clock {
 		now = s.now(b.coarse)
 		if !s.usesClock.Load() {
 			s.usesClock.Store(true)
