@@ -85,6 +85,23 @@ func ruleOf(t *testing.T, e *Engine, domain string, d Descriptor) string {
 	return ""
 }
 
+// A match is a descriptor and the ID of the rule it should match ("":
+// none).
+type match struct {
+	d    Descriptor
+	want string
+}
+
+// checkMatches checks the rule each descriptor of ms matches in domain.
+func checkMatches(t *testing.T, e *Engine, domain string, ms []match) {
+	t.Helper()
+	for _, m := range ms {
+		if got := ruleOf(t, e, domain, m.d); got != m.want {
+			t.Errorf("match %v = %q, want %q", m.d.Entries, got, m.want)
+		}
+	}
+}
+
 // TestMatchBasicConfig checks the matches envoyproxy/ratelimit's own test
 // asserts for its basic_config.yaml (test/config/config_test.go).
 func TestMatchBasicConfig(t *testing.T) {
@@ -93,11 +110,7 @@ func TestMatchBasicConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, _ := engineFor(t, c)
-	const dom = "test-domain"
-	tests := []struct {
-		d    Descriptor
-		want string
-	}{
+	checkMatches(t, e, "test-domain", []match{
 		{desc("key1=something"), ""},
 		{desc("key1=value1"), ""},
 		{desc("key2=value2", "subkey=subvalue"), ""},
@@ -113,12 +126,7 @@ func TestMatchBasicConfig(t *testing.T) {
 		{desc("key5=value5", "subkey5=subvalue5"), "test-domain.key5_value5.subkey5_subvalue5"},
 		{desc("key6=foo"), "test-domain.key6"},
 		{desc("key7=unspecified_value"), "test-domain.key7"},
-	}
-	for _, tt := range tests {
-		if got := ruleOf(t, e, dom, tt.d); got != tt.want {
-			t.Errorf("match %v = %q, want %q", tt.d.Entries, got, tt.want)
-		}
-	}
+	})
 	if r := e.Rule("test-domain.key4"); r == nil || r.Name != "key4_rate_limit" || r.Limits[0].Period != 24*time.Hour || r.Limits[0].Rate != 1 {
 		t.Errorf(`Rule("test-domain.key4") = %+v, want key4_rate_limit, 1/day`, r)
 	}
@@ -135,10 +143,7 @@ func TestMatchWildcard(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _, _ := engineFor(t, c)
-	tests := []struct {
-		d    Descriptor
-		want string
-	}{
+	checkMatches(t, e, "test-domain", []match{
 		{desc("wild=foo"), "test-domain.wild_foo*"},
 		{desc("wild=foo1"), "test-domain.wild_foo*"},
 		{desc("wild=foobar"), "test-domain.wild_foo*"},
@@ -156,12 +161,7 @@ func TestMatchWildcard(t *testing.T) {
 		{desc("multiWild=foobazbar"), ""},
 		{desc("nestedWild=val1", "wild=goo2"), "test-domain.nestedWild_val1.wild_goo*"},
 		{desc("nestedWild=val1", "wild=foo"), ""},
-	}
-	for _, tt := range tests {
-		if got := ruleOf(t, e, "test-domain", tt.d); got != tt.want {
-			t.Errorf("match %v = %q, want %q", tt.d.Entries, got, tt.want)
-		}
-	}
+	})
 }
 
 // TestMatchOrder checks the order children are tried in: the exact
@@ -186,10 +186,7 @@ func TestMatchOrder(t *testing.T) {
         value: "*"
         rate_limit: {unit: minute, requests_per_unit: 1}
 `)
-	tests := []struct {
-		d    Descriptor
-		want string
-	}{
+	checkMatches(t, e, "d", []match{
 		{desc("k=a"), "d.k_a"},
 		{desc("k=ab"), "d.k_a*"},
 		{desc("k=b"), "d.k_*"},
@@ -197,12 +194,7 @@ func TestMatchOrder(t *testing.T) {
 		{desc("j="), "d.j_*"},
 		{desc("j=x"), "d.j_*"},
 		{desc("m=x"), ""},
-	}
-	for _, tt := range tests {
-		if got := ruleOf(t, e, "d", tt.d); got != tt.want {
-			t.Errorf("match %v = %q, want %q", tt.d.Entries, got, tt.want)
-		}
-	}
+	})
 }
 
 // TestEnvoyReadmeExamples checks the decisions the README of
