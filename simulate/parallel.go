@@ -153,16 +153,7 @@ func (p *pool) finish() *Replayer {
 	p.done.Wait()
 	a := p.reps[0]
 	for _, r := range p.reps[1:] {
-		for k, rs := range a.routes {
-			rs.merge(r.routes[k])
-		}
-		for k, p := range a.paths {
-			p.merge(r.paths[k])
-		}
-		a.errs += r.errs
-		if a.first == nil {
-			a.first = r.first
-		}
+		a.merge(r)
 	}
 	return a
 }

@@ -225,6 +225,21 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	return r, nil
 }
 
+// merge adds the tallies of o, the Replayer of another worker of the
+// same replay (its clients' requests), and its failed checks.
+func (r *Replayer) merge(o *Replayer) {
+	for k, rs := range r.routes {
+		rs.merge(o.routes[k])
+	}
+	for k, p := range r.paths {
+		p.merge(o.paths[k])
+	}
+	r.errs += o.errs
+	if r.first == nil {
+		r.first = o.first
+	}
+}
+
 // route sets the rules that entries are checked against.
 func (r *Replayer) route(c Config, rc *config.Config, seed maphash.Seed) error {
 	routes := c.Routes
