@@ -178,10 +178,10 @@ func (t *table) one(i uint32) *oneWord {
 	return &t.ones[i>>oneShift-1][i&oneMask]
 }
 
-// keyBytes returns what a sliding log of words words, whose key is of n
+// logBytes returns what a sliding log of words words, whose key is of n
 // bytes, counts: its key, its state and a word for its prefix's number,
 // and its map entry. (The key of a state in a slot: see setKey.)
-func (t *table) keyBytes(n, words int) int64 {
+func (t *table) logBytes(n, words int) int64 {
 	return allocSize(int64(n)) + allocSize(8*int64(words+1)) + logEntry
 }
 
@@ -190,7 +190,7 @@ func (t *table) keyBytes(n, words int) int64 {
 func (t *table) need(prefix, key string, words int) int64 {
 	n := t.newPrefixBytes(prefix)
 	if t.logs != nil {
-		return n + t.keyBytes(len(prefix)+len(key), words)
+		return n + t.logBytes(len(prefix)+len(key), words)
 	}
 	n += t.headBytes(prefix, key)
 	if x := &t.index; 4*(x.n+1) > 3*len(x.pos) {

@@ -233,7 +233,7 @@ func (t *table) get(key string, pre int, h uint64, l sluice.Limit) (s []int64, o
 	if len(s) != algorithm.Words(l) {
 		fitted := append(algorithm.Fit(l, s), num)
 		t.logs[cloneKey(key)] = fitted // key may be the caller's scratch
-		delta = t.keyBytes(len(key), len(fitted)-1) - t.keyBytes(len(key), len(s))
+		delta = t.logBytes(len(key), len(fitted)-1) - t.logBytes(len(key), len(s))
 		t.bytes += delta
 		s = fitted[:len(fitted)-1]
 	}
@@ -326,7 +326,7 @@ func (t *table) insert(prefix, key string, h uint64, s []int64, room int64) int6
 	before := t.bytes
 	pre := t.prefixNumber(prefix)
 	if t.logs != nil {
-		t.bytes += t.keyBytes(len(prefix)+len(key), len(s))
+		t.bytes += t.logBytes(len(prefix)+len(key), len(s))
 		t.logs[joinKey(prefix, key)] = append(append(make([]int64, 0, len(s)+1), s...), int64(pre))
 		return t.bytes - before
 	}
@@ -435,7 +435,7 @@ func (t *table) remove(prefix, key string, h uint64, s []int64) int64 {
 			key = prefix + key
 		}
 		delete(t.logs, key)
-		t.bytes -= t.keyBytes(len(key), len(s))
+		t.bytes -= t.logBytes(len(key), len(s))
 		return before - t.bytes
 	}
 	p := find(t, prefix, key, h)
