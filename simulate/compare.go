@@ -89,11 +89,11 @@ func (df *differ) add() {
 		case p.a.wasDenied && !p.b.wasDenied:
 			p.d.OnlyA++
 			p.keysA.add(p.a.key)
-			p.topA.add(p.a.key, true)
+			p.topA.add(p.a.key)
 		case p.b.wasDenied && !p.a.wasDenied:
 			p.d.OnlyB++
 			p.keysB.add(p.b.key)
-			p.topB.add(p.b.key, true)
+			p.topB.add(p.b.key)
 		}
 	}
 }

@@ -61,13 +61,9 @@ func newTopKeys(capacity, cols int, seed maphash.Seed) *topKeys {
 	return &topKeys{seed: seed, idx: make(map[uint64]*counter, capacity), cap: capacity, cols: cols}
 }
 
-// add counts one request of key, and, in a sketch of one column, whether
-// it was denied.
-func (t *topKeys) add(key string, denied bool) {
-	c := t.addHashed(maphash.String(t.seed, key), key)
-	if t.cols == 1 {
-		c.tell(0, denied)
-	}
+// add counts one request of key, and returns its counter, as addHashed.
+func (t *topKeys) add(key string) *counter {
+	return t.addHashed(maphash.String(t.seed, key), key)
 }
 
 // addHashed counts one request of key, whose hash of the sketch's seed is

@@ -25,7 +25,7 @@ func TestTopKeys(t *testing.T) {
 		if denied || deniedFrom[k] > 0 {
 			deniedFrom[k]++
 		}
-		tk.add(k, denied)
+		tk.add(k).tell(0, denied)
 	}
 	held := map[string]counter{}
 	for _, c := range tk.heap {
@@ -81,7 +81,7 @@ func TestTopKeysColumns(t *testing.T) {
 		for col, l := range limits {
 			denied := exact[k] > l
 			c.tell(col, denied)
-			alone[w][col].add(k, denied)
+			alone[w][col].add(k).tell(0, denied)
 		}
 	}
 	check := func(when string, w int) {
@@ -160,7 +160,7 @@ func TestTopKeysMerge(t *testing.T) {
 	for range n {
 		k := fmt.Sprint(z.Uint64())
 		exact[k]++
-		parts[maphash.String(seed, k)%3].add(k, exact[k] > 100)
+		parts[maphash.String(seed, k)%3].add(k).tell(0, exact[k] > 100)
 	}
 	tk := parts[0]
 	tk.merge(parts[1])
@@ -184,7 +184,7 @@ func TestTopKeysMerge(t *testing.T) {
 			t.Errorf("key %s: ever denied %v, true count %d over a limit of 100", k, c.den[0].everDenied, want)
 		}
 	}
-	tk.add("new", false) // still a working sketch
+	tk.add("new").tell(0, false) // still a working sketch
 	if c := tk.idx[maphash.String(seed, "new")]; c == nil || tk.heap[c.pos] != c {
 		t.Error("a key added after the merge is not held at its position")
 	}
