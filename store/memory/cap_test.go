@@ -167,6 +167,62 @@ func TestCapPolicy(t *testing.T) {
 	}
 }
 
+// TestCapFloodOfLongWindowKeys floods a full store with the longest
+// names a window state can have (kept apart from their slots, the most
+// bytes a state costs), each over its limit, beside a few innocent
+// actors of another rule: the store stays within its cap, no attacker
+// is admitted again within the window though most were evicted, and
+// every innocent, evicted or not, keeps what it has left.
+func TestCapFloodOfLongWindowKeys(t *testing.T) {
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			s := New(Config{Shards: 1, SweepInterval: -1, MaxBytes: 8 * capBytes})
+			defer s.Close()
+			flood := []sluice.Limit{{Rate: 1, Period: time.Hour, Algorithm: alg}}
+			api := []sluice.Limit{{Rate: 10, Period: time.Hour}}
+			const innocents, attackers = 5, 400
+			for i := range innocents {
+				mustDecide(t, s, sluice.Request{Prefix: "sluice:api:", Key: key(i), Limits: api, Cost: 1, Now: t0})
+			}
+			prefix := "sluice:form:" + strings.Repeat("x", 60) // past numbering: names kept whole
+			long := func(i int) string { return fmt.Sprintf("%s%060d", "attacker-", i) }
+			for i := range attackers {
+				mustDecide(t, s, sluice.Request{Prefix: prefix, Key: long(i), Limits: flood, Cost: 1, Now: t0})
+				if b := s.Bytes(); b > s.maxBytes {
+					t.Fatalf("after %d attackers: Bytes = %d, over the cap %d", i+1, b, s.maxBytes)
+				}
+			}
+			if n := s.Len(); n >= attackers/2 {
+				t.Fatalf("Len() = %d: the flood evicted few, the test does not reach the cap", n)
+			}
+			apart := 0
+			for _, tb := range s.shards[0].tables {
+				apart += len(tb.long)
+			}
+			if apart == 0 {
+				t.Fatal("no name kept apart: the flood's names are not the longest")
+			}
+			t.Logf("%d states held, %d names kept apart", s.Len(), apart)
+			later := t0.Add(time.Minute)
+			admitted := 0
+			for i := range attackers {
+				if d := mustDecide(t, s, sluice.Request{Prefix: prefix, Key: long(i), Limits: flood, Cost: 1, Now: later}); d.Allowed {
+					admitted++
+				}
+			}
+			if admitted != 0 {
+				t.Errorf("%d of %d attackers over their limit admitted again within the hour, want 0", admitted, attackers)
+			}
+			for i := range innocents {
+				d := mustDecide(t, s, sluice.Request{Prefix: "sluice:api:", Key: key(i), Limits: api, Cost: 1, Now: later})
+				if !d.Allowed || d.Remaining < 8 {
+					t.Errorf("innocent %s after the flood: allowed %v, Remaining %d; want allowed with 8 left", key(i), d.Allowed, d.Remaining)
+				}
+			}
+		})
+	}
+}
+
 // TestCapTooLarge checks the one way a take can still fail for room: a
 // request whose states alone need more than MaxBytes.
 func TestCapTooLarge(t *testing.T) {
