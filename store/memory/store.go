@@ -286,7 +286,7 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 	}
 	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
 		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix),
-		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA}
+		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA, slots: slotted(limits)}
 	if b.gcra {
 		b.interval = int64(limits[0].Interval())
 		b.tau = b.interval * int64(limits[0].MaxBurst())
@@ -307,6 +307,7 @@ type bound struct {
 	cut           bool   // prefix ends with sep
 	ph            uint64 // the hash of prefix, if cut
 	gcra          bool   // limits are one GCRA limit
+	slots         bool   // limits are several, each of a state in a slot (see slotted)
 	interval, tau int64  // if gcra: its interval and tolerance, ns (see algorithm.GCRAAt)
 }
 
@@ -322,8 +323,23 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	// century is one every request may carry.
 	clock := now.IsZero()
 	checked := op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && (clock || plainTime(now))
-	if checked && b.gcra && b.hit(key, h, op, cost, now, clock, &d) {
-		return d, nil
+	if checked && (b.gcra || b.slots) {
+		// What does not depend on the state, before the lock: on a key
+		// out of every cache, the work left once its state arrives is
+		// what delays the next decisions.
+		var at int64
+		if clock {
+			at = b.s.now(b.coarse)
+			if !b.s.usesClock.Load() {
+				b.s.usesClock.Store(true)
+			}
+			d.Time = time.Unix(0, at)
+		} else {
+			at, d.Time = now.UnixNano(), now
+		}
+		if b.gcra && b.hit(key, h, op, cost, at, &d) || b.slots && b.hitAll(key, h, op, cost, at, &d) {
+			return d, nil
+		}
 	}
 	// Field by field: a composite literal would be built aside and copied,
 	// and reading the fresh stores back stalls the copy.
@@ -352,25 +368,11 @@ const (
 )
 
 // hit decides the take or peek of cost by the one GCRA limit of b on key,
-// whose name hashes to h, at at (or, if clock, at the store's clock), if
-// the store holds key's state, and writes the decision to d:
-// decideGCRA's common case, without building a Request. It reports
-// whether it did.
-func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, at time.Time, clock bool, d *sluice.Decision) bool {
+// whose name hashes to h, at now (Unix ns), if the store holds key's
+// state, and writes the decision to d, whose Time is set: decideGCRA's
+// common case, without building a Request. It reports whether it did.
+func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, now int64, d *sluice.Decision) bool {
 	s := b.s
-	// What does not depend on the state, before the lock: on a key out of
-	// every cache, the work left once its state arrives is what delays
-	// the next decisions.
-	var now int64
-	if clock {
-		now = s.now(b.coarse)
-		if !s.usesClock.Load() {
-			s.usesClock.Store(true)
-		}
-		d.Time = time.Unix(0, now)
-	} else {
-		now, d.Time = at.UnixNano(), at
-	}
 	sh := &s.shards[h&s.mask]
 	l := &b.limits[0]
 	d.Limit = *l
@@ -386,6 +388,49 @@ func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, at time.Time, 
 	}
 	sh.mu.Unlock()
 	return ok
+}
+
+// hitAll is hit for the several limits of b, each of a state in a slot:
+// it decides the take or peek if the store holds every one of key's
+// states, without building a Request or the key's name. A state missing
+// (new, or evicted and perhaps charged by a ledger) takes decideAll's way.
+func (b *bound) hitAll(key string, h uint64, op sluice.Op, cost int, now int64, d *sluice.Decision) bool {
+	var states [maxSlotted][]int64
+	sh := &b.s.shards[h&b.s.mask]
+	at := d.Time
+	sh.mu.Lock()
+	for i := range b.limits {
+		s, ok := sh.table(&b.limits[i]).lookup(b.prefix, key, h)
+		if !ok {
+			sh.mu.Unlock()
+			return false
+		}
+		states[i] = s
+	}
+	sh.hw = max(sh.hw, now)
+	*d = algorithm.Decide(b.limits, states[:len(b.limits)], "", now, cost, op)
+	sh.mu.Unlock()
+	d.Time = at
+	return true
+}
+
+// maxSlotted is the most limits a Bound decides by hitAll.
+const maxSlotted = 4
+
+// slotted reports whether limits are several, at most maxSlotted, with
+// their states in slots found by their key alone: no sliding log (which
+// is kept by name, and fitted to its Rate when found) and no staggered
+// fixed window (whose windows start by its key's whole name).
+func slotted(limits []sluice.Limit) bool {
+	if len(limits) < 2 || len(limits) > maxSlotted {
+		return false
+	}
+	for _, l := range limits {
+		if l.Algorithm == sluice.SlidingLog || l.Staggered && l.Algorithm == sluice.FixedWindow {
+			return false
+		}
+	}
+	return true
 }
 
 // now returns the time of the store's clock in Unix nanoseconds: the

@@ -183,6 +183,14 @@ func TestBoundAsDecide(t *testing.T) {
 		{{Rate: 3, Period: time.Second}},
 		{{Rate: 3, Period: time.Second, Burst: 5}},
 		{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow}},
+		// Several limits of states in slots (hitAll), and beside them
+		// policies it leaves to decideAll: a sliding log, a staggered
+		// window, more than maxSlotted limits.
+		{{Rate: 3, Period: time.Second}, {Rate: 20, Period: time.Minute, Burst: 25}},
+		{{Rate: 8, Period: 2 * time.Second, Algorithm: sluice.FixedWindow}, {Rate: 10, Period: time.Minute, Algorithm: sluice.ApproxSlidingWindow}, {Rate: 30, Period: time.Hour}},
+		{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingLog}},
+		{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Algorithm: sluice.FixedWindow, Staggered: true}},
+		{{Rate: 3, Period: time.Second}, {Rate: 9, Period: 5 * time.Second}, {Rate: 10, Period: time.Minute}, {Rate: 50, Period: time.Hour}, {Rate: 90, Period: 24 * time.Hour}},
 	} {
 		t.Run(fmt.Sprint(limits), func(t *testing.T) {
 			ctx := context.Background()
@@ -207,6 +215,9 @@ func TestBoundAsDecide(t *testing.T) {
 					now = now.In(zone)
 				}
 				key := fmt.Sprintf("10.0.0.%d", i%3)
+				if i%5 == 0 { // kept apart from its slot (see inlineKey)
+					key = "2001:db8:85a3:8d3:1319:8a2e:370:7348/" + key
+				}
 				op := sluice.OpTake
 				switch {
 				case i%11 == 0:
