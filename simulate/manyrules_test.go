@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/simulate/loggen"
@@ -62,11 +63,11 @@ func TestManyRules(t *testing.T) {
 	}
 }
 
-// TestTallyBudget checks that the rate histograms of a replay's rules
-// count at most their shared budget of keys in their windows, the
-// requests of further keys counted as untallied, and that the budget
-// comes back when a window ends. The rules of a route share a histogram
-// per period: a's 5/min and b's 9/min count the same windows.
+// TestTallyBudget checks that the rate tables of a replay's routes hold
+// at most their shared budget of words, the requests of further keys
+// counted as untallied, and that the budget comes back when the longest
+// window ends. The rules of a route share a distribution per period: a's
+// 5/min and b's 9/min count the same windows, in one table with a's 50/h.
 func TestTallyBudget(t *testing.T) {
 	cfg, err := configFor("rules:\n  - name: a\n    limits: [\"5/min\", \"50/h\"]\n  - name: b\n    limits: [\"9/min\"]\n")
 	if err != nil {
@@ -77,39 +78,29 @@ func TestTallyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	rates := r.paths[0].rates
-	if len(r.paths) != 1 || len(rates) != 2 || r.routes[0].rates[0] != r.routes[1].rates[0] || r.routes[0].rates[1] == rates[0] {
-		t.Fatalf("%d paths, %d histograms: want one path of two, a minute's shared by a and b", len(r.paths), len(rates))
+	rates := &r.paths[0].rates
+	if len(r.paths) != 1 || len(rates.hists) != 2 || r.routes[0].rates[0] != r.routes[1].rates[0] || r.routes[0].rates[1] == rates.hists[0] {
+		t.Fatalf("%d paths, %d distributions: want one path of two, a minute's shared by a and b", len(r.paths), len(rates.hists))
 	}
-	const budget = 10
+	stride := rates.counts.stride
+	budget := 10 * stride
 	r.tallyKeys = budget
-	hists := 0
-	counted := func() (n int) {
-		for _, h := range rates {
-			n += h.counts.n
-		}
-		return n
-	}
 	t0 := int64(1_700_000_000) * 1e9 / 3600e9 * 3600e9 // an hour's start
 	// 40 keys, one request each, in one minute.
 	for i := range 40 {
 		r.paths[0].count(t0+int64(i)*1e9, "", uint64(1000+i))
-		hists += len(rates)
-		if n := counted(); n > budget || n+r.tallyKeys != budget {
-			t.Fatalf("after %d keys: %d keys counted, %d left: want at most %d together", i+1, n, r.tallyKeys, budget)
+		if n := rates.counts.n * stride; n > budget || n+r.tallyKeys != budget {
+			t.Fatalf("after %d keys: %d words held, %d left: want at most %d together", i+1, n, r.tallyKeys, budget)
 		}
 	}
-	var untallied int64
-	for _, h := range rates {
-		untallied += h.Untallied
+	for _, h := range rates.hists {
+		if h.Untallied != 30 {
+			t.Errorf("%d untallied of period %v, want the 30 requests of keys beyond the budget", h.Untallied, time.Duration(h.period))
+		}
 	}
-	if untallied != int64(hists-budget) {
-		t.Errorf("untallied = %d, want the %d requests beyond the budget", untallied, hists-budget)
-	}
-	// A minute later the per-minute windows end: their keys come back.
-	h := r.routes[1].rates[0]
-	h.add(t0+61e9, 1)
-	if r.tallyKeys <= 0 {
-		t.Errorf("after the minute's window ended, %d keys left of the budget: want its keys back", r.tallyKeys)
+	// An hour later every window has ended: the keys come back.
+	rates.add(t0+3601e9, 1)
+	if r.tallyKeys != budget-stride {
+		t.Errorf("after the hour's window ended, %d words left of the budget: want all but the new key's %d", r.tallyKeys, budget-stride)
 	}
 }

@@ -94,8 +94,8 @@ type Replayer struct {
 	res    rules.Result // the engine's answer to the last check, its statuses reused
 	errs   int64
 	first  error
-	// tallyKeys is what is left of the keys the rules' rate histograms
-	// may count (maxTallyKeys, shared by a replay's workers).
+	// tallyKeys is what is left of the words the routes' rate tables
+	// may hold (maxTallyWords, shared by a replay's workers).
 	tallyKeys int
 }
 
@@ -186,7 +186,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	rc := *c.Rules
 	// Nothing leaves the process: no telemetry export, no admin API.
 	rc.Telemetry, rc.Admin = config.Telemetry{}, config.Admin{}
-	r := &Replayer{user: c.UserHeader, tallyKeys: maxTallyKeys / int(max(share, 1)), seed: seed}
+	r := &Replayer{user: c.UserHeader, tallyKeys: maxTallyWords / int(max(share, 1)), seed: seed}
 	if r.user == "" {
 		r.user = DefaultUserHeader
 	}

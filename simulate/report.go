@@ -134,8 +134,8 @@ func (rs *ruleStats) report() RuleReport {
 		n--
 	}
 	r.Series = Series{Start: time.Unix(0, s.start).UTC(), Width: time.Duration(s.width), Requests: s.req[:n:n], WouldDeny: s.deny[:n:n]}
+	rs.path.rates.flush() // again, if another rule of the route was reported: a no-op
 	for i, h := range rs.rates {
-		h.flush() // again, if another rule shares it: a no-op
 		b := len(h.Buckets)
 		for b > 0 && h.Buckets[b-1] == 0 {
 			b--

@@ -3,7 +3,6 @@ package simulate
 import (
 	"hash/maphash"
 	"math/bits"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/guard"
@@ -17,8 +16,8 @@ type routeStats struct {
 	prefix  string
 	rules   []*ruleStats
 	keys    *distinct
-	traffic *topKeys    // requests per key, with each rule's denials in its column
-	rates   []*rateHist // one per period of the rules' limits
+	traffic *topKeys   // requests per key, with each rule's denials in its column
+	rates   rateCounts // a distribution per period of the rules' limits
 }
 
 // newRouteStats returns the shared tallies of prefix, its traffic
@@ -30,13 +29,10 @@ func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.S
 	for i, rs := range rules {
 		rs.path, rs.col = p, i
 		for _, l := range rs.rule.Limits {
-			k := slices.IndexFunc(p.rates, func(h *rateHist) bool { return h.period == int64(l.Period) })
-			if k < 0 {
-				k, p.rates = len(p.rates), append(p.rates, &rateHist{period: int64(l.Period), left: left})
-			}
-			rs.rates = append(rs.rates, p.rates[k])
+			rs.rates = append(rs.rates, p.rates.hist(int64(l.Period)))
 		}
 	}
+	p.rates.counts, p.rates.left = newCountTable(len(p.rates.hists)), left
 	return p
 }
 
@@ -45,9 +41,7 @@ func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.S
 // tell.
 func (p *routeStats) count(t int64, key string, h uint64) *counter {
 	p.keys.addHashed(h)
-	for _, r := range p.rates {
-		r.add(t, h)
-	}
+	p.rates.add(t, h)
 	return p.traffic.addHashed(h, key)
 }
 
@@ -56,9 +50,7 @@ func (p *routeStats) count(t int64, key string, h uint64) *counter {
 func (p *routeStats) merge(o *routeStats) {
 	p.keys.merge(o.keys)
 	p.traffic.merge(o.traffic)
-	for i, h := range p.rates {
-		h.merge(o.rates[i])
-	}
+	p.rates.merge(&o.rates)
 }
 
 // ruleStats tallies what one rule decided.
@@ -81,7 +73,7 @@ type ruleStats struct {
 	deniedKeys *distinct
 	denials    *topKeys // denials per key
 	series     series
-	rates      []*rateHist // one per limit of the rule, its path's of the limit's period
+	rates      []*rateHist // one per limit of the rule: its path's of the limit's period
 }
 
 // Defaults of the report's sizes: the keys listed per rule, and the keys
@@ -259,57 +251,143 @@ func (s *series) widen() {
 	s.start, s.width, s.req, s.deny = start, w, req, deny
 }
 
-// maxTallyKeys bounds the keys that the rate histograms of a replay's
-// rules count in their current windows, together (16-byte slots, at
-// most half full); the workers of a replay share it.
-const maxTallyKeys = 1 << 22
+// maxTallyWords bounds the words that the rate tables of a replay's
+// routes hold, together (slots of two words and one per two periods, at
+// most half full: 64 MiB of slots, 128 at most with the room); the
+// workers of a replay share it.
+const maxTallyWords = 1 << 23
 
 // A rateHist is the distribution of how many requests each key made in
 // each window of a period (a limit's, aligned to the Unix epoch), in
 // power-of-two buckets: bucket b holds the (key, window) pairs of
-// 2^b to 2^(b+1)-1 requests. It keeps the counts of the current window
-// only, so its memory is that of the keys active in one window; the keys
-// counted by every rateHist of a replay are bounded together (*left is
-// what is left of maxTallyKeys), and the requests of keys beyond them are
-// counted in Untallied.
+// 2^b to 2^(b+1)-1 requests. Its route's rateCounts counts the windows;
+// the requests of keys beyond the tables' budget are counted in
+// Untallied.
 type rateHist struct {
 	period    int64 // ns
 	Buckets   [40]int64
 	Untallied int64
-	window    int64
-	counts    countTable // by the key's hash
-	left      *int       // keys the replay's rateHists may add
+}
+
+// tally counts a (key, window) pair of n requests.
+func (h *rateHist) tally(n int32) {
+	h.Buckets[min(bits.Len32(uint32(n))-1, len(h.Buckets)-1)]++
+}
+
+// A rateCounts counts the requests of each key of a route in the current
+// window of each period of its rules' limits, for the distributions of
+// those periods (hists): one slot per key, with a column per period and
+// the time of the key's latest request, so that a request costs one
+// lookup (a table per period cost the sample's rules four a line). A
+// key's count of a period goes to the distribution when the key comes
+// back in a later window of that period; when the longest period's
+// window ends, every count whose window ended goes, and the keys left
+// with none are let go: the table holds the keys of one window of the
+// longest period, as that period's own table did. The words the rate
+// tables of a replay hold are bounded together (*left is what is left
+// of maxTallyWords), and the requests of keys beyond them are counted
+// as untallied. The zero value is an empty table of no period; hist adds
+// them before the first add.
+type rateCounts struct {
+	hists   []*rateHist // by column
+	longest int64       // the longest period, ns
+	window  int64       // the longest period's current window
+	counts  countTable
+	left    *int // words the replay's rate tables may add
+}
+
+// hist returns the distribution of period (ns), adding its column if new.
+func (r *rateCounts) hist(period int64) *rateHist {
+	for _, h := range r.hists {
+		if h.period == period {
+			return h
+		}
+	}
+	h := &rateHist{period: period}
+	r.hists, r.longest = append(r.hists, h), max(r.longest, period)
+	return h
 }
 
 // add counts a request at t of the key of hash key.
-func (h *rateHist) add(t int64, key uint64) {
-	if w := t / h.period; w > h.window {
-		h.flush()
-		h.window = w
+func (r *rateCounts) add(t int64, key uint64) {
+	if len(r.hists) == 0 {
+		return
 	}
-	n := h.counts.n
-	if !h.counts.add(key, *h.left <= 0) {
-		h.Untallied++
+	if w := t / r.longest; w > r.window {
+		r.sweep(t)
+		r.window = w
 	}
-	*h.left -= h.counts.n - n
+	s, isNew := r.counts.slot(key, *r.left >= r.counts.stride)
+	switch {
+	case s == nil:
+		for _, h := range r.hists {
+			h.Untallied++
+		}
+		return
+	case isNew:
+		*r.left -= r.counts.stride
+		s[1] = uint64(t)
+	}
+	last := int64(s[1])
+	for i, h := range r.hists {
+		n := count(s, i)
+		if n > 0 && t/h.period > last/h.period {
+			h.tally(n)
+			n = 0
+		}
+		setCount(s, i, n+1)
+	}
+	s[1] = uint64(max(last, t))
 }
 
-// merge adds the distribution of o, over other keys (another worker's).
-func (h *rateHist) merge(o *rateHist) {
-	h.flush()
+// sweep gives the distributions the counts whose window ended by t, and
+// lets go of the keys left with none.
+func (r *rateCounts) sweep(t int64) {
+	old := r.counts
+	r.counts = newCountTable(len(r.hists))
+	for s := range old.each(old.words) {
+		last, kept := int64(s[1]), false
+		for i, h := range r.hists {
+			switch n := count(s, i); {
+			case n > 0 && t/h.period > last/h.period:
+				h.tally(n)
+				setCount(s, i, 0)
+			case n > 0:
+				kept = true
+			}
+		}
+		if !kept {
+			*r.left += r.counts.stride
+			continue
+		}
+		k, _ := r.counts.slot(s[0], true)
+		copy(k[1:], s[1:])
+	}
+}
+
+// flush gives the distributions every count, and lets go of every key.
+func (r *rateCounts) flush() {
+	for s := range r.counts.each(r.counts.words) {
+		for i, h := range r.hists {
+			if n := count(s, i); n > 0 {
+				h.tally(n)
+			}
+		}
+	}
+	*r.left += r.counts.n * r.counts.stride
+	r.counts.reset()
+}
+
+// merge adds the distributions of o, the same route's over other keys
+// (another worker's).
+func (r *rateCounts) merge(o *rateCounts) {
+	r.flush()
 	o.flush()
-	for i, n := range o.Buckets {
-		h.Buckets[i] += n
+	for i, h := range r.hists {
+		oh := o.hists[i]
+		for b, n := range oh.Buckets {
+			h.Buckets[b] += n
+		}
+		h.Untallied += oh.Untallied
 	}
-	h.Untallied += o.Untallied
-}
-
-// flush moves the current window's counts into the buckets, and gives
-// its keys back to the budget.
-func (h *rateHist) flush() {
-	h.counts.each(func(n int32) {
-		h.Buckets[min(bits.Len32(uint32(n))-1, len(h.Buckets)-1)]++
-	})
-	*h.left += h.counts.n
-	h.counts.reset()
 }
