@@ -142,7 +142,7 @@ func (e *Engine) traced(ctx context.Context, r Request, res *Result) error {
 // stay there (nothing stores res, or a struct that holds the statuses,
 // anywhere but in res).
 func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
-	d, err := e.domain(r)
+	d, err := e.domainOf(r)
 	if err != nil {
 		*res = Result{}
 		return err
@@ -180,10 +180,10 @@ func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
 	return nil
 }
 
-// domain checks what Check requires of r as a whole, and returns its
+// domainOf checks what Check requires of r as a whole, and returns its
 // domain.
-func (e *Engine) domain(r Request) (*domain, error) {
-	d := e.domains[r.Domain]
+func (e *Engine) domainOf(r Request) (*domain, error) {
+	d := e.domain(r.Domain)
 	switch {
 	case d == nil:
 		return nil, fmt.Errorf("%w %q", ErrUnknownDomain, strings.Clone(r.Domain)) // a copy: r stays on the caller's stack

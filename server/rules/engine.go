@@ -86,6 +86,7 @@ type Config struct {
 // limit) carry over to it.
 type Engine struct {
 	domains  map[string]*domain
+	few      []*domain // the domains, when there are at most scanDomains of them (see domain)
 	rules    map[string]*Rule
 	ids      []string
 	storeFor func(*Rule) sluice.Store
@@ -166,7 +167,29 @@ func (e *Engine) wire() {
 	e.overrides = make(map[*domain]*overrides, len(e.domains))
 	for _, d := range e.domains {
 		e.overrides[d] = e.newOverrides(d)
+		if len(e.domains) <= scanDomains {
+			e.few = append(e.few, d)
+		}
 	}
+}
+
+// scanDomains is how many domains an engine finds by comparing their
+// names in turn; beyond, by its map. A map hashes a short name before
+// comparing it: of a replay of the sample's three rules, 2.4% of the CPU
+// went to finding each check's rule by name.
+const scanDomains = 8
+
+// domain returns the domain or named rule called name, or nil.
+func (e *Engine) domain(name string) *domain {
+	if e.few == nil {
+		return e.domains[name]
+	}
+	for _, d := range e.few {
+		if d.name == name {
+			return d
+		}
+	}
+	return nil
 }
 
 // Rules returns every rule of the engine, sorted by ID.
@@ -184,7 +207,7 @@ func (e *Engine) Rule(id string) *Rule { return e.rules[id] }
 
 // IsNamed reports whether name is a named rule (not a domain).
 func (e *Engine) IsNamed(name string) bool {
-	d := e.domains[name]
+	d := e.domain(name)
 	return d != nil && d.named != nil
 }
 

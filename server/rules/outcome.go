@@ -87,7 +87,7 @@ func (e *Engine) outcomeRule(o *OutcomeRequest) (*Rule, error) {
 		return nil, fmt.Errorf("rules: %w: cost %d must be at least 1 (0 means 1)", sluice.ErrInvalidRequest, o.Cost)
 	}
 	o.Cost = max(o.Cost, 1)
-	ru := e.domains[o.Rule].named
+	ru := e.domain(o.Rule).named
 	if o.Cost > ru.maxCost {
 		return nil, fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, o.Cost, ru.ID, ru.maxCost)
 	}
