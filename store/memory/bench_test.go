@@ -90,21 +90,43 @@ func BenchmarkDecide(b *testing.B) {
 					perKey = 1
 				}
 				limits := alg.limit(perKey, load.factor)
-				b.Run(name+"/serial", func(b *testing.B) { benchDecide(b, keys == "hot", limits, false, false) })
-				b.Run(name+"/parallel", func(b *testing.B) { benchDecide(b, keys == "hot", limits, true, false) })
+				hot := keys == "hot"
+				b.Run(name+"/serial", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot}) })
+				b.Run(name+"/parallel", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, parallel: true}) })
 				if alg.name == "gcra" {
-					b.Run(name+"/serial/clock", func(b *testing.B) { benchDecide(b, keys == "hot", limits, false, true) })
-					b.Run(name+"/parallel/clock", func(b *testing.B) { benchDecide(b, keys == "hot", limits, true, true) })
+					b.Run(name+"/serial/clock", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, clock: true}) })
+					b.Run(name+"/parallel/clock", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, parallel: true, clock: true}) })
+				}
+				if alg.name == "gcra" || alg.name == "policy" {
+					b.Run(name+"/serial/bound", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, bound: true}) })
 				}
 			}
 		}
 	}
 }
 
-func benchDecide(b *testing.B, hot bool, limits []sluice.Limit, parallel, clock bool) {
+// A benchWay is how benchDecide asks: of one hot key or of a million,
+// on every core or one goroutine, at the store's clock or the request's
+// time, through Decide or a Bound of the limits (a Limiter's way).
+type benchWay struct {
+	hot, parallel, clock, bound bool
+}
+
+func benchDecide(b *testing.B, limits []sluice.Limit, way benchWay) {
+	hot, parallel, clock := way.hot, way.parallel, way.clock
 	keys, order := benchKeys()
 	s := New(Config{SweepInterval: -1, MaxBytes: -1})
 	defer s.Close()
+	decide := func(ctx context.Context, r sluice.Request) (sluice.Decision, error) { return s.Decide(ctx, r) }
+	if way.bound {
+		bd, err := s.Bind(s, benchPref, limits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		decide = func(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+			return bd.Decide(ctx, r.Key, r.Op, r.Cost, r.Now)
+		}
+	}
 	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if clock {
@@ -153,7 +175,7 @@ func benchDecide(b *testing.B, hot bool, limits []sluice.Limit, parallel, clock 
 				r.Now = time.Unix(0, now)
 			}
 			i++
-			d, err := s.Decide(ctx, r)
+			d, err := decide(ctx, r)
 			if err != nil {
 				b.Fatal(err)
 			}
