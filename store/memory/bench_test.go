@@ -97,7 +97,7 @@ func BenchmarkDecide(b *testing.B) {
 					b.Run(name+"/serial/clock", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, clock: true}) })
 					b.Run(name+"/parallel/clock", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, parallel: true, clock: true}) })
 				}
-				if alg.name == "gcra" || alg.name == "policy" {
+				if alg.name != "log" {
 					b.Run(name+"/serial/bound", func(b *testing.B) { benchDecide(b, limits, benchWay{hot: hot, bound: true}) })
 				}
 			}

@@ -286,7 +286,8 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 	}
 	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
 		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix),
-		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA, slots: slotted(limits)}
+		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA}
+	b.slots = !b.gcra && slotted(limits)
 	if b.gcra {
 		b.interval = int64(limits[0].Interval())
 		b.tau = b.interval * int64(limits[0].MaxBurst())
@@ -307,7 +308,7 @@ type bound struct {
 	cut           bool   // prefix ends with sep
 	ph            uint64 // the hash of prefix, if cut
 	gcra          bool   // limits are one GCRA limit
-	slots         bool   // limits are several, each of a state in a slot (see slotted)
+	slots         bool   // limits are not one GCRA limit, and each has its state in a slot (see slotted)
 	interval, tau int64  // if gcra: its interval and tolerance, ns (see algorithm.GCRAAt)
 }
 
@@ -390,10 +391,11 @@ func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, now int64, d *
 	return ok
 }
 
-// hitAll is hit for the several limits of b, each of a state in a slot:
-// it decides the take or peek if the store holds every one of key's
-// states, without building a Request or the key's name. A state missing
-// (new, or evicted and perhaps charged by a ledger) takes decideAll's way.
+// hitAll is hit for the limits of b, each of a state in a slot (windows,
+// or several limits): it decides the take or peek if the store holds
+// every one of key's states, without building a Request or the key's
+// name. A state missing (new, or evicted and perhaps charged by a
+// ledger) takes decideAll's way.
 func (b *bound) hitAll(key string, h uint64, op sluice.Op, cost int, now int64, d *sluice.Decision) bool {
 	var states [maxSlotted][]int64
 	sh := &b.s.shards[h&b.s.mask]
@@ -417,12 +419,12 @@ func (b *bound) hitAll(key string, h uint64, op sluice.Op, cost int, now int64, 
 // maxSlotted is the most limits a Bound decides by hitAll.
 const maxSlotted = 4
 
-// slotted reports whether limits are several, at most maxSlotted, with
-// their states in slots found by their key alone: no sliding log (which
-// is kept by name, and fitted to its Rate when found) and no staggered
-// fixed window (whose windows start by its key's whole name).
+// slotted reports whether limits are at most maxSlotted, with their
+// states in slots found by their key alone: no sliding log (which is kept
+// by name, and fitted to its Rate when found) and no staggered fixed
+// window (whose windows start by its key's whole name).
 func slotted(limits []sluice.Limit) bool {
-	if len(limits) < 2 || len(limits) > maxSlotted {
+	if len(limits) > maxSlotted {
 		return false
 	}
 	for _, l := range limits {

@@ -183,6 +183,8 @@ func TestBoundAsDecide(t *testing.T) {
 		{{Rate: 3, Period: time.Second}},
 		{{Rate: 3, Period: time.Second, Burst: 5}},
 		{{Rate: 3, Period: time.Second}, {Rate: 10, Period: time.Minute, Algorithm: sluice.SlidingWindow}},
+		{{Rate: 8, Period: 2 * time.Second, Algorithm: sluice.FixedWindow}},
+		{{Rate: 10, Period: time.Minute, Algorithm: sluice.ApproxSlidingWindow}},
 		// Several limits of states in slots (hitAll), and beside them
 		// policies it leaves to decideAll: a sliding log, a staggered
 		// window, more than maxSlotted limits.
