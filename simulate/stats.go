@@ -293,7 +293,8 @@ type rateCounts struct {
 	longest int64       // the longest period, ns
 	window  int64       // the longest period's current window
 	counts  countTable
-	left    *int // words the replay's rate tables may add
+	left    *int     // words the replay's rate tables may add
+	kept    []uint64 // sweep's scratch: the slots it puts back
 }
 
 // hist returns the distribution of period (ns), adding its column if new.
@@ -341,28 +342,34 @@ func (r *rateCounts) add(t int64, key uint64) {
 }
 
 // sweep gives the distributions the counts whose window ended by t, and
-// lets go of the keys left with none.
+// lets go of the keys left with none: the table is emptied as a window's
+// table was (its room kept, unless large), and the keys still counting
+// put back.
 func (r *rateCounts) sweep(t int64) {
-	old := r.counts
-	r.counts = newCountTable(len(r.hists))
-	for s := range old.each(old.words) {
-		last, kept := int64(s[1]), false
+	kept := r.kept[:0]
+	for s := range r.counts.each(r.counts.words) {
+		last, counting := int64(s[1]), false
 		for i, h := range r.hists {
 			switch n := count(s, i); {
 			case n > 0 && t/h.period > last/h.period:
 				h.tally(n)
 				setCount(s, i, 0)
 			case n > 0:
-				kept = true
+				counting = true
 			}
 		}
-		if !kept {
-			*r.left += r.counts.stride
-			continue
+		if counting {
+			kept = append(kept, s...)
 		}
-		k, _ := r.counts.slot(s[0], true)
-		copy(k[1:], s[1:])
 	}
+	stride := r.counts.stride
+	*r.left += r.counts.n*stride - len(kept)
+	r.counts.reset()
+	for i := 0; i < len(kept); i += stride {
+		k, _ := r.counts.slot(kept[i], true)
+		copy(k[1:], kept[i+1:i+stride])
+	}
+	r.kept = kept[:0]
 }
 
 // flush gives the distributions every count, and lets go of every key.
