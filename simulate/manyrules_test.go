@@ -84,13 +84,13 @@ func TestTallyBudget(t *testing.T) {
 	}
 	stride := rates.counts.stride
 	budget := 10 * stride
-	r.tallyKeys = budget
+	r.tallyWords = budget
 	t0 := int64(1_700_000_000) * 1e9 / 3600e9 * 3600e9 // an hour's start
 	// 40 keys, one request each, in one minute.
 	for i := range 40 {
 		r.paths[0].count(t0+int64(i)*1e9, "", uint64(1000+i))
-		if n := rates.counts.n * stride; n > budget || n+r.tallyKeys != budget {
-			t.Fatalf("after %d keys: %d words held, %d left: want at most %d together", i+1, n, r.tallyKeys, budget)
+		if n := rates.counts.n * stride; n > budget || n+r.tallyWords != budget {
+			t.Fatalf("after %d keys: %d words held, %d left: want at most %d together", i+1, n, r.tallyWords, budget)
 		}
 	}
 	for _, h := range rates.hists {
@@ -100,7 +100,7 @@ func TestTallyBudget(t *testing.T) {
 	}
 	// An hour later every window has ended: the keys come back.
 	rates.add(t0+3601e9, 1)
-	if r.tallyKeys != budget-stride {
-		t.Errorf("after the hour's window ended, %d words left of the budget: want all but the new key's %d", r.tallyKeys, budget-stride)
+	if r.tallyWords != budget-stride {
+		t.Errorf("after the hour's window ended, %d words left of the budget: want all but the new key's %d", r.tallyWords, budget-stride)
 	}
 }

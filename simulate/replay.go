@@ -94,9 +94,9 @@ type Replayer struct {
 	res    rules.Result // the engine's answer to the last check, its statuses reused
 	errs   int64
 	first  error
-	// tallyKeys is what is left of the words the routes' rate tables
+	// tallyWords is what is left of the words the routes' rate tables
 	// may hold (maxTallyWords, shared by a replay's workers).
-	tallyKeys int
+	tallyWords int
 }
 
 // needs says which headers the forward-auth key reads, beside the
@@ -186,7 +186,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	rc := *c.Rules
 	// Nothing leaves the process: no telemetry export, no admin API.
 	rc.Telemetry, rc.Admin = config.Telemetry{}, config.Admin{}
-	r := &Replayer{user: c.UserHeader, tallyKeys: maxTallyWords / int(max(share, 1)), seed: seed}
+	r := &Replayer{user: c.UserHeader, tallyWords: maxTallyWords / int(max(share, 1)), seed: seed}
 	if r.user == "" {
 		r.user = DefaultUserHeader
 	}
@@ -266,7 +266,7 @@ func (r *Replayer) route(c Config, rc *config.Config, seed maphash.Seed) error {
 		byPrefix[rt.PathPrefix] = append(byPrefix[rt.PathPrefix], rs)
 	}
 	for prefix, rss := range byPrefix {
-		r.paths = append(r.paths, newRouteStats(prefix, rss, sketch, seed, &r.tallyKeys))
+		r.paths = append(r.paths, newRouteStats(prefix, rss, sketch, seed, &r.tallyWords))
 	}
 	slices.SortFunc(r.paths, func(a, b *routeStats) int { // the same order in every worker, for merging
 		return cmp.Or(cmp.Compare(len(b.prefix), len(a.prefix)), strings.Compare(a.prefix, b.prefix))
