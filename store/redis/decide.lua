@@ -266,11 +266,24 @@ local function sliding_refine(l, c, full, old, lo)
   return dlo
 end
 
+-- sliding_meets returns about when, in µs, within bucket c, an
+-- approximate window's count of full and old falls to where a take of
+-- cost fits: the count falls by old/b a µs as the oldest bucket's overlap
+-- shrinks, so the overlap may be at most (rate-cost-full)*b/old.
+local function sliding_meets(l, c, full, old)
+  local b = l.b
+  local over = min(max(floor((l.r - cost - full) * b / old), 0), b)
+  return (c - l.g + 1) * b + l.p - over
+end
+
 -- sliding_retry_at returns the earliest time, in µs less ns, at which a
 -- take of cost fits, if nothing else is taken meanwhile. The count only
 -- falls as time passes, so it walks forward bucket by bucket, keeping
 -- full and old up to date, and bisects within the first bucket where the
--- take fits, as the reference does.
+-- take fits, as the reference does: within a few µs of where the count
+-- meets the rate (sliding_meets), or at lo when it met it before, unless
+-- rounding put the meeting further off (a bucket of an hour took 29
+-- steps).
 local function sliding_retry_at(l, s, t)
   local g, b, newest = l.g, l.b, s[1]
   local function cnt(i)
@@ -287,6 +300,15 @@ local function sliding_retry_at(l, s, t)
     local e = (c + 1) * b
     if fits(c, full, old, e - 1) then
       local lo, hi = t, e - 1
+      if l.a == 2 or old == 0 then
+        hi = lo -- the count is the same at every instant of the bucket: no search
+      else
+        local m = sliding_meets(l, c, full, old)
+        local a = min(max(m - 2, lo), hi)
+        if not fits(c, full, old, a) then lo = a + 1 end
+        local z = min(max(m + 2, lo), hi)
+        if fits(c, full, old, z) then hi = z end
+      end
       while lo < hi do
         local mid = lo + floor((hi - lo) / 2)
         if fits(c, full, old, mid) then hi = mid else lo = mid + 1 end
