@@ -166,10 +166,13 @@ func InsertAll(limits []sluice.Limit, states [][]int64, key string, now int64, c
 // only if every limit allows (all or nothing); for any other op it
 // changes nothing. Staggered fixed windows are offset by key.
 func Decide(limits []sluice.Limit, states [][]int64, key string, now int64, cost int, op sluice.Op) sluice.Decision {
-	var d sluice.Decision
-	for i, l := range limits {
-		di := Check(l, states[i], now-Offset(l, key), cost)
-		if i == 0 || di.Binds(d) {
+	if len(limits) == 0 {
+		return sluice.Decision{}
+	}
+	d := Check(limits[0], states[0], now-Offset(limits[0], key), cost) // in place: a Decision is large to copy
+	for i := 1; i < len(limits); i++ {
+		l := &limits[i]
+		if di := Check(*l, states[i], now-Offset(*l, key), cost); di.Binds(d) {
 			d = di
 		}
 	}
