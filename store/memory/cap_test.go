@@ -172,12 +172,22 @@ func TestCapPolicy(t *testing.T) {
 // bytes a state costs), each over its limit, beside a few innocent
 // actors of another rule: the store stays within its cap, no attacker
 // is admitted again within the window though most were evicted, and
-// every innocent, evicted or not, keeps what it has left.
+// every innocent, evicted or not, keeps what it has left. Through
+// Decide, and through a Bound, which decides a held key in place and an
+// evicted one by the general path and its ledger.
 func TestCapFloodOfLongWindowKeys(t *testing.T) {
-	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
-		t.Run(alg.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		alg   sluice.Algorithm
+		bound bool // through a Bound of each prefix, a Limiter's way (held keys decided in place)
+	}{{sluice.FixedWindow, false}, {sluice.SlidingWindow, false}, {sluice.FixedWindow, true}, {sluice.SlidingWindow, true}} {
+		alg := c.alg
+		t.Run(fmt.Sprintf("%v/bound=%v", alg, c.bound), func(t *testing.T) {
 			s := New(Config{Shards: 1, SweepInterval: -1, MaxBytes: 8 * capBytes})
 			defer s.Close()
+			mustDecide := mustDecide
+			if c.bound {
+				mustDecide = boundDecide
+			}
 			flood := []sluice.Limit{{Rate: 1, Period: time.Hour, Algorithm: alg}}
 			api := []sluice.Limit{{Rate: 10, Period: time.Hour}}
 			const innocents, attackers = 5, 400
@@ -221,6 +231,21 @@ func TestCapFloodOfLongWindowKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// boundDecide is mustDecide through a Bound of r's prefix and limits (a
+// new one each time: a Bound keeps no state of its own).
+func boundDecide(t *testing.T, s *Store, r sluice.Request) sluice.Decision {
+	t.Helper()
+	b, err := s.Bind(s, r.Prefix, r.Limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.Decide(context.Background(), r.Key, sluice.OpTake, r.Cost, r.Now)
+	if err != nil {
+		t.Fatalf("Bound.Decide(%q) error: %v", r.Key, err)
+	}
+	return d
 }
 
 // TestCapTooLarge checks the one way a take can still fail for room: a
