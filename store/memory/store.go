@@ -288,6 +288,9 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix),
 		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA}
 	b.slots = !b.gcra && slotted(limits)
+	for i := range b.limits {
+		b.kinds = append(b.kinds, kindOf(&b.limits[i]))
+	}
 	if b.gcra {
 		b.interval = int64(limits[0].Interval())
 		b.tau = b.interval * int64(limits[0].MaxBurst())
@@ -303,6 +306,7 @@ type bound struct {
 	s             *Store
 	prefix        string
 	limits        []sluice.Limit
+	kinds         []kind // of limits
 	maxCost       int    // the least MaxBurst of limits
 	coarse        bool   // limits fit the coarse clock
 	cut           bool   // prefix ends with sep
@@ -378,7 +382,7 @@ func (b *bound) hit(key string, h uint64, op sluice.Op, cost int, now int64, d *
 	l := &b.limits[0]
 	d.Limit = *l
 	sh.mu.Lock()
-	t := sh.table(l)
+	t := sh.tableOf(b.kinds[0], l)
 	w, ok := t.lookupOne(b.prefix, key, h)
 	if ok {
 		sh.hw = max(sh.hw, now)
@@ -402,7 +406,7 @@ func (b *bound) hitAll(key string, h uint64, op sluice.Op, cost int, now int64, 
 	at := d.Time
 	sh.mu.Lock()
 	for i := range b.limits {
-		s, ok := sh.table(&b.limits[i]).lookup(b.prefix, key, h)
+		s, ok := sh.tableOf(b.kinds[i], &b.limits[i]).lookup(b.prefix, key, h)
 		if !ok {
 			sh.mu.Unlock()
 			return false
@@ -508,8 +512,10 @@ func (s *Store) joined(prefix, key string) uint64 {
 }
 
 // table returns the shard's table for l's kind, creating it if need be.
-func (sh *shard) table(l *sluice.Limit) *table {
-	k := kindOf(l)
+func (sh *shard) table(l *sluice.Limit) *table { return sh.tableOf(kindOf(l), l) }
+
+// tableOf is table, for l of kind k.
+func (sh *shard) tableOf(k kind, l *sluice.Limit) *table {
 	for _, t := range sh.tables {
 		if t.kind == k {
 			return t
