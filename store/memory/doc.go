@@ -16,6 +16,14 @@
 // 24-byte names by BenchmarkBytesPerKey; a longer key's bytes are kept
 // apart, and cost a map lookup more per decision.
 //
+// A [sluice.Limiter] (and the rules engine of sluice serve) decides
+// through the store's Bound of its prefix and limits ([Store.Bind]),
+// checked once: a take or peek of a key whose states the store holds is
+// decided in place, under its shard's lock, without building a request
+// or the key's name; a new key, or one the store evicted, takes the
+// general way, through its ledger. Sliding logs and staggered fixed
+// windows, whose states are found by the whole name, always do.
+//
 // # Bounds
 //
 // Memory is bounded by [Config.MaxBytes]: three eighths of it are kept for
