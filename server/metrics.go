@@ -272,21 +272,67 @@ type meter struct {
 	tracer  trace.Tracer    // nil: no spans
 }
 
-var _ sluice.Batcher = (*meter)(nil)
+var (
+	_ sluice.Batcher = (*meter)(nil)
+	_ sluice.Binder  = (*meter)(nil)
+)
 
 func (mt *meter) Decide(ctx context.Context, r sluice.Request) (sluice.Decision, error) {
+	return mt.decide(ctx, &r, nil)
+}
+
+// decide decides r through b, a Bound of the store under the meter of
+// r's prefix and limits, or if nil through the store's Decide, and
+// counts and times it.
+func (mt *meter) decide(ctx context.Context, r *sluice.Request, b sluice.Bound) (sluice.Decision, error) {
 	if mt.tracer != nil {
 		var span trace.Span
 		ctx, span = mt.span(ctx, "sluice.store.decide", 1)
 		defer span.End()
 	}
 	start := time.Now()
-	d, err := mt.next.Decide(ctx, r)
-	mt.record(&r, d, err, start, time.Since(start))
+	var d sluice.Decision
+	var err error
+	if b != nil {
+		d, err = b.Decide(ctx, r.Key, r.Op, r.Cost, r.Now)
+	} else {
+		d, err = mt.next.Decide(ctx, *r)
+	}
+	mt.record(r, d, err, start, time.Since(start))
 	if err != nil && mt.tracer != nil {
 		failed(ctx, err)
 	}
 	return d, err
+}
+
+// Bind binds the store under the meter, when it is a sluice.Binder (the
+// memory store), and returns a Bound that meters its decisions as Decide
+// does: so that the rules engine's checks on the memory store take the
+// store's bound way (a held key decided in place) under the meter too.
+// See sluice.Binder for as.
+func (mt *meter) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (sluice.Bound, error) {
+	next, ok := mt.next.(sluice.Binder)
+	if m, isMeter := as.(*meter); !ok || !isMeter || m != mt {
+		return nil, nil
+	}
+	b, err := next.Bind(mt.next, prefix, limits)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	return &meteredBound{mt: mt, b: b, prefix: prefix, limits: limits}, nil
+}
+
+// A meteredBound is a meter's Bound: the store's, counted and timed.
+type meteredBound struct {
+	mt     *meter
+	b      sluice.Bound
+	prefix string
+	limits []sluice.Limit
+}
+
+func (mb *meteredBound) Decide(ctx context.Context, key string, op sluice.Op, cost int, now time.Time) (sluice.Decision, error) {
+	r := sluice.Request{Prefix: mb.prefix, Key: key, Limits: mb.limits, Op: op, Cost: cost, Now: now}
+	return mb.mt.decide(ctx, &r, mb.b)
 }
 
 // failed marks the span of ctx failed with err.
