@@ -104,3 +104,46 @@ func TestTallyBudget(t *testing.T) {
 		t.Errorf("after the hour's window ended, %d words left of the budget: want all but the new key's %d", r.tallyWords, budget-stride)
 	}
 }
+
+// TestTallyBudgetManyPeriods checks the rate tables' bound where a key
+// costs most: a route of 60 rules of 60 different periods, whose every
+// key holds a slot of 32 words. Flooded with 5,000 keys, the table holds
+// no more than the budget, its slots no more than four times it (at most
+// half full, doubled when growing), and every distribution counts the
+// requests of the keys beyond it as untallied.
+func TestTallyBudgetManyPeriods(t *testing.T) {
+	var rules strings.Builder
+	rules.WriteString("rules:\n")
+	for i := range 60 {
+		fmt.Fprintf(&rules, "  - name: r%d\n    limits: [\"1000/%ds\"]\n", i, i+1)
+	}
+	cfg, err := configFor(rules.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReplayer(context.Background(), Config{Rules: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rates := &r.paths[0].rates
+	if len(r.paths) != 1 || len(rates.hists) != 60 || rates.counts.stride != 32 {
+		t.Fatalf("%d paths, %d distributions, %d words a key: want one path, 60, 32", len(r.paths), len(rates.hists), rates.counts.stride)
+	}
+	const budget = 1000 * 32 // words: a thousand keys
+	r.tallyWords = budget
+	t0 := int64(1_700_000_000) * 1e9
+	for i := range 5000 {
+		r.paths[0].count(t0, "", uint64(1_000_000+i))
+	}
+	held := rates.counts.n * rates.counts.stride
+	if held > budget || held+r.tallyWords != budget || len(rates.counts.words) > 4*budget {
+		t.Errorf("%d words held, %d left, %d allocated: want at most %d held, all accounted, at most %d allocated",
+			held, r.tallyWords, len(rates.counts.words), budget, 4*budget)
+	}
+	for _, h := range rates.hists {
+		if h.Untallied != 4000 {
+			t.Fatalf("%d untallied of period %v, want the 4000 requests of keys beyond the budget", h.Untallied, time.Duration(h.period))
+		}
+	}
+}
