@@ -69,15 +69,7 @@ func TestManyRules(t *testing.T) {
 // window ends. The rules of a route share a distribution per period: a's
 // 5/min and b's 9/min count the same windows, in one table with a's 50/h.
 func TestTallyBudget(t *testing.T) {
-	cfg, err := configFor("rules:\n  - name: a\n    limits: [\"5/min\", \"50/h\"]\n  - name: b\n    limits: [\"9/min\"]\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReplayer(context.Background(), Config{Rules: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := replayerFor(t, "rules:\n  - name: a\n    limits: [\"5/min\", \"50/h\"]\n  - name: b\n    limits: [\"9/min\"]\n")
 	rates := &r.paths[0].rates
 	if len(r.paths) != 1 || len(rates.hists) != 2 || r.routes[0].rates[0] != r.routes[1].rates[0] || r.routes[0].rates[1] == rates.hists[0] {
 		t.Fatalf("%d paths, %d distributions: want one path of two, a minute's shared by a and b", len(r.paths), len(rates.hists))
@@ -117,15 +109,7 @@ func TestTallyBudgetManyPeriods(t *testing.T) {
 	for i := range 60 {
 		fmt.Fprintf(&rules, "  - name: r%d\n    limits: [\"1000/%ds\"]\n", i, i+1)
 	}
-	cfg, err := configFor(rules.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewReplayer(context.Background(), Config{Rules: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := replayerFor(t, rules.String())
 	rates := &r.paths[0].rates
 	if len(r.paths) != 1 || len(rates.hists) != 60 || rates.counts.stride != 32 {
 		t.Fatalf("%d paths, %d distributions, %d words a key: want one path, 60, 32", len(r.paths), len(rates.hists), rates.counts.stride)
@@ -146,4 +130,15 @@ func TestTallyBudgetManyPeriods(t *testing.T) {
 			t.Fatalf("%d untallied of period %v, want the 4000 requests of keys beyond the budget", h.Untallied, time.Duration(h.period))
 		}
 	}
+}
+
+// replayerFor returns a Replayer of the rules of text, closed when t ends.
+func replayerFor(t *testing.T, text string) *Replayer {
+	t.Helper()
+	r, err := NewReplayer(context.Background(), Config{Rules: parseConfig(t, text)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
