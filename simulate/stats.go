@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"time"
 
@@ -372,18 +373,9 @@ func (r *rateCounts) sweep(t int64) {
 	r.kept = kept[:0]
 }
 
-// flush gives the distributions every count, and lets go of every key.
-func (r *rateCounts) flush() {
-	for s := range r.counts.each(r.counts.words) {
-		for i, h := range r.hists {
-			if n := count(s, i); n > 0 {
-				h.tally(n)
-			}
-		}
-	}
-	*r.left += r.counts.n * r.counts.stride
-	r.counts.reset()
-}
+// flush gives the distributions every count, and lets go of every key:
+// a sweep at the end of time, when every window has ended.
+func (r *rateCounts) flush() { r.sweep(math.MaxInt64) }
 
 // merge adds the distributions of o, the same route's over other keys
 // (another worker's).
