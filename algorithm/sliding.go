@@ -65,8 +65,6 @@ func (w win) view(s []int64, t int64) (c, full, old int64) {
 	return c, full, old
 }
 
-func bucketWidth(l sluice.Limit) int64 { return winOf(&l).b }
-
 func slot(g, i int64) int {
 	m := i % (g + 1)
 	if m < 0 {
@@ -193,8 +191,8 @@ func (w win) meets(c, full, old int64, cost int) int64 {
 }
 
 func slidingCommit(l sluice.Limit, s []int64, now int64, cost int) {
-	g := int64(l.BucketCount())
-	cur := floorDiv(now, bucketWidth(l))
+	w := winOf(&l)
+	g, cur := w.g, floorDiv(now, w.b)
 	if cur > s[0] {
 		if cur-s[0] > g {
 			clear(s[1:])
@@ -212,9 +210,9 @@ func slidingCommit(l sluice.Limit, s []int64, now int64, cost int) {
 // than at's bucket: the take was counted there or, if the clock had gone
 // back, in a newer bucket.
 func slidingRefund(l sluice.Limit, s []int64, at int64, cost int) {
-	g := int64(l.BucketCount())
-	left := int64(cost)
-	for i := max(floorDiv(at, bucketWidth(l)), s[0]-g); i <= s[0] && left > 0; i++ {
+	w := winOf(&l)
+	g, left := w.g, int64(cost)
+	for i := max(floorDiv(at, w.b), s[0]-g); i <= s[0] && left > 0; i++ {
 		k := slot(g, i)
 		n := min(s[k], left)
 		s[k] -= n

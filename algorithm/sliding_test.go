@@ -47,7 +47,8 @@ func TestSlidingSteps(t *testing.T) {
 
 // viewBySlot is win.view, finding each bucket's slot anew.
 func viewBySlot(l sluice.Limit, s []int64, t int64) (c, full, old int64) {
-	g, b := int64(l.BucketCount()), bucketWidth(l)
+	w := winOf(&l)
+	g, b := w.g, w.b
 	newest := s[0]
 	c = max(floorDiv(t, b), newest)
 	for i := max(c-g, newest-g); i <= newest; i++ {
@@ -62,7 +63,8 @@ func viewBySlot(l sluice.Limit, s []int64, t int64) (c, full, old int64) {
 
 // resetAfterBySlot is win.resetAfter, finding each bucket's slot anew.
 func resetAfterBySlot(l sluice.Limit, s []int64, now int64, taken bool) int64 {
-	g, b := int64(l.BucketCount()), bucketWidth(l)
+	w := winOf(&l)
+	g, b := w.g, w.b
 	c, _, _ := viewBySlot(l, s, now)
 	newest := int64(math.MinInt64)
 	if taken {
