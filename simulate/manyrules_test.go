@@ -101,8 +101,9 @@ func TestTallyBudget(t *testing.T) {
 // costs most: a route of 60 rules of 60 different periods, whose every
 // key holds a slot of 32 words. Flooded with 5,000 keys, the table holds
 // no more than the budget, its slots no more than four times it (at most
-// half full, doubled when growing), and every distribution counts the
-// requests of the keys beyond it as untallied.
+// half full, doubled when growing), every distribution counts the
+// requests of the keys beyond it as untallied, and the keys counted
+// before the budget ran out keep their counts.
 func TestTallyBudgetManyPeriods(t *testing.T) {
 	var rules strings.Builder
 	rules.WriteString("rules:\n")
@@ -128,6 +129,13 @@ func TestTallyBudgetManyPeriods(t *testing.T) {
 	for _, h := range rates.hists {
 		if h.Untallied != 4000 {
 			t.Fatalf("%d untallied of period %v, want the 4000 requests of keys beyond the budget", h.Untallied, time.Duration(h.period))
+		}
+	}
+	// The keys counted before the budget ran out keep their counts.
+	for i := range 1000 {
+		s, _ := rates.counts.slot(uint64(1_000_000+i), false)
+		if s == nil || count(s, 0) != 1 || count(s, 59) != 1 {
+			t.Fatalf("key %d, counted before the flood: slot %v, want its request counted in every column", i, s)
 		}
 	}
 }
