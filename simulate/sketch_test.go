@@ -28,7 +28,8 @@ func TestTopKeys(t *testing.T) {
 		tk.add(k).tell(0, denied)
 	}
 	held := map[string]counter{}
-	for _, c := range tk.heap {
+	for _, s := range tk.heap {
+		c := s.c
 		held[c.key] = *c
 	}
 	for k, want := range exact {
@@ -90,7 +91,8 @@ func TestTopKeysColumns(t *testing.T) {
 			if got, want := shared[w].deniedShare(col), one.deniedShare(0); got != want {
 				t.Errorf("%s: column %d: deniedShare %d, its rule's own sketch %d", when, col, got, want)
 			}
-			for _, c := range one.heap {
+			for _, s := range one.heap {
+				c := s.c
 				if sc := shared[w].idx[c.hash]; sc == nil || sc.count != c.count || sc.err != c.err || sc.den[col] != c.den[0] {
 					t.Fatalf("%s: column %d: key %s: %+v, its rule's own sketch %+v", when, col, c.key, sc, c)
 				}
@@ -168,8 +170,9 @@ func TestTopKeysMerge(t *testing.T) {
 	if tk.total != n || len(tk.heap) != capacity || len(tk.idx) != capacity {
 		t.Fatalf("merged: total %d, %d counters, %d indexed; want %d, %d, %d", tk.total, len(tk.heap), len(tk.idx), n, capacity, capacity)
 	}
-	for i, c := range tk.heap {
-		if c.pos != i || tk.idx[c.hash] != c || (i > 0 && tk.heap[(i-1)/2].count > c.count) {
+	for i, s := range tk.heap {
+		c := s.c
+		if c.pos != i || s.count != c.count || tk.idx[c.hash] != c || (i > 0 && tk.heap[(i-1)/2].count > c.count) {
 			t.Fatalf("counter %d (%s, count %d) at pos %d: heap or index broken", i, c.key, c.count, c.pos)
 		}
 	}
@@ -185,7 +188,7 @@ func TestTopKeysMerge(t *testing.T) {
 		}
 	}
 	tk.add("new").tell(0, false) // still a working sketch
-	if c := tk.idx[maphash.String(seed, "new")]; c == nil || tk.heap[c.pos] != c {
+	if c := tk.idx[maphash.String(seed, "new")]; c == nil || tk.heap[c.pos].c != c || tk.heap[c.pos].count != c.count {
 		t.Error("a key added after the merge is not held at its position")
 	}
 }
