@@ -226,3 +226,22 @@ func TestSeriesMerge(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTopKeys counts a stream of Zipf clients, as a route's traffic
+// sketch of 4096 counters does on every line of a replay: most keys are
+// rare, so that a lookup misses and a counter is replaced.
+func BenchmarkTopKeys(b *testing.B) {
+	const n = 1 << 20
+	seed := maphash.MakeSeed()
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 1<<20)
+	keys, hashes := make([]string, n), make([]uint64, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("10.%d.%d.%d", z.Uint64()>>16, z.Uint64()>>8&255, z.Uint64()&255)
+		hashes[i] = maphash.String(seed, keys[i])
+	}
+	tk := newTopKeys(4096, 3, seed)
+	b.ResetTimer()
+	for i := range b.N {
+		tk.addHashed(hashes[i&(n-1)], keys[i&(n-1)]).tell(i%3, i%5 == 0)
+	}
+}
