@@ -86,8 +86,17 @@ type pool struct {
 // partitioner, so that the worker need not find them again).
 type parcel struct {
 	entries []accesslog.Entry
-	addrs   []string
+	addrs   []clientAddr
 	arena   []byte
+}
+
+// A clientAddr is an entry's client address as the partitioner interned
+// it, and its slot in the partitioner's cache, which is its slot in the
+// worker's address cache too: the worker neither hashes it again nor,
+// while the partitioner keeps the same string, compares its bytes.
+type clientAddr struct {
+	s    string
+	slot int
 }
 
 // newPool starts n workers replaying c.
@@ -107,7 +116,7 @@ func newPool(ctx context.Context, c Config, n int) (*pool, error) {
 	p.uri = r.needs.uri || slices.ContainsFunc(r.routes, func(rs *ruleStats) bool { return rs.route.PathPrefix != "" })
 	p.part = newPartitioner(c.Rules.ForwardAuth, r.proxy, n)
 	for range cap(p.free) {
-		p.free <- &parcel{entries: make([]accesslog.Entry, 0, parcelLen), addrs: make([]string, 0, parcelLen), arena: make([]byte, 0, parcelBytes)}
+		p.free <- &parcel{entries: make([]accesslog.Entry, 0, parcelLen), addrs: make([]clientAddr, 0, parcelLen), arena: make([]byte, 0, parcelBytes)}
 	}
 	for i := range n {
 		p.in[i], p.cur[i] = make(chan *parcel, queueLen), <-p.free
@@ -123,7 +132,8 @@ func (p *pool) work(ctx context.Context, i int) {
 	r := p.reps[i]
 	for pc := range p.in[i] {
 		for j := range pc.entries {
-			r.decide(ctx, &pc.entries[j], r.cache().of(pc.addrs[j]))
+			a := &pc.addrs[j]
+			r.decide(ctx, &pc.entries[j], r.cache().at(a.s, a.slot))
 		}
 		clear(pc.addrs)
 		pc.entries, pc.addrs, pc.arena = pc.entries[:0], pc.addrs[:0], pc.arena[:0]
@@ -165,11 +175,11 @@ func (p *pool) close() {
 	}
 }
 
-// add copies e, whose address is addr, into the parcel: the fields a
+// add copies e, whose client address is addr, into the parcel: the fields a
 // Replayer reads (uri and needs say which); or it reports false when the
 // parcel is full. An empty parcel takes any entry, growing its arena for
 // a long line.
-func (pc *parcel) add(e *accesslog.Entry, addr string, uri bool, n *needs) bool {
+func (pc *parcel) add(e *accesslog.Entry, addr clientAddr, uri bool, n *needs) bool {
 	size := len(e.Addr) + len(e.Forwarded) + len(e.URI) + len(e.Method) + len(e.Host) + len(e.UserAgent) + len(e.Referer) + len(e.User)
 	if len(pc.entries) > 0 && (len(pc.entries) == cap(pc.entries) || len(pc.arena)+size > cap(pc.arena)) {
 		return false
@@ -234,17 +244,18 @@ func newPartitioner(fa config.ForwardAuth, proxy string, n int) *partitioner {
 	return &partitioner{n: uint64(n), ip: httplimit.ClientIP{TrustedProxies: fa.TrustedProxies}, peer: peer.Addr(), v6: v6, seed: maphash.MakeSeed()}
 }
 
-// worker returns the worker of e, and e.Addr as a string.
-func (p *partitioner) worker(e *accesslog.Entry) (int, string) {
-	c := &p.cache[maphash.Bytes(p.seed, e.Addr)&(addrCacheSize-1)]
+// worker returns the worker of e, and e.Addr as a string with its slot.
+func (p *partitioner) worker(e *accesslog.Entry) (int, clientAddr) {
+	i := int(maphash.Bytes(p.seed, e.Addr) & (addrCacheSize - 1))
+	c := &p.cache[i]
 	if c.addr != string(e.Addr) || c.addr == "" {
 		c.addr = string(e.Addr)
 		c.worker = p.of([]string{c.addr})
 	}
 	if len(e.Forwarded) > 0 {
-		return p.of([]string{string(e.Forwarded), c.addr}), c.addr
+		return p.of([]string{string(e.Forwarded), c.addr}), clientAddr{c.addr, i}
 	}
-	return c.worker, c.addr
+	return c.worker, clientAddr{c.addr, i}
 }
 
 // of returns the worker of the client behind the hops.

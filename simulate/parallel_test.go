@@ -170,8 +170,9 @@ func TestPartitioner(t *testing.T) {
 	for _, tt := range tests {
 		for range 2 { // the second time from the cache
 			wa, addr := p.worker(tt.a)
-			if wb, _ := p.worker(tt.b); wa != wb || addr != string(tt.a.Addr) {
-				t.Errorf("%s: workers %d and %d, address %q; want one, %q", tt.name, wa, wb, addr, tt.a.Addr)
+			inSlot := p.cache[addr.slot].addr == addr.s
+			if wb, _ := p.worker(tt.b); wa != wb || addr.s != string(tt.a.Addr) || !inSlot {
+				t.Errorf("%s: workers %d and %d, address %q in slot %d; want one, %q in its slot", tt.name, wa, wb, addr.s, addr.slot, tt.a.Addr)
 			}
 		}
 	}
@@ -193,13 +194,14 @@ func TestPartitioner(t *testing.T) {
 func TestParcelBounds(t *testing.T) {
 	pc := &parcel{entries: make([]accesslog.Entry, 0, 4), arena: make([]byte, 0, 64)}
 	n := &needs{}
+	a := clientAddr{s: "203.0.113.7"}
 	src := accesslog.Entry{Time: 5, Addr: []byte("203.0.113.7"), URI: []byte("/a"), Line: 9}
 	for i := range 4 {
-		if !pc.add(&src, "203.0.113.7", true, n) {
+		if !pc.add(&src, a, true, n) {
 			t.Fatalf("entry %d refused by a parcel of 4", i)
 		}
 	}
-	if pc.add(&src, "203.0.113.7", true, n) {
+	if pc.add(&src, a, true, n) {
 		t.Fatal("a full parcel took a fifth entry")
 	}
 	src.Addr[0] = '9' // the copies do not share the source's bytes
@@ -208,10 +210,10 @@ func TestParcelBounds(t *testing.T) {
 	}
 	long := accesslog.Entry{Addr: []byte("203.0.113.7"), URI: []byte("/" + strings.Repeat("x", 1000))}
 	empty := &parcel{entries: make([]accesslog.Entry, 0, 4), arena: make([]byte, 0, 64)}
-	if !empty.add(&long, "203.0.113.7", true, n) || len(empty.entries[0].URI) != 1001 {
+	if !empty.add(&long, a, true, n) || len(empty.entries[0].URI) != 1001 {
 		t.Error("an empty parcel refused a long line")
 	}
-	if empty.add(&src, "203.0.113.7", true, n) {
+	if empty.add(&src, a, true, n) {
 		t.Error("a parcel whose arena a long line filled took more")
 	}
 }

@@ -161,13 +161,16 @@ func (c *addrCache) get(b []byte) int {
 	return i
 }
 
-// of returns the slot of the address a, a in it (maphash hashes a string
-// as it hashes its bytes).
-func (c *addrCache) of(a string) int {
-	i := int(maphash.String(c.seed, a) & (addrCacheSize - 1))
+// at returns slot i, the address a in it: a worker's cache takes the
+// slots of the partitioner's (see clientAddr). a replaces an equal
+// string too, so that the next line of the client compares pointers,
+// not bytes out of the cache, once the partitioner made a new string of
+// the address (its slot was another address's for a while).
+func (c *addrCache) at(a string, i int) int {
 	if c.addrs[i] != a {
-		c.addrs[i], c.known[i] = a, false
+		c.known[i] = false
 	}
+	c.addrs[i] = a
 	return i
 }
 
