@@ -338,7 +338,7 @@ func (r *Replayer) decide(ctx context.Context, e *accesslog.Entry, i int) {
 			}
 			continue
 		}
-		rs.tally(e.Time, key, h, counted, r.res)
+		rs.tally(e.Time, key, h, counted, &r.res)
 	}
 }
 

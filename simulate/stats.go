@@ -114,8 +114,8 @@ func newRuleStats(rt Route, ru *rules.Rule, top, sketch int, seed maphash.Seed) 
 // tally counts the result res of a request of key, whose hash of the
 // sketches' seed is hash, at t, and whose counter in the path's traffic
 // is c.
-func (rs *ruleStats) tally(t int64, key string, hash uint64, c *counter, res rules.Result) {
-	st := res.Statuses[0]
+func (rs *ruleStats) tally(t int64, key string, hash uint64, c *counter, res *rules.Result) {
+	st := &res.Statuses[0] // not a copy: a Status is large
 	denied := !res.Allowed || st.Shadowed
 	rs.asked, rs.key, rs.wasDenied = true, key, denied
 	rs.Requests++
