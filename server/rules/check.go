@@ -258,8 +258,11 @@ func (e *Engine) plan(q *query, r *Request, sts []Status, reqs []sluice.Request,
 		if ru.Unlimited || ru.Deny || e.judge(q.d, q.now, r, i, st) {
 			continue
 		}
-		if req, ok := request(q.d, q.now, r, i, ru, key, st); ok {
-			reqs, idx = append(reqs, req), append(idx, i)
+		reqs = append(reqs, sluice.Request{}) // built in place: a Request is large to copy
+		if request(q.d, q.now, r, i, ru, key, st, &reqs[len(reqs)-1]) {
+			idx = append(idx, i)
+		} else {
+			reqs = reqs[:len(reqs)-1]
 		}
 	}
 	reqs, idx = replace(sts, replaced, reqs, idx)
@@ -301,10 +304,11 @@ func (e *Engine) judge(d *domain, now time.Time, r *Request, i int, st *Status) 
 	return true
 }
 
-// request builds the store request at now of descriptor i, of domain d,
-// under rule ru, whose state key is key, or reports false when its cost
-// is more than the rule allows (the status says so).
-func request(d *domain, now time.Time, r *Request, i int, ru *Rule, key []byte, st *Status) (sluice.Request, bool) {
+// request builds in req, a zero Request, the store request at now of
+// descriptor i, of domain d, under rule ru, whose state key is key, or
+// reports false when its cost is more than the rule allows (the status
+// says so).
+func request(d *domain, now time.Time, r *Request, i int, ru *Rule, key []byte, st *Status, req *sluice.Request) bool {
 	desc := &r.Descriptors[i]
 	var sk string
 	if k, ok := desc.key(); ok && d.named != nil && desc.Override == nil {
@@ -312,7 +316,8 @@ func request(d *domain, now time.Time, r *Request, i int, ru *Rule, key []byte, 
 	} else {
 		sk = stateKey(key)
 	}
-	req := sluice.Request{Prefix: ru.prefix, Key: sk, Limits: ru.Limits, Op: r.Op, Cost: max(r.Cost, 1), Now: now}
+	// Field by field: a composite literal would be built aside and copied.
+	req.Prefix, req.Key, req.Limits, req.Op, req.Cost, req.Now = ru.prefix, sk, ru.Limits, r.Op, max(r.Cost, 1), now
 	if r.Op == sluice.OpInsert && r.Cost < 0 {
 		req.Cost = r.Cost
 	}
@@ -326,9 +331,9 @@ func request(d *domain, now time.Time, r *Request, i int, ru *Rule, key []byte, 
 		st.Err = fmt.Errorf("rules: %w: cost %d, rule %s allows at most %d at once", sluice.ErrCostExceedsBurst, req.Cost, ru.ID, ru.maxCost)
 		st.Decision = sluice.Decision{Limit: ru.Limits[0], Time: now}
 		st.Allowed = false
-		return req, false
+		return false
 	}
-	return req, true
+	return true
 }
 
 // replace drops the store requests of the rules another descriptor's
@@ -361,7 +366,9 @@ func replace(sts []Status, replaced map[string]bool, reqs []sluice.Request, idx 
 // zero hits are never over the limit.
 func apply(r *Request, sts []Status, idx []int, ds []sluice.Decision) {
 	for k, i := range idx {
-		d := ds[k]
+		st := &sts[i]
+		st.Decision = ds[k]
+		d := &st.Decision
 		if r.Descriptors[i].NoHits && r.Op != sluice.OpReset {
 			if d.Allowed {
 				d.Remaining++
@@ -370,7 +377,6 @@ func apply(r *Request, sts []Status, idx []int, ds []sluice.Decision) {
 			}
 			d.Allowed, d.RetryAfter = true, 0
 		}
-		sts[i].Decision = d
-		sts[i].Allowed = d.Allowed
+		st.Allowed = d.Allowed
 	}
 }

@@ -80,8 +80,8 @@ func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, s
 		}
 		return ds, nil
 	}
-	for k, req := range reqs {
-		d, err := rule(k).decideOne(ctx, req)
+	for k := range reqs {
+		d, err := rule(k).decideOne(ctx, &reqs[k])
 		if err != nil {
 			return nil, storeError(rule(k), err)
 		}
@@ -95,12 +95,13 @@ func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, s
 // peek of the rule's own limits, nothing safe to forget), which spares
 // it checking the limits again and hashing the prefix; else through
 // Decide.
-func (ru *Rule) decideOne(ctx context.Context, req sluice.Request) (sluice.Decision, error) {
+// (req by pointer: a Request is large, and the caller's are in a slice.)
+func (ru *Rule) decideOne(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
 	if ru.bound != nil && req.Op <= sluice.OpPeek && !req.SafeToForget && req.Prefix == ru.prefix &&
 		len(req.Limits) == len(ru.Limits) && &req.Limits[0] == &ru.Limits[0] {
 		return ru.bound.Decide(ctx, req.Key, req.Op, req.Cost, req.Now)
 	}
-	return ru.store.Decide(ctx, req)
+	return ru.store.Decide(ctx, *req)
 }
 
 // storeError is the error of ru's store: a failure of the store,
