@@ -118,7 +118,7 @@ func (e *Engine) CheckInto(ctx context.Context, r Request, res *Result) error {
 	if e.tracer != nil {
 		return e.traced(ctx, r, res)
 	}
-	return e.check(ctx, r, res)
+	return e.check(ctx, &r, res)
 }
 
 // traced is Check in a span of its own, "sluice.check", which the store
@@ -128,7 +128,7 @@ func (e *Engine) traced(ctx context.Context, r Request, res *Result) error {
 		attribute.String("sluice.domain", strings.Clone(r.Domain)), // a copy: r stays on the caller's stack attribute.Int("sluice.descriptors", len(r.Descriptors)),
 		attribute.String("sluice.op", r.Op.String())))
 	defer span.End()
-	if err := e.check(ctx, r, res); err != nil {
+	if err := e.check(ctx, &r, res); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 		return err
@@ -141,7 +141,7 @@ func (e *Engine) traced(ctx context.Context, r Request, res *Result) error {
 // a slice of their own: a caller's Result and its statuses, on its stack,
 // stay there (nothing stores res, or a struct that holds the statuses,
 // anywhere but in res).
-func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
+func (e *Engine) check(ctx context.Context, r *Request, res *Result) error {
 	d, err := e.domainOf(r)
 	if err != nil {
 		*res = Result{}
@@ -161,11 +161,11 @@ func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
 	var idxBuf [2]int
 	var dsBuf [2]sluice.Decision
 	q := query{d: d, now: e.now()}
-	reqs, idx, err := e.plan(&q, &r, sts, reqBuf[:0], idxBuf[:0])
+	reqs, idx, err := e.plan(&q, r, sts, reqBuf[:0], idxBuf[:0])
 	if err == nil {
 		var ds []sluice.Decision
 		if ds, err = e.decide(ctx, reqs, idx, sts, dsBuf[:0]); err == nil {
-			apply(&r, sts, idx, ds)
+			apply(r, sts, idx, ds)
 		}
 	}
 	if err != nil {
@@ -175,14 +175,14 @@ func (e *Engine) check(ctx context.Context, r Request, res *Result) error {
 	res.Allowed = r.Op == sluice.OpReset || combine(sts, q.now)
 	if !res.Allowed && r.Op == sluice.OpTake {
 		e.refund(ctx, sts, reqs, idx)
-		e.strike(ctx, &q, &r, sts)
+		e.strike(ctx, &q, r, sts)
 	}
 	return nil
 }
 
 // domainOf checks what Check requires of r as a whole, and returns its
 // domain.
-func (e *Engine) domainOf(r Request) (*domain, error) {
+func (e *Engine) domainOf(r *Request) (*domain, error) {
 	d := e.domain(r.Domain)
 	switch {
 	case d == nil:
