@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/wire"
 )
@@ -15,7 +16,7 @@ import (
 // service denies it until the ban ends, the client caches that denial,
 // and lifting the ban lets the key through at once.
 func TestBans(t *testing.T) {
-	s := startService(t, &clock{now: t0})
+	s := startService(t, testclock.New(t0))
 	ctx := t.Context()
 	for _, tr := range transports {
 		c := newClient(t, s, tr, client.Config{})

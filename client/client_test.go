@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestCheck(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			clk := &clock{now: t0}
+			clk := testclock.New(t0)
 			c := newClient(t, startService(t, clk), tr, client.Config{})
 			ctx := t.Context()
 			if d, err := c.Peek(ctx, "api", "k"); err != nil || !d.Allowed || d.Remaining != 2 {
@@ -65,7 +66,7 @@ func TestCheck(t *testing.T) {
 func TestRetryAfterEveryTransport(t *testing.T) {
 	waits := map[string]time.Duration{}
 	for _, tr := range transports {
-		clk := &clock{now: t0}
+		clk := testclock.New(t0)
 		c := newClient(t, startService(t, clk), tr, client.Config{})
 		ctx := t.Context()
 		for range 3 {
@@ -93,7 +94,7 @@ func TestRetryAfterEveryTransport(t *testing.T) {
 // TestCheckUncached checks the denials the cache must not hold: one
 // without a wait (the deny list), and any with the cache off.
 func TestCheckUncached(t *testing.T) {
-	s := startService(t, &clock{now: t0})
+	s := startService(t, testclock.New(t0))
 	for _, tt := range []struct {
 		name, rule, key string
 		size            int
@@ -150,7 +151,7 @@ func TestCheckErrors(t *testing.T) {
 // TestReset forgets a denied key, in the service and in the cache; a
 // client without the HTTP API cannot reset.
 func TestReset(t *testing.T) {
-	s := startService(t, &clock{now: t0})
+	s := startService(t, testclock.New(t0))
 	ctx := t.Context()
 	for _, tr := range transports {
 		c := newClient(t, s, tr, client.Config{})
@@ -183,7 +184,7 @@ func TestReset(t *testing.T) {
 // client's cache holds no more than its cap.
 func TestCacheFlood(t *testing.T) {
 	const size = 16
-	s := startService(t, &clock{now: t0})
+	s := startService(t, testclock.New(t0))
 	c := newClient(t, s, "http", client.Config{CacheSize: size})
 	checks := make([]wire.CheckRequest, 0, 400)
 	for i := range 200 {
@@ -208,7 +209,7 @@ func TestCacheFlood(t *testing.T) {
 // own, in order, refused checks in their result, cached denials without
 // a round trip.
 func TestCheckMany(t *testing.T) {
-	s := startService(t, &clock{now: t0})
+	s := startService(t, testclock.New(t0))
 	for _, tr := range transports {
 		c := newClient(t, s, tr, client.Config{})
 		k := "many-" + tr

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/wire"
 )
 
@@ -13,7 +14,7 @@ import (
 // service: a reward ends a cached denial, a refund retried counts once,
 // a commit of an unknown reservation is refused.
 func TestOutcomes(t *testing.T) {
-	s := startService(t, &clock{now: t0})
+	s := startService(t, testclock.New(t0))
 	ctx := t.Context()
 	c := newClient(t, s, "http", client.Config{})
 	if d, err := c.Insert(ctx, "api", "k", 3); err != nil || d.Allowed {

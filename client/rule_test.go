@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // A Rule decides for httplimit's middleware.
@@ -45,7 +46,7 @@ var loginHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request)
 func TestMiddleware(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			c := newClient(t, startService(t, &clock{now: t0}), tr, client.Config{})
+			c := newClient(t, startService(t, testclock.New(t0)), tr, client.Config{})
 			m, err := httplimit.New(httplimit.Config{
 				Rules:  []httplimit.Rule{{Name: "login", Decider: c.Rule("login", login), Reset: httplimit.Status(http.StatusOK)}},
 				Logger: slog.New(slog.DiscardHandler),

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/testing/rlstest"
 	"github.com/sluicehq/sluice/internal/testing/servicetest"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -35,26 +35,8 @@ admin:
 
 const adminToken = "test-token-0123456789"
 
-// t0 starts every test clock: a real date, well clear of Unix 0.
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// clock is a settable test clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// t0 starts every test clock.
+var t0 = testclock.T0
 
 // service is a sluice serve started by a test, in process, on loopback
 // listeners: its HTTP API, its Envoy gRPC API (as sluice serve
@@ -63,13 +45,13 @@ func (c *clock) Advance(d time.Duration) {
 type service struct {
 	*server.Service
 	URL, GRPC, Admin string
-	Conns            *atomic.Int64 // connections the HTTP API accepted
-	Clock            *clock        // nil for the real clock
+	Conns            *atomic.Int64    // connections the HTTP API accepted
+	Clock            *testclock.Clock // nil for the real clock
 }
 
 // startService starts the service of rulesConfig until the test ends,
 // on clk (nil: the store's own clock).
-func startService(t testing.TB, clk *clock) *service {
+func startService(t testing.TB, clk *testclock.Clock) *service {
 	t.Helper()
 	var o server.Options
 	if clk != nil {

@@ -9,25 +9,14 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
-
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestList checks a list's networks and keys, on a list of a few
 // networks (tried one by one) and on one of many (looked up by length).
@@ -101,20 +90,20 @@ func TestListConcurrent(t *testing.T) {
 
 func TestJail(t *testing.T) {
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
 	var told []guard.Ban
 	// Two processes share the store and the registry of bans (a fleet
 	// shares a redisbans.Registry).
 	reg := &guard.MemoryRegistry{}
-	cfg := guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Jitter: -1, Clock: c.now,
+	cfg := guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Jitter: -1, Clock: c.Now,
 		OnBan: func(b guard.Ban) { told = append(told, b) }, Registry: reg}
 	j, err := guard.NewJail(s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another process: same store, same name, same registry.
-	other, err := guard.NewJail(s, guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Clock: c.now, Registry: reg})
+	other, err := guard.NewJail(s, guard.JailConfig{Name: "ssh", MaxFailures: 3, FindTime: time.Minute, BanTime: time.Minute, MaxBanTime: 10 * time.Minute, Clock: c.Now, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +119,7 @@ func TestJail(t *testing.T) {
 	// Failures spread over more than FindTime do not ban.
 	fail(false)
 	fail(false)
-	c.advance(61 * time.Second)
+	c.Advance(61 * time.Second)
 	fail(false)
 	fail(false)
 	b := fail(true)
@@ -140,11 +129,11 @@ func TestJail(t *testing.T) {
 	if left, banned, _ := other.Banned(ctx, ip); !banned || left != time.Minute {
 		t.Errorf("other process: Banned() = %v, %v, want true, 1m", left, banned)
 	}
-	c.advance(59 * time.Second)
+	c.Advance(59 * time.Second)
 	if _, banned, _ := j.Banned(ctx, ip); !banned {
 		t.Error("ban lapsed early")
 	}
-	c.advance(time.Second)
+	c.Advance(time.Second)
 	if _, banned, _ := j.Banned(ctx, ip); banned {
 		t.Error("ban did not lapse")
 	}
@@ -157,7 +146,7 @@ func TestJail(t *testing.T) {
 			t.Errorf("offence %d: ban %v with %d offences, want %v with %d", i+2, got, b.Offences, want, i+2)
 		}
 		if i < 3 {
-			c.advance(want)
+			c.Advance(want)
 		}
 	}
 	bans, err := j.Bans(ctx)
@@ -189,8 +178,8 @@ func TestJail(t *testing.T) {
 
 func TestJailJitter(t *testing.T) {
 	ctx := context.Background()
-	c := newClock()
-	j, err := guard.NewJail(newStore(t), guard.JailConfig{MaxFailures: 1, BanTime: time.Hour, Jitter: 0.5, Clock: c.now})
+	c := testclock.New(testclock.T0)
+	j, err := guard.NewJail(newStore(t), guard.JailConfig{MaxFailures: 1, BanTime: time.Hour, Jitter: 0.5, Clock: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +214,9 @@ func TestNewJailRejects(t *testing.T) {
 
 func TestMiddleware(t *testing.T) {
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
-	j, _ := guard.NewJail(s, guard.JailConfig{Clock: c.now})
+	j, _ := guard.NewJail(s, guard.JailConfig{Clock: c.Now})
 	var allow, deny guard.List
 	fill(t, &allow, "192.0.2.0/24")
 	fill(t, &deny, "198.51.100.0/24")
@@ -236,7 +225,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	// The limit after the guard allows one request per address an hour:
 	// allow-listed addresses are exempt from it.
-	lim, _ := sluice.New(s, sluice.Config{Limits: []sluice.Limit{sluice.PerHour(1)}, Clock: c.now})
+	lim, _ := sluice.New(s, sluice.Config{Limits: []sluice.Limit{sluice.PerHour(1)}, Clock: c.Now})
 	limits, _ := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim}}, Logger: slog.New(slog.DiscardHandler)})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	h := guard.Middleware(guard.MiddlewareConfig{Allow: &allow, Deny: &deny, Jails: []*guard.Jail{j}, Logger: slog.New(slog.DiscardHandler)})(limits.Handler(ok))

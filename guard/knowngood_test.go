@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // knownSet returns which of addrs Begin finds known-good for user.
@@ -57,14 +58,14 @@ func TestKnownGoodCap(t *testing.T) {
 			[]string{"A", "AB", "ABC", "ABCD", "ABCD"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClock()
+			c := testclock.New(testclock.T0)
 			s := newStore(t)
 			cfg := lenient
 			cfg.KnownGoodAddrs = tt.cap
 			// Two processes on one store: successes through either count.
 			ls := []*guard.Login{newLogin(t, s, c, cfg), newLogin(t, s, c, cfg)}
 			for i, step := range tt.steps {
-				c.advance(time.Minute)
+				c.Advance(time.Minute)
 				attempt(t, ls[i%2], guard.Try{IP: addrs[step], Username: "alice"}, true)
 				if got := knownSet(t, ls[(i+1)%2], "alice", addrs); got != tt.want[i] {
 					t.Errorf("after successes %v: known-good %q, want %q", tt.steps[:i+1], got, tt.want[i])
@@ -73,11 +74,11 @@ func TestKnownGoodCap(t *testing.T) {
 			if got := knownSet(t, ls[0], "bob", addrs); got != "" {
 				t.Errorf("another account: known-good %q, want none", got)
 			}
-			c.advance(31 * 24 * time.Hour) // KnownGoodFor is 30 days
+			c.Advance(31 * 24 * time.Hour) // KnownGoodFor is 30 days
 			if got := knownSet(t, ls[0], "alice", addrs); got != "" {
 				t.Errorf("after 31 days: known-good %q, want none", got)
 			}
-			c.advance(time.Minute)
+			c.Advance(time.Minute)
 			attempt(t, ls[0], guard.Try{IP: addrs["C"], Username: "alice"}, true)
 			if got := knownSet(t, ls[1], "alice", addrs); got != "C" {
 				t.Errorf("a success after all lapsed: known-good %q, want C", got)
@@ -89,11 +90,11 @@ func TestKnownGoodCap(t *testing.T) {
 // TestKnownGoodCapUnderAttack: while the account is under attack, its
 // known-good addresses get through and one that was evicted does not.
 func TestKnownGoodCapUnderAttack(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	l := newLogin(t, newStore(t), c, guard.LoginConfig{PerUser: sluice.PerHour(5), KnownGoodAddrs: 2})
 	old, home, phone := netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("198.51.100.3")
 	for _, a := range []netip.Addr{old, home, phone} {
-		c.advance(time.Hour)
+		c.Advance(time.Hour)
 		attempt(t, l, guard.Try{IP: a, Username: "alice"}, true)
 	}
 	for i := range 5 { // a botnet uses up the account's failures

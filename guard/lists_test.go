@@ -12,18 +12,19 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // TestMiddlewareKeys: with a Key, the lists' keys are checked too: a
 // denied API key is refused from any address, an allowed one skips the
 // limits, and a denied address stays denied whatever its key.
 func TestMiddlewareKeys(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
 	var allow, deny guard.List
 	fill(t, &allow, "key:partner-key", "192.0.2.0/24")
 	fill(t, &deny, "key:leaked-key", "198.51.100.0/24")
-	lim, _ := sluice.New(s, sluice.Config{Limits: []sluice.Limit{sluice.PerHour(1)}, Clock: c.now})
+	lim, _ := sluice.New(s, sluice.Config{Limits: []sluice.Limit{sluice.PerHour(1)}, Clock: c.Now})
 	limits, _ := httplimit.New(httplimit.Config{Rules: []httplimit.Rule{{Limiter: lim}}, Logger: slog.New(slog.DiscardHandler)})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	h := guard.Middleware(guard.MiddlewareConfig{Allow: &allow, Deny: &deny, Key: httplimit.Header("X-API-Key"), Logger: slog.New(slog.DiscardHandler)})(limits.Handler(ok))
@@ -70,10 +71,10 @@ func TestMiddlewareKeys(t *testing.T) {
 // keys change nothing for a username.
 func TestLoginLists(t *testing.T) {
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
 	var allow, deny guard.List
-	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.now})
+	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.Now})
 	l := newLogin(t, s, c, guard.LoginConfig{Allow: &allow, Deny: &deny, Jail: j, PerIPUser: sluice.PerHour(3)})
 	fill(t, &deny, "key:root", "key:mallory", "198.51.100.0/24")
 	fill(t, &allow, "192.0.2.0/24", "key:bob") // key:bob is not consulted by Login
@@ -123,7 +124,7 @@ func TestLoginLists(t *testing.T) {
 	if a, _ := l.Begin(ctx, guard.Try{IP: office, Username: "carol"}); !a.Allowed || !a.KnownGood || a.Reason != "" {
 		t.Errorf("after leaving the allow list: %+v, want allowed through the limits, known-good", a)
 	}
-	c.advance(time.Hour)
+	c.Advance(time.Hour)
 	deny.RemoveKey("root")
 	if a, _ := l.Begin(ctx, guard.Try{IP: ip(3), Username: "root"}); !a.Allowed {
 		t.Errorf("root after RemoveKey: %+v, want allowed", a)

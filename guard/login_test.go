@@ -10,11 +10,12 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
-func newLogin(t *testing.T, s sluice.Store, c *clock, cfg guard.LoginConfig) *guard.Login {
+func newLogin(t *testing.T, s sluice.Store, c *testclock.Clock, cfg guard.LoginConfig) *guard.Login {
 	t.Helper()
-	cfg.Clock = c.now
+	cfg.Clock = c.Now
 	l, err := guard.NewLogin(s, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func attempt(t *testing.T, l *guard.Login, try guard.Try, ok bool) *guard.Attemp
 }
 
 func TestLoginDictionaryFromOneAddress(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	l := newLogin(t, newStore(t), c, guard.LoginConfig{})
 	try := guard.Try{IP: ip(1), Username: "alice"}
 	wantDelay := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
@@ -75,12 +76,12 @@ func TestLoginDictionaryFromOneAddress(t *testing.T) {
 // attack; its known-good address still gets in, and so does a client
 // that solved a CAPTCHA.
 func TestLoginBotnet(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	var attacks []guard.Attack
 	l := newLogin(t, newStore(t), c, guard.LoginConfig{PerUser: sluice.PerHour(10), OnAttack: func(a guard.Attack) { attacks = append(attacks, a) }})
 	home := netip.MustParseAddr("203.0.113.50")
 	attempt(t, l, guard.Try{IP: home, Username: "alice"}, true) // yesterday's login
-	c.advance(24 * time.Hour)
+	c.Advance(24 * time.Hour)
 	for i := range 10 {
 		if a := attempt(t, l, guard.Try{IP: ip(i), Username: "alice"}, false); !a.Allowed {
 			t.Fatalf("bot %d denied before the account limit", i)
@@ -113,7 +114,7 @@ func TestLoginBotnet(t *testing.T) {
 // TestLoginNoEnumeration: an existing and an invented account with the
 // same history get the same decisions.
 func TestLoginNoEnumeration(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	l := newLogin(t, newStore(t), c, guard.LoginConfig{})
 	for i := range 8 {
 		a := attempt(t, l, guard.Try{IP: ip(1), Username: "alice"}, false)
@@ -128,7 +129,7 @@ func TestLoginNoEnumeration(t *testing.T) {
 // on its account (not those of the address on other accounts, which an
 // attacker with one account of its own could otherwise wipe).
 func TestLoginSuccessForgets(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	l := newLogin(t, newStore(t), c, guard.LoginConfig{PerIPUser: sluice.PerHour(3)})
 	try := guard.Try{IP: ip(1), Username: "alice"}
 	for range 2 {
@@ -148,9 +149,9 @@ func TestLoginSuccessForgets(t *testing.T) {
 
 func TestLoginJail(t *testing.T) {
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
-	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 4, Clock: c.now})
+	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 4, Clock: c.Now})
 	l := newLogin(t, s, c, guard.LoginConfig{Jail: j})
 	for i := range 4 { // four accounts, one address: the jail bans it
 		attempt(t, l, guard.Try{IP: ip(7), Username: fmt.Sprint("user", i)}, false)
@@ -165,7 +166,7 @@ func TestLoginJail(t *testing.T) {
 }
 
 func TestLoginStoreFailure(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
 	l := newLogin(t, s, c, guard.LoginConfig{})
 	s.SetFail(true)
@@ -189,9 +190,9 @@ func TestAttemptWait(t *testing.T) {
 // TestLoginIPv6Rotation: an attacker who tries each password from
 // another address of its /64 is counted, and jailed, as one address.
 func TestLoginIPv6Rotation(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
-	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.now})
+	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.Now})
 	l := newLogin(t, s, c, guard.LoginConfig{Jail: j, PerIPUser: sluice.PerHour(100), PerIP: sluice.PerHour(5)})
 	allowed := 0
 	for i := range 20 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // TestTicketResume begins attempts on one Login and settles them on
@@ -17,9 +18,9 @@ import (
 // settled once however often it is sent.
 func TestTicketResume(t *testing.T) {
 	ctx := context.Background()
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
-	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.now})
+	j, _ := guard.NewJail(s, guard.JailConfig{MaxFailures: 3, Clock: c.Now})
 	cfg := guard.LoginConfig{PerIPUser: sluice.PerHour(3), Jail: j}
 	begin, settle := newLogin(t, s, c, cfg), newLogin(t, s, c, cfg)
 	try := guard.Try{IP: ip(1), Username: "alice"}
@@ -68,14 +69,14 @@ func TestTicketResume(t *testing.T) {
 
 // TestTicketErrors checks malformed and stale tickets.
 func TestTicketErrors(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	l := newLogin(t, newStore(t), c, guard.LoginConfig{})
 	for _, s := range []string{"", "0", "x", "1.2", "1.2.3.4", "7.a.b", "7.-5.1", "1.2.3.4.5.6", "-"} {
 		if _, err := guard.ParseTicket(s); !errors.Is(err, guard.ErrInvalidTicket) {
 			t.Errorf("ParseTicket(%q) = %v, want ErrInvalidTicket", s, err)
 		}
 	}
-	old := guard.Ticket{Nonce: 1, Times: []time.Time{c.now().Add(-2 * time.Hour), c.now()}}
+	old := guard.Ticket{Nonce: 1, Times: []time.Time{c.Now().Add(-2 * time.Hour), c.Now()}}
 	if _, err := l.Resume(context.Background(), guard.Try{IP: ip(1), Username: "a"}, old); !errors.Is(err, guard.ErrInvalidTicket) {
 		t.Errorf("Resume of a 2-hour-old ticket = %v, want ErrInvalidTicket", err)
 	}

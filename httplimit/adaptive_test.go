@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/store/memory"
 )
 
@@ -17,15 +18,15 @@ import (
 // key, on a fake clock.
 type adaptiveSite struct {
 	t   *testing.T
-	c   *clock
+	c   *testclock.Clock
 	ap  *httplimit.AdaptivePrefix
 	srv http.Handler
 }
 
 func newAdaptiveSite(t *testing.T, s sluice.Store) *adaptiveSite {
 	t.Helper()
-	c := newClock()
-	ap, err := httplimit.NewAdaptivePrefix(s, httplimit.AdaptiveConfig{Clock: c.now})
+	c := testclock.New(testclock.T0)
+	ap, err := httplimit.NewAdaptivePrefix(s, httplimit.AdaptiveConfig{Clock: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestAdaptivePrefixSustained(t *testing.T) {
 	if got := a.hit(before, 10); got != 10 {
 		t.Fatalf("the neighbour before the attack: %d of 10 allowed", got)
 	}
-	a.c.advance(time.Minute)
+	a.c.Advance(time.Minute)
 	worst, fresh := 0, 0
 	for minute := range 180 {
 		got := 0
@@ -129,7 +130,7 @@ func TestAdaptivePrefixSustained(t *testing.T) {
 		if k := a.key(fmt.Sprintf("2001:db8:1:fffd:%x::1", minute)); minute%60 == 30 && k != "2001:db8:1::/48" {
 			t.Errorf("minute %d: key of a neighbour arriving during the attack = %q, want the /48 it shares", minute, k)
 		}
-		a.c.advance(time.Minute)
+		a.c.Advance(time.Minute)
 	}
 	if want := (httplimit.DefaultAdaptiveSubnets + 1) * 10; worst > want {
 		t.Errorf("the attacker's best minute: %d allowed, want at most %d", worst, want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // discard is a ResponseWriter that keeps one header map, so that only the
@@ -48,7 +49,7 @@ func TestAllocs(t *testing.T) {
 		}, 0, 200, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClock()
+			c := testclock.New(testclock.T0)
 			lim := limiter(t, newStore(t), c, "allocs", tt.limit)
 			m := middleware(t, httplimit.Config{Rules: tt.rules(lim), Fields: tt.fields})
 			h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // plainDecider is a Decider that is no Reserver: a Limiter seen only
@@ -24,7 +25,7 @@ func (p plainDecider) Limits() []sluice.Limit                      { return p.li
 // TestDeciderRules checks what New accepts of a rule's Decider: one of
 // Limiter and Decider, and Count only with a Reserver.
 func TestDeciderRules(t *testing.T) {
-	lim := limiter(t, newStore(t), newClock(), "a", "2/min")
+	lim := limiter(t, newStore(t), testclock.New(testclock.T0), "a", "2/min")
 	tests := []struct {
 		name string
 		rule httplimit.Rule
@@ -50,7 +51,7 @@ func TestDeciderRules(t *testing.T) {
 // a request, its take stays counted (it cannot be given back), where the
 // Limiter's is refunded.
 func TestDeciderTakes(t *testing.T) {
-	clk := newClock()
+	clk := testclock.New(testclock.T0)
 	store := newStore(t)
 	remote := limiter(t, store, clk, "remote", "3/min")
 	local := limiter(t, store, clk, "local", "1/min")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 func formRequest(body io.Reader, contentType string) *http.Request {
@@ -142,7 +143,7 @@ func FuzzFields(f *testing.F) {
 	f.Add("x y-z!", 1, int64(time.Millisecond), 2)
 	f.Add("<a href='x'>&", 1, int64(time.Hour), 3)
 	f.Fuzz(func(t *testing.T, name string, rate int, period int64, n int) {
-		c := newClock()
+		c := testclock.New(testclock.T0)
 		l := fmt.Sprintf("%d/%dns", rate, period)
 		if _, err := mustParse(l); err != nil {
 			return

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,27 +17,16 @@ import (
 	"github.com/dunglas/httpsfv"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
-// clock is a fake clock on a grid starting 2026-01-01.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
-func limiter(t *testing.T, s sluice.Store, c *clock, action string, limits ...string) *sluice.Limiter {
+func limiter(t *testing.T, s sluice.Store, c *testclock.Clock, action string, limits ...string) *sluice.Limiter {
 	t.Helper()
 	var ls []sluice.Limit
 	for _, l := range limits {
 		ls = append(ls, mustLimit(t, l))
 	}
-	lim, err := sluice.New(s, sluice.Config{Limits: ls, Action: action, Clock: c.now})
+	lim, err := sluice.New(s, sluice.Config{Limits: ls, Action: action, Clock: c.Now})
 	if err != nil {
 		t.Fatalf("sluice.New: %v", err)
 	}
@@ -129,7 +117,7 @@ func rateLimitFields(t *testing.T, h http.Header) (policy, limit map[string]map[
 }
 
 func TestEnforce(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	lim := limiter(t, newStore(t), c, "api", "3/min")
 	h := &recordingHandler{}
 	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Name: "api", Limiter: lim}}, AttachOutcome: true})
@@ -150,7 +138,7 @@ func TestEnforce(t *testing.T) {
 			t.Errorf("request %d: handler saw %+v", i, h.last)
 		}
 	}
-	c.advance(500 * time.Millisecond)
+	c.Advance(500 * time.Millisecond)
 	w := serve(srv, request("203.0.113.7:1"))
 	if w.Code != http.StatusTooManyRequests {
 		t.Fatalf("4th request: status = %d, want 429", w.Code)
@@ -182,7 +170,7 @@ func TestEnforce(t *testing.T) {
 }
 
 func TestLegacyFieldsAndNone(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
 	m := middleware(t, httplimit.Config{Fields: httplimit.FieldsDraftAndLegacy, Rules: []httplimit.Rule{{Limiter: limiter(t, s, c, "a", "10/min")}}})
 	w := serve(m.Handler(&recordingHandler{}), request("203.0.113.7:1"))
@@ -212,7 +200,7 @@ func TestRuleFields(t *testing.T) {
 		{httplimit.RuleFieldsDraft07, map[string]string{"Ratelimit-Policy": "5;w=60", "Ratelimit": "limit=5, remaining=4, reset=12"}},
 		{httplimit.RuleFieldsDraft06, map[string]string{"Ratelimit-Policy": "5;w=60", "Ratelimit-Limit": "5", "Ratelimit-Remaining": "4", "Ratelimit-Reset": "12", "Ratelimit": ""}},
 	} {
-		c := newClock()
+		c := testclock.New(testclock.T0)
 		s := newStore(t)
 		m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{
 			{Name: "v1", Limiter: limiter(t, s, c, "l", "5/min"), Fields: tt.fields, Match: func(r *http.Request) bool { return r.URL.Path == "/v1" }},
@@ -251,7 +239,7 @@ func TestModes(t *testing.T) {
 		{httplimit.Shadow, 200, 2, 1, "shadow-denied", func(o httplimit.Outcome) bool { return o.Shadowed && !o.DryRun }},
 	} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
-			c := newClock()
+			c := testclock.New(testclock.T0)
 			var logs bytes.Buffer
 			h := &recordingHandler{}
 			m := middleware(t, httplimit.Config{
@@ -282,7 +270,7 @@ func TestModes(t *testing.T) {
 // more, and the first line a second later counts those left out.
 func TestDenialLogThrottled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newClock()
+		c := testclock.New(testclock.T0)
 		var logs bytes.Buffer
 		s := newStore(t)
 		m := middleware(t, httplimit.Config{
@@ -313,7 +301,7 @@ func TestDenialLogThrottled(t *testing.T) {
 // TestCountFailuresResetOnSuccess drives a login endpoint: only 401s
 // count, and a success forgets the actor's failures.
 func TestCountFailuresResetOnSuccess(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	status := http.StatusUnauthorized
 	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) })
 	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{
@@ -339,7 +327,7 @@ func TestCountFailuresResetOnSuccess(t *testing.T) {
 	try(401)
 	try(429)
 	// Non-matching responses are refunded: 500s do not count.
-	c.advance(time.Hour)
+	c.Advance(time.Hour)
 	status = http.StatusInternalServerError
 	for range 10 {
 		try(500)
@@ -352,7 +340,7 @@ func TestCountFailuresResetOnSuccess(t *testing.T) {
 // username and 3 per IP. A request denied by one consumes nothing under
 // the other.
 func TestRulesDecidedTogether(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	s := newStore(t)
 	user := httplimit.FormField("username", httplimit.FormFieldOptions{})
 	ip := &httplimit.ClientIP{}
@@ -414,7 +402,7 @@ func TestAttachOutcome(t *testing.T) {
 		{false, httplimit.DryRun, []bool{true, false}, []bool{false, true}},
 		{true, httplimit.Enforce, []bool{false, false}, []bool{true, true}},
 	} {
-		c := newClock()
+		c := testclock.New(testclock.T0)
 		var gotSame, gotOK []bool
 		var served *http.Request
 		seen := func(w http.ResponseWriter, r *http.Request) {
@@ -438,7 +426,7 @@ func TestAttachOutcome(t *testing.T) {
 }
 
 func TestMatch(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{
 		Limiter: limiter(t, newStore(t), c, "posts", "1/h"),
 		Match:   func(r *http.Request) bool { return httplimit.Methods("POST")(r) && httplimit.PathPrefix("/api/")(r) },
@@ -460,7 +448,7 @@ func TestMatch(t *testing.T) {
 // TestNoKeySharesOneLimit: requests without a key are limited together,
 // never let through unlimited.
 func TestNoKeySharesOneLimit(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: limiter(t, newStore(t), c, "k", "2/h"), Key: httplimit.Header("X-API-Key")}}})
 	srv := m.Handler(&recordingHandler{})
 	for i, want := range []int{200, 200, 429, 429} {
@@ -484,7 +472,7 @@ func testStoreFailure(t *testing.T) {
 		policy sluice.FailurePolicy
 		want   int
 	}{{sluice.FailOpen, 200}, {sluice.FailClosed, 503}} {
-		c := newClock()
+		c := testclock.New(testclock.T0)
 		s := newStore(t)
 		s.SetFail(true)
 		var logs bytes.Buffer
@@ -515,7 +503,7 @@ func testStoreFailure(t *testing.T) {
 }
 
 func TestExempt(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{Limiter: limiter(t, newStore(t), c, "x", "1/h")}}})
 	srv := m.Handler(&recordingHandler{})
 	for range 3 {
@@ -529,7 +517,7 @@ func TestExempt(t *testing.T) {
 }
 
 func TestCustomDeny(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	m := middleware(t, httplimit.Config{
 		Rules: []httplimit.Rule{{Limiter: limiter(t, newStore(t), c, "d", "1/h")}},
 		Deny: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -546,7 +534,7 @@ func TestCustomDeny(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
-	lim := limiter(t, newStore(t), newClock(), "x", "1/h")
+	lim := limiter(t, newStore(t), testclock.New(testclock.T0), "x", "1/h")
 	for _, c := range []httplimit.Config{
 		{},
 		{Rules: []httplimit.Rule{{}}},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // upgrader answers as an old WebSocket upgrader does: it type-asserts
@@ -41,7 +42,7 @@ func (u *upgrader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // through a concurrency limit, on a real HTTP/1.1 server: the handler
 // finds the server's Hijacker, ReaderFrom and Flusher behind both.
 func TestWriterInterfacesKept(t *testing.T) {
-	c := newClock()
+	c := testclock.New(testclock.T0)
 	m := middleware(t, httplimit.Config{Rules: []httplimit.Rule{{
 		Name:    "login",
 		Limiter: limiter(t, newStore(t), c, "ws", "10/h"),

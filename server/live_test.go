@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/internal/testing/storefault"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/server/admin"
 )
 
@@ -173,7 +174,7 @@ func TestLiveHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	store := storefault.New(t)
 	s, err := NewService(t.Context(), c, Options{Clock: clk.Now, Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard/notify"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/internal/testing/testserver"
 )
 
@@ -153,7 +154,7 @@ func pageKinds(p notify.Page) []notify.Kind {
 // and the audit trail lists them in order.
 func TestNotifyService(t *testing.T) {
 	rc := newHookReceiver(t, false)
-	clk := &clock{now: time.Now()}
+	clk := testclock.New(time.Now())
 	s := newServiceWith(t, notifyConfig("", rc.URL, 0), Options{Clock: clk.Now})
 	api := httptest.NewServer(s.Handler())
 	defer api.Close()
@@ -238,7 +239,7 @@ func TestNotifyFleetOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: time.Now()}
+	clk := testclock.New(time.Now())
 	var fleet []*Service
 	for range 3 {
 		s, err := NewService(context.Background(), c, Options{Clock: clk.Now, Logger: slog.New(slog.DiscardHandler)})

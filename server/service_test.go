@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/server/rules"
 )
 
@@ -35,13 +36,13 @@ admin:
 
 // newService returns a Service on the memory store for the configuration
 // text, on a test clock, closed when the test ends.
-func newService(t testing.TB, text string) (*Service, *clock) {
+func newService(t testing.TB, text string) (*Service, *testclock.Clock) {
 	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	s, err := NewService(context.Background(), c, Options{Clock: clk.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("NewService: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/guard"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // stateRules are the rules of the state file's tests; the file's path
@@ -28,7 +29,7 @@ guard:
 
 // openStateService starts a service on the memory store whose state file
 // is path, on clk.
-func openStateService(t *testing.T, path string, clk *clock, o Options) (*Service, error) {
+func openStateService(t *testing.T, path string, clk *testclock.Clock, o Options) (*Service, error) {
 	t.Helper()
 	c, err := config.Parse("test.yaml", []byte(stateRules+path+"\n"))
 	if err != nil {
@@ -62,7 +63,7 @@ func banList(t *testing.T, s *Service) string {
 // and a removed entry stays removed.
 func TestStateFileRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	s, err := openStateService(t, path, clk, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestStateFileRestart(t *testing.T) {
 // first write replaces it with a valid one.
 func TestStateFileBad(t *testing.T) {
 	dir := t.TempDir()
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	valid := filepath.Join(dir, "valid.json")
 	s, err := openStateService(t, valid, clk, Options{})
 	if err != nil {
@@ -182,7 +183,7 @@ func TestStateFileWriteFails(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gone", "state.json") // no such directory: every write fails
 	var logs bytes.Buffer
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	s, err := openStateService(t, path, clk, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/wire"
@@ -42,7 +43,7 @@ func newDomainServer(t *testing.T, maxBatch int) *Handler {
 	}
 	st := memory.New(memory.Config{})
 	t.Cleanup(func() { st.Close() })
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	return newHandler(t, rules.Config{Store: st, Rules: c.Rules, Domains: c.Domains, Clock: clk.Now}, Config{MaxBatch: maxBatch})
 }
 

@@ -11,19 +11,19 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 	"github.com/sluicehq/sluice/server/rules"
 	"github.com/sluicehq/sluice/store/memory"
 	"github.com/sluicehq/sluice/wire"
 )
 
-// t0 starts every test clock: a real date, well clear of Unix 0.
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// t0 starts every test clock.
+var t0 = testclock.T0
 
 const testConfig = `rules:
   - name: login
@@ -33,24 +33,6 @@ const testConfig = `rules:
   - name: signup
     limits: ["3/h fixed"]
 `
-
-// clock is a settable test clock, safe for concurrent use.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func testRules(t testing.TB) []config.NamedRule {
 	t.Helper()
@@ -63,11 +45,11 @@ func testRules(t testing.TB) []config.NamedRule {
 
 // newTestServer returns the API over a fresh memory store, on a clock
 // starting at t0.
-func newTestServer(t testing.TB) (*Handler, *clock) {
+func newTestServer(t testing.TB) (*Handler, *testclock.Clock) {
 	t.Helper()
 	st := memory.New(memory.Config{})
 	t.Cleanup(func() { st.Close() })
-	clk := &clock{now: t0}
+	clk := testclock.New(t0)
 	return newHandler(t, rules.Config{Store: st, Rules: testRules(t), Clock: clk.Now}, Config{}), clk
 }
 

@@ -2,7 +2,6 @@ package rlqstest_test
 
 import (
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/internal/testing/rlqstest"
+	"github.com/sluicehq/sluice/internal/testing/testclock"
 )
 
 // The tests run a Client against a scripted RLQS server on loopback:
@@ -106,31 +106,13 @@ func (st *serverStream) report(t *testing.T) *rlqspb.RateLimitQuotaUsageReports 
 	}
 }
 
-// A clock is the fake clock of a Client.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t0.Add(d)
-}
-
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+var t0 = testclock.T0
 
 // A tested client is a Client on a fake clock, whose applied actions the
 // test can wait for.
 type tested struct {
 	*rlqstest.Client
-	clock   *clock
+	clock   *testclock.Clock
 	applied chan rlqstest.Received
 }
 
@@ -138,8 +120,8 @@ type tested struct {
 // at t0; it reports only its subscriptions unless c.Interval is set.
 func newClient(t *testing.T, c rlqstest.Config, targets ...string) *tested {
 	t.Helper()
-	tc := &tested{clock: &clock{t: t0}, applied: make(chan rlqstest.Received, 64)}
-	c.Targets, c.Domain, c.Clock = targets, "edge", tc.clock.now
+	tc := &tested{clock: testclock.New(t0), applied: make(chan rlqstest.Received, 64)}
+	c.Targets, c.Domain, c.Clock = targets, "edge", tc.clock.Now
 	c.OnAction = func(r rlqstest.Received) { tc.applied <- r }
 	if c.Interval == 0 {
 		c.Interval = time.Hour
@@ -171,7 +153,7 @@ func (tc *tested) send(t *testing.T, st *serverStream, acts ...*rlqspb.RateLimit
 // allows decides n requests of id at the time d after t0, and returns
 // how many it allowed.
 func (tc *tested) allows(id map[string]string, d time.Duration, n int) int {
-	tc.clock.set(d)
+	tc.clock.Set(t0.Add(d))
 	got := 0
 	for range n {
 		if tc.Allow(id) {
@@ -283,7 +265,7 @@ func TestAssignment(t *testing.T) {
 		{"past its TTL: the no-assignment behaviour", nil, 21 * time.Second, 3, 0},
 	}
 	for _, step := range steps {
-		c.clock.set(step.at)
+		c.clock.Set(t0.Add(step.at))
 		if step.send != nil {
 			c.send(t, st, step.send)
 		}
