@@ -56,8 +56,8 @@ type denial struct {
 // A counterHeap is the sketch's counters, least counted first, each
 // beside its count: a sift compares the counts of a slot's children
 // without loading their counters, which a sketch of thousands of keys
-// keeps out of the cache (a route's traffic sketch cost 6.5% of a replay
-// of the sample's rules when its counts were read through the pointers).
+// keeps out of the cache (BenchmarkTopKeys: 62.7 ns an add when the
+// counts were read through the pointers, 59.1 now).
 type counterHeap []heapSlot
 
 // A heapSlot is a counter of the heap and its count, equal to c.count.

@@ -94,8 +94,7 @@ func (e *Engine) decide(ctx context.Context, reqs []sluice.Request, idx []int, s
 // store bound the rule and req is what a Bound decides (a take or a
 // peek of the rule's own limits, nothing safe to forget), which spares
 // it checking the limits again and hashing the prefix; else through
-// Decide.
-// (req by pointer: a Request is large, and the caller's are in a slice.)
+// Decide. req is the caller's, in its slice: a Request is large to copy.
 func (ru *Rule) decideOne(ctx context.Context, req *sluice.Request) (sluice.Decision, error) {
 	if ru.bound != nil && req.Op <= sluice.OpPeek && !req.SafeToForget && req.Prefix == ru.prefix &&
 		len(req.Limits) == len(ru.Limits) && &req.Limits[0] == &ru.Limits[0] {
