@@ -11,7 +11,8 @@ import "github.com/sluicehq/sluice"
 // 2·Rate in a window of length Period that straddles a boundary (Rate at
 // the end of one window, Rate at the start of the next). Memory: 16 bytes.
 
-func fixedCheck(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
+// fixedCheck is check for a fixed window.
+func fixedCheck(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decision) {
 	w := int64(l.Period)
 	idx, count := floorDiv(now, w), s[1]
 	if idx > s[0] {
@@ -21,15 +22,12 @@ func fixedCheck(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision 
 	}
 	rate, n := int64(l.Rate), int64(cost)
 	end := (idx + 1) * w
-	d := sluice.Decision{Limit: l, ResetAfter: dur(end - now)}
+	d.Limit, d.ResetAfter = *l, dur(end-now)
 	if count+n <= rate {
-		d.Allowed = true
-		d.Remaining = int(rate - count - n)
-		return d
+		d.Allowed, d.Remaining, d.RetryAfter = true, int(rate-count-n), 0
+		return
 	}
-	d.Remaining = int(max(rate-count, 0))
-	d.RetryAfter = dur(end - now)
-	return d
+	d.Allowed, d.Remaining, d.RetryAfter = false, int(max(rate-count, 0)), dur(end-now)
 }
 
 func fixedCommit(l sluice.Limit, s []int64, now int64, cost int) {

@@ -36,24 +36,25 @@ func logFirstLive(l sluice.Limit, s []int64, now int64) int {
 	return lo
 }
 
-func logCheck(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
+// logCheck is check for a sliding log.
+func logCheck(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decision) {
 	n := l.Rate
-	first := logFirstLive(l, s, now)
+	first := logFirstLive(*l, s, now)
 	live := n - first
 	newest := *logAt(s, n-1)
-	d := sluice.Decision{Limit: l}
+	d.Limit = *l
 	if live+cost <= n {
-		d.Allowed = true
+		d.Allowed, d.RetryAfter = true, 0
 		d.Remaining = n - live - cost
 		d.ResetAfter = dur(max(now, newest) + int64(l.Period) - now)
-		return d
+		return
 	}
+	d.Allowed = false
 	d.Remaining = n - live
 	d.ResetAfter = dur(newest + int64(l.Period) - now)
 	// The take fits once the (live+cost-n) oldest live units expire.
 	expire := *logAt(s, first+live+cost-n-1)
 	d.RetryAfter = dur(expire + int64(l.Period) - now)
-	return d
 }
 
 func logCommit(l sluice.Limit, s []int64, now int64, cost int) {

@@ -83,22 +83,23 @@ func (w win) count(c, full, old, t int64) float64 {
 	return float64(full) + float64(old)*float64(overlap)/float64(w.b)
 }
 
-func slidingCheck(l sluice.Limit, s []int64, now int64, cost int) sluice.Decision {
-	w := winOf(&l)
+// slidingCheck is check for a sliding window, exact or approximate.
+func slidingCheck(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decision) {
+	w := winOf(l)
 	c, full, old := w.view(s, now)
 	count := w.count(c, full, old, now)
 	n := float64(cost)
-	d := sluice.Decision{Limit: l}
+	d.Limit = *l
 	if count+n <= w.rate {
-		d.Allowed = true
+		d.Allowed, d.RetryAfter = true, 0
 		d.ResetAfter = dur(w.resetAfter(s, c, now, true))
 		d.Remaining = int(math.Floor(w.rate - count - n))
-		return d
+		return
 	}
+	d.Allowed = false
 	d.Remaining = int(max(math.Floor(w.rate-count), 0))
 	d.ResetAfter = dur(w.resetAfter(s, c, now, false))
 	d.RetryAfter = dur(w.retryAt(s, now, cost, c, full, old) - now)
-	return d
 }
 
 // resetAfter is how long from now, in bucket c, until the newest
