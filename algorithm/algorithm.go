@@ -91,17 +91,19 @@ func check(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decision) 
 }
 
 // Commit consumes cost at now: it applies a take that Check allowed.
-func Commit(l sluice.Limit, s []int64, now int64, cost int) {
+func Commit(l sluice.Limit, s []int64, now int64, cost int) { commit(&l, s, now, cost) }
+
+// commit is Commit, of the limit l points to.
+func commit(l *sluice.Limit, s []int64, now int64, cost int) {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
-		fixedCommit(l, s, now, cost)
+		fixedCommit(*l, s, now, cost)
 	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-		slidingCommit(l, s, now, cost)
+		slidingCommit(*l, s, now, cost)
 	case sluice.SlidingLog:
-		logCommit(l, s, now, cost)
+		logCommit(*l, s, now, cost)
 	default:
-		var d sluice.Decision
-		s[0] = GCRA(&l, s[0], now, cost, &d)
+		s[0] = gcraCommit(l, s[0], now, cost)
 	}
 }
 
@@ -190,8 +192,9 @@ func Decide(limits []sluice.Limit, states [][]int64, key string, now int64, cost
 		}
 	}
 	if op == sluice.OpTake && d.Allowed {
-		for i, l := range limits {
-			Commit(l, states[i], now-Offset(l, key), cost)
+		for i := range limits {
+			l := &limits[i]
+			commit(l, states[i], now-Offset(*l, key), cost)
 		}
 	}
 	return d

@@ -65,6 +65,17 @@ func GCRAAt(t, tau, tat, now int64, cost int, d *sluice.Decision) int64 {
 	return next
 }
 
+// gcraCommit returns the tat a take of cost at now leaves: GCRA's, with
+// no decision to build (which divides, for what remains). A take GCRA
+// denies leaves tat as it was.
+func gcraCommit(l *sluice.Limit, tat, now int64, cost int) int64 {
+	t := int64(l.Interval())
+	if next := max(tat, now) + int64(cost)*t; next-now <= t*int64(l.MaxBurst()) {
+		return next
+	}
+	return tat
+}
+
 // gcraRefund moves tat back by cost·T, but not before now: a bucket can
 // hold no more than B tokens, and tat ≤ now already means full.
 func gcraRefund(l sluice.Limit, tat, now int64, cost int) int64 {

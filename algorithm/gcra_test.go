@@ -7,8 +7,8 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestGCRAFields checks every field GCRA writes, and the tat it returns,
-// against the definition (a take of n is allowed iff max(tat, now) + n·T -
+// TestGCRAFields checks every field GCRA writes, and the tat it returns
+// (and gcraCommit, Commit's, with no decision), against the definition (a take of n is allowed iff max(tat, now) + n·T -
 // now ≤ B·T), on a grid of stored tats around now and every cost: GCRAAt
 // computes them by a shorter road, so that it inlines.
 func TestGCRAFields(t *testing.T) {
@@ -29,6 +29,9 @@ func TestGCRAFields(t *testing.T) {
 				if d != want || got != wantTat {
 					t.Fatalf("%v: GCRA(tat now%+d, cost %d) = %+v, tat now%+d; want %+v, tat now%+d",
 						l, tat-now, cost, d, got-now, want, wantTat-now)
+				}
+				if c := gcraCommit(&l, tat, now, cost); c != wantTat {
+					t.Fatalf("%v: gcraCommit(tat now%+d, cost %d) = now%+d; want now%+d", l, tat-now, cost, c-now, wantTat-now)
 				}
 			}
 		}
