@@ -275,6 +275,17 @@ func (h *rateHist) tally(n int32) {
 	h.Buckets[min(bits.Len32(uint32(n))-1, len(h.Buckets)-1)]++
 }
 
+// fold returns what is left of a key's count n of h's period, last
+// counted at last, at t: n, or none once its window ended by t, when it
+// goes to the distribution.
+func (h *rateHist) fold(n int32, last, t int64) int32 {
+	if n > 0 && t/h.period > last/h.period {
+		h.tally(n)
+		return 0
+	}
+	return n
+}
+
 // A rateCounts counts the requests of each key of a route in the current
 // window of each period of its rules' limits, for the distributions of
 // those periods (hists): one slot per key, with a column per period and
@@ -332,12 +343,7 @@ func (r *rateCounts) add(t int64, key uint64) {
 	}
 	last := int64(s[1])
 	for i, h := range r.hists {
-		n := count(s, i)
-		if n > 0 && t/h.period > last/h.period {
-			h.tally(n)
-			n = 0
-		}
-		setCount(s, i, n+1)
+		setCount(s, i, h.fold(count(s, i), last, t)+1)
 	}
 	s[1] = uint64(max(last, t))
 }
@@ -351,13 +357,9 @@ func (r *rateCounts) sweep(t int64) {
 	for s := range r.counts.each(r.counts.words) {
 		last, counting := int64(s[1]), false
 		for i, h := range r.hists {
-			switch n := count(s, i); {
-			case n > 0 && t/h.period > last/h.period:
-				h.tally(n)
-				setCount(s, i, 0)
-			case n > 0:
-				counting = true
-			}
+			n := h.fold(count(s, i), last, t)
+			setCount(s, i, n)
+			counting = counting || n > 0
 		}
 		if counting {
 			kept = append(kept, s...)
