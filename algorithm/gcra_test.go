@@ -8,9 +8,10 @@ import (
 )
 
 // TestGCRAFields checks every field GCRA writes, and the tat it returns
-// (and gcraCommit, Commit's, with no decision), against the definition (a take of n is allowed iff max(tat, now) + n·T -
-// now ≤ B·T), on a grid of stored tats around now and every cost: GCRAAt
-// computes them by a shorter road, so that it inlines.
+// (and gcraCommit, Commit's, with no decision), against the definition
+// (a take of n is allowed iff max(tat, now) + n·T - now ≤ B·T), on a
+// grid of stored tats around now and every cost: GCRAAt computes them
+// by a shorter road, so that it inlines.
 func TestGCRAFields(t *testing.T) {
 	limits := []sluice.Limit{
 		{Rate: 1, Period: time.Second},
