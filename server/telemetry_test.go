@@ -53,8 +53,13 @@ func TestTelemetrySpans(t *testing.T) {
 	if got := chk.SpanContext().TraceID().String(); got != traceID {
 		t.Errorf("sluice.check in trace %s, want the client's %s", got, traceID)
 	}
-	if !hasAttr(chk.Attributes(), attribute.Bool("sluice.allowed", true)) || !hasAttr(chk.Attributes(), attribute.String("sluice.domain", "api")) {
-		t.Errorf("sluice.check attributes %v", chk.Attributes())
+	for _, want := range []attribute.KeyValue{
+		attribute.Bool("sluice.allowed", true), attribute.String("sluice.domain", "api"),
+		attribute.Int("sluice.descriptors", 1), attribute.String("sluice.op", "take"),
+	} {
+		if !hasAttr(chk.Attributes(), want) {
+			t.Errorf("sluice.check attributes %v, want %v among them", chk.Attributes(), want)
+		}
 	}
 	var store sdktrace.ReadOnlySpan
 	for _, sp := range spans {

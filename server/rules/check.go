@@ -125,7 +125,8 @@ func (e *Engine) CheckInto(ctx context.Context, r Request, res *Result) error {
 // calls under it join.
 func (e *Engine) traced(ctx context.Context, r Request, res *Result) error {
 	ctx, span := e.tracer.Start(ctx, "sluice.check", trace.WithAttributes(
-		attribute.String("sluice.domain", strings.Clone(r.Domain)), // a copy: r stays on the caller's stack attribute.Int("sluice.descriptors", len(r.Descriptors)),
+		attribute.String("sluice.domain", strings.Clone(r.Domain)), // a copy: r stays on the caller's stack
+		attribute.Int("sluice.descriptors", len(r.Descriptors)),
 		attribute.String("sluice.op", r.Op.String())))
 	defer span.End()
 	if err := e.check(ctx, &r, res); err != nil {
