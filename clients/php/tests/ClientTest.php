@@ -85,7 +85,9 @@ function test_down(): void
             $c = new Client($u, ['timeout' => 0.3, 'failure' => $failure]);
             $t = microtime(true);
             $d = $c->check('login', 'k');
-            assert_true(microtime(true) - $t < 1.3, "took " . (microtime(true) - $t));
+            // A call its timeout failed to end would hang on $bad, which never
+            // answers; a bound of seconds tells that from a loaded machine.
+            assert_true(microtime(true) - $t < 10, "took " . (microtime(true) - $t));
             assert_same($allowed, $d->allowed, "$u failing $failure");
             assert_true($d->error instanceof Unavailable, 'error');
             assert_same($allowed ? 0.0 : 1.0, $d->retryAfter, 'retry after');

@@ -82,8 +82,11 @@ class FailureTest(unittest.TestCase):
     within the timeout; a refused request, a clear error."""
 
     def assertQuick(self, started, timeout):
+        # A call its timeout failed to end would hang on these servers,
+        # which never answer or never finish; a bound of seconds tells that
+        # from a loaded machine, which may take seconds longer than timeout.
         elapsed = time.monotonic() - started
-        self.assertLess(elapsed, timeout + 1.0, f"took {elapsed:.2f}s with a timeout of {timeout}s")
+        self.assertLess(elapsed, timeout + 10.0, f"took {elapsed:.2f}s with a timeout of {timeout}s")
 
     def test_down(self):
         # A port nothing listens on: connection refused.
