@@ -39,7 +39,7 @@ func TestFailurePolicy(t *testing.T) {
 				if want := policy == sluice.FailOpen; d.Allowed != want || !want && d.RetryAfter != client.DefaultFailRetryAfter {
 					t.Errorf("%s, %s, policy %v: Check = %+v; want allowed %v (retry after %v when not)", tt.name, tr, policy, d, want, client.DefaultFailRetryAfter)
 				}
-				if took > 10*timeout {
+				if took > timeout+10*time.Second { // a hang, not a loaded machine: the error says the deadline ended it
 					t.Errorf("%s, %s: Check took %v with a timeout of %v", tt.name, tr, took, timeout)
 				}
 				if st := c.Stats(); st.Failures != 1 || st.Cached != 0 {
