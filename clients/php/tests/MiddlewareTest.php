@@ -98,7 +98,7 @@ function test_service_stops(): void
         for ($i = 0; $i < 3; $i++) {
             $t = microtime(true);
             $resp = $m->process(login_request($step), new LoginForm());
-            assert_true(microtime(true) - $t < 2, 'took ' . (microtime(true) - $t));
+            assert_true(microtime(true) - $t < 10, 'took ' . (microtime(true) - $t)); // a hang guard: a loaded machine may take seconds
             assert_same($want, $resp->getStatusCode(), "failing $failure");
         }
     }

@@ -97,7 +97,7 @@ class FlaskTest(unittest.TestCase):
             for _ in range(3):
                 started = time.monotonic()
                 resp = self.post_login(step, client)
-                self.assertLess(time.monotonic() - started, 2.0)
+                self.assertLess(time.monotonic() - started, 10.0)  # a hang guard: a loaded machine may take seconds
                 self.assertEqual(resp.status_code, want)
 
 

@@ -76,7 +76,8 @@ class RackTest < Minitest::Test
       3.times do
         t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
         assert_equal want, post_login(step, session).status, "failing #{failure}"
-        assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 2
+        # A hang guard, not a timing: a loaded machine may take seconds.
+        assert_operator Process.clock_gettime(Process::CLOCK_MONOTONIC) - t, :<, 10
       end
     end
   end
