@@ -97,11 +97,11 @@ func Commit(l sluice.Limit, s []int64, now int64, cost int) { commit(&l, s, now,
 func commit(l *sluice.Limit, s []int64, now int64, cost int) {
 	switch l.Algorithm {
 	case sluice.FixedWindow:
-		fixedCommit(*l, s, now, cost)
+		fixedCommit(l, s, now, cost)
 	case sluice.SlidingWindow, sluice.ApproxSlidingWindow:
-		slidingCommit(*l, s, now, cost)
+		slidingCommit(l, s, now, cost)
 	case sluice.SlidingLog:
-		logCommit(*l, s, now, cost)
+		logCommit(l, s, now, cost)
 	default:
 		s[0] = gcraCommit(l, s[0], now, cost)
 	}

@@ -30,7 +30,7 @@ func fixedCheck(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decis
 	d.Allowed, d.Remaining, d.RetryAfter = false, int(max(rate-count, 0)), dur(end-now)
 }
 
-func fixedCommit(l sluice.Limit, s []int64, now int64, cost int) {
+func fixedCommit(l *sluice.Limit, s []int64, now int64, cost int) {
 	if idx := floorDiv(now, int64(l.Period)); idx > s[0] {
 		s[0], s[1] = idx, 0
 	}

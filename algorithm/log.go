@@ -21,7 +21,7 @@ func logAt(s []int64, k int) *int64 {
 
 // logFirstLive returns the ring position (0 = oldest) of the oldest unit
 // still inside the window ending at now.
-func logFirstLive(l sluice.Limit, s []int64, now int64) int {
+func logFirstLive(l *sluice.Limit, s []int64, now int64) int {
 	n := len(s) - 1
 	since := now - int64(l.Period)
 	lo, hi := 0, n
@@ -39,7 +39,7 @@ func logFirstLive(l sluice.Limit, s []int64, now int64) int {
 // logCheck is check for a sliding log.
 func logCheck(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decision) {
 	n := l.Rate
-	first := logFirstLive(*l, s, now)
+	first := logFirstLive(l, s, now)
 	live := n - first
 	newest := *logAt(s, n-1)
 	d.Limit = *l
@@ -57,7 +57,7 @@ func logCheck(l *sluice.Limit, s []int64, now int64, cost int, d *sluice.Decisio
 	d.RetryAfter = dur(expire + int64(l.Period) - now)
 }
 
-func logCommit(l sluice.Limit, s []int64, now int64, cost int) {
+func logCommit(l *sluice.Limit, s []int64, now int64, cost int) {
 	n := l.Rate
 	ts := max(now, *logAt(s, n-1))
 	for k := range cost {

@@ -191,8 +191,8 @@ func (w win) meets(c, full, old int64, cost int) int64 {
 	return (c-w.g+1)*w.b + w.period - int64(over)
 }
 
-func slidingCommit(l sluice.Limit, s []int64, now int64, cost int) {
-	w := winOf(&l)
+func slidingCommit(l *sluice.Limit, s []int64, now int64, cost int) {
+	w := winOf(l)
 	g, cur := w.g, floorDiv(now, w.b)
 	if cur > s[0] {
 		if cur-s[0] > g {
