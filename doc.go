@@ -91,6 +91,9 @@ The four operations side by side:
 	                                 under every limit or none
 	                  Reserve        the same, with the count taken back
 	                                 later if the work went well
+	                  Admit          Allow's answer alone, a bool: on
+	                                 the memory store, a third cheaper
+	                                 on a hot key
 	peek              Peek, PeekN    (the check above: what a take would
 	                                 get, and the Remaining it would leave)
 

@@ -48,7 +48,8 @@ type Config struct {
 // safe for concurrent use.
 type Limiter struct {
 	store        Store
-	bound        Bound // store's binding of prefix and limits, if store is a Binder
+	bound        Bound    // store's binding of prefix and limits, if store is a Binder
+	admitter     Admitter // bound, if it is an Admitter
 	limits       []Limit
 	prefix       string
 	clock        func() time.Time
@@ -88,6 +89,7 @@ func New(store Store, c Config) (*Limiter, error) {
 			return nil, err
 		}
 		l.bound = bound
+		l.admitter, _ = bound.(Admitter)
 	}
 	return l, nil
 }
@@ -100,6 +102,20 @@ func (l *Limiter) Allow(ctx context.Context, actor string) (Decision, error) {
 	// Not through AllowN: small enough to inline, Allow spares its caller
 	// a copy of the Decision on the hottest path.
 	return l.do(ctx, OpTake, actor, 1, time.Time{})
+}
+
+// Admit reports whether actor may perform the action once now, and if so
+// counts it, as Allow does: Allow's Decision without its details, for a
+// caller that needs a yes or no alone (as x/time/rate's Allow answers).
+// On a store whose Bound is an Admitter (the memory store), it spares the
+// work of the details: on a hot key, most of a decision. A denial is
+// false with a nil error; the error is Allow's.
+func (l *Limiter) Admit(ctx context.Context, actor string) (bool, error) {
+	if l.admitter != nil {
+		return l.admitter.Admit(ctx, actorKey(actor), 1, l.now())
+	}
+	d, err := l.do(ctx, OpTake, actor, 1, time.Time{})
+	return d.Allowed, err
 }
 
 // AllowN reports whether actor may perform the action n times now, and if

@@ -169,6 +169,58 @@ func TestLimiterOddKeys(t *testing.T) {
 	}
 }
 
+// TestLimiterAdmit checks Admit against Allow on every path a Limiter
+// takes: a Bound that is an Admitter (the memory store's, on its own
+// clock and on the Limiter's), none (SafeToForget, whose requests skip
+// the Bound), and a store that is no Binder. Admit and Allow count
+// against the same state: a burst taken by Admit leaves Allow denied
+// with the wait Allow reports, and the reverse.
+func TestLimiterAdmit(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New(memory.Config{})
+	t.Cleanup(func() { mem.Close() })
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	limits := []sluice.Limit{sluice.PerMinute(3)}
+	for _, c := range []struct {
+		name  string
+		store sluice.Store
+		c     sluice.Config
+	}{
+		{"bound, store clock", mem, sluice.Config{Action: "a", Limits: limits}},
+		{"bound, limiter clock", mem, sluice.Config{Action: "b", Limits: limits, Clock: clk.Now}},
+		{"not bound", mem, sluice.Config{Action: "c", Limits: limits, SafeToForget: true}},
+		{"no binder", struct{ sluice.Store }{mem}, sluice.Config{Action: "d", Limits: limits}},
+		{"two limits", mem, sluice.Config{Action: "e", Limits: append(limits, sluice.PerHour(5))}},
+	} {
+		lim, err := sluice.New(c.store, c.c)
+		if err != nil {
+			t.Fatalf("%s: New = %v", c.name, err)
+		}
+		for _, actor := range []string{"alice", "203.0.113.7", "#x", strings.Repeat("y", 1000)} {
+			for i := range 3 {
+				if ok, err := lim.Admit(ctx, actor); err != nil || !ok {
+					t.Fatalf("%s: Admit %d of %.10q = %v, %v; want true", c.name, i+1, actor, ok, err)
+				}
+			}
+			if ok, err := lim.Admit(ctx, actor); err != nil || ok {
+				t.Fatalf("%s: Admit past the burst of %.10q = %v, %v; want false", c.name, actor, ok, err)
+			}
+			if d, err := lim.Allow(ctx, actor); err != nil || d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > 20*time.Second {
+				t.Fatalf("%s: Allow after Admit's burst of %.10q = %+v, %v; want denied, RetryAfter in (0, 20s]", c.name, actor, d, err)
+			}
+			if err := lim.Reset(ctx, actor); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := lim.AllowN(ctx, actor, 3); err != nil || !d.Allowed {
+				t.Fatalf("%s: AllowN(3) after Reset of %.10q = %+v, %v; want allowed", c.name, actor, d, err)
+			}
+			if ok, err := lim.Admit(ctx, actor); err != nil || ok {
+				t.Fatalf("%s: Admit after Allow's burst of %.10q = %v, %v; want false", c.name, actor, ok, err)
+			}
+		}
+	}
+}
+
 func TestReservation(t *testing.T) {
 	ctx := context.Background()
 	lim, clk := newLimiter(t, sluice.Config{Action: "login", Limits: []sluice.Limit{sluice.PerMinute(2)}})

@@ -79,6 +79,16 @@ type Bound interface {
 	Decide(ctx context.Context, key string, op Op, cost int, now time.Time) (Decision, error)
 }
 
+// An Admitter is a Bound that can also answer a take with whether it was
+// allowed alone: Admit(ctx, key, cost, now) decides, with the same state
+// and errors, as Decide(ctx, key, OpTake, cost, now), and returns its
+// Decision's Allowed, sparing the work of the Decision's other fields.
+// Limiter.Admit uses it. The memory store's Bound is an Admitter.
+type Admitter interface {
+	Bound
+	Admit(ctx context.Context, key string, cost int, now time.Time) (bool, error)
+}
+
 // Op is what a Request asks of a store.
 type Op uint8
 

@@ -65,12 +65,20 @@ func GCRAAt(t, tau, tat, now int64, cost int, d *sluice.Decision) int64 {
 	return next
 }
 
-// gcraCommit returns the tat a take of cost at now leaves: GCRA's, with
-// no decision to build (which divides, for what remains). A take GCRA
-// denies leaves tat as it was.
+// GCRATake decides a take of cost at now by GCRA with no decision to
+// build (GCRAAt's divides, for what remains): the emission interval t
+// and tolerance tau as GCRAAt takes them, and the key's tat. It reports
+// whether the take is allowed, and the tat it leaves if so.
+func GCRATake(t, tau, tat, now int64, cost int) (next int64, allowed bool) {
+	next = max(tat, now) + int64(cost)*t
+	return next, next-now <= tau
+}
+
+// gcraCommit returns the tat a take of cost at now leaves: GCRATake's,
+// tat as it was if GCRA denies the take.
 func gcraCommit(l *sluice.Limit, tat, now int64, cost int) int64 {
 	t := int64(l.Interval())
-	if next := max(tat, now) + int64(cost)*t; next-now <= t*int64(l.MaxBurst()) {
+	if next, ok := GCRATake(t, t*int64(l.MaxBurst()), tat, now, cost); ok {
 		return next
 	}
 	return tat

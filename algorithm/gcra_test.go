@@ -34,6 +34,10 @@ func TestGCRAFields(t *testing.T) {
 				if c := gcraCommit(&l, tat, now, cost); c != wantTat {
 					t.Fatalf("%v: gcraCommit(tat now%+d, cost %d) = now%+d; want now%+d", l, tat-now, cost, c-now, wantTat-now)
 				}
+				if next, ok := GCRATake(T, T*B, tat, now, cost); ok != want.Allowed || ok && next != wantTat {
+					t.Fatalf("%v: GCRATake(tat now%+d, cost %d) = now%+d, %v; want allowed %v, tat now%+d",
+						l, tat-now, cost, next-now, ok, want.Allowed, wantTat-now)
+				}
 			}
 		}
 	}

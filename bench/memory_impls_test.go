@@ -64,6 +64,7 @@ type memImpl struct {
 // memImpls lists the implementations, sluice's first.
 var memImpls = []memImpl{
 	sluiceImpl(sluice.GCRA),
+	sluiceAdmitImpl(),
 	sluiceImpl(sluice.FixedWindow),
 	sluiceImpl(sluice.SlidingWindow),
 	sluiceImpl(sluice.ApproxSlidingWindow),

@@ -42,6 +42,23 @@ func sluiceImpl(a sluice.Algorithm) memImpl {
 	}
 }
 
+// sluiceAdmitImpl is sluiceImpl(GCRA) asked through Limiter.Admit, the
+// API of a caller that needs a yes or no alone, as every peer and the
+// floor answer.
+func sluiceAdmitImpl() memImpl {
+	impl := sluiceImpl(sluice.GCRA)
+	impl.name += "-admit"
+	newGCRA := impl.new
+	impl.new = func(l memLimit, now func() time.Time) (memTaker, error) {
+		t, err := newGCRA(l, now)
+		if err != nil {
+			return nil, err
+		}
+		return &sluiceAdmitTaker{*t.(*sluiceTaker)}, nil
+	}
+	return impl
+}
+
 func sluiceLimit(l memLimit, a sluice.Algorithm) sluice.Limit {
 	lim := sluice.Limit{Rate: l.Rate, Period: l.Period, Algorithm: a}
 	if a == sluice.GCRA && l.Burst != l.Rate {
@@ -63,3 +80,10 @@ func (s *sluiceTaker) take(ctx context.Context, key string) (bool, error) {
 }
 
 func (s *sluiceTaker) close() { _ = s.store.Close() }
+
+// sluiceAdmitTaker asks through sluice.Limiter.Admit: a yes or no alone.
+type sluiceAdmitTaker struct{ sluiceTaker }
+
+func (s *sluiceAdmitTaker) take(ctx context.Context, key string) (bool, error) {
+	return s.lim.Admit(ctx, key)
+}

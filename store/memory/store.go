@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
@@ -284,7 +285,8 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 	if st, ok := as.(*Store); !ok || st != s {
 		return nil, nil
 	}
-	b := &bound{s: s, prefix: prefix, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
+	canon := unique.Make(prefix)
+	b := &bound{s: s, prefix: canon.Value(), canon: canon, limits: slices.Clone(limits), maxCost: math.MaxInt, coarse: s.clk.fits(limits),
 		cut: strings.HasSuffix(prefix, string(sep)), ph: maphash.String(s.seed, prefix),
 		gcra: len(limits) == 1 && limits[0].Algorithm == sluice.GCRA}
 	b.slots = !b.gcra && slotted(limits)
@@ -304,7 +306,8 @@ func (s *Store) Bind(as sluice.Store, prefix string, limits []sluice.Limit) (slu
 // A bound is a Store's Bound.
 type bound struct {
 	s             *Store
-	prefix        string
+	prefix        string                // canon's value: the copy the store's tables keep
+	canon         unique.Handle[string] // keeps prefix the canonical copy while b lives
 	limits        []sluice.Limit
 	kinds         []kind // of limits
 	maxCost       int    // the least MaxBurst of limits
@@ -317,30 +320,17 @@ type bound struct {
 }
 
 func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, now time.Time) (d sluice.Decision, err error) {
-	h := b.ph
-	if b.cut && keySplits(key) {
-		h = mix(h, maphash.String(b.s.seed, key)) // b.s.hash's first case, less hashing prefix
-	} else {
-		h = b.s.hash(b.prefix, key)
-	}
-	// Takes and peeks need no check: their limits were checked by Bind,
-	// their costs are here, and the store's clock or a time of this
-	// century is one every request may carry.
-	clock := now.IsZero()
-	checked := op <= sluice.OpPeek && cost >= 1 && cost <= b.maxCost && (clock || plainTime(now))
+	h := b.hashOf(key)
+	checked := op <= sluice.OpPeek && b.checked(cost, now)
 	if checked && (b.gcra || b.slots) {
 		// What does not depend on the state, before the lock: on a key
 		// out of every cache, the work left once its state arrives is
 		// what delays the next decisions.
-		var at int64
-		if clock {
-			at = b.s.now(b.coarse)
-			if !b.s.usesClock.Load() {
-				b.s.usesClock.Store(true)
-			}
+		at := b.at(now)
+		if now.IsZero() {
 			d.Time = time.Unix(0, at)
 		} else {
-			at, d.Time = now.UnixNano(), now
+			d.Time = now
 		}
 		if b.gcra && b.hit(key, h, op, cost, at, &d) || b.slots && b.hitAll(key, h, op, cost, at, &d) {
 			return d, nil
@@ -357,6 +347,62 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 	}
 	err = b.s.decide(&r, h, b.coarse, &d)
 	return d, err
+}
+
+// Admit decides a take of cost at now as Decide does, and reports
+// whether it was allowed: a key the store holds under one GCRA limit is
+// decided as hit decides it, without the details of a Decision (what
+// remains, the waits), which cost more than the decision itself on a hot
+// key.
+func (b *bound) Admit(ctx context.Context, key string, cost int, now time.Time) (bool, error) {
+	if b.gcra && b.checked(cost, now) {
+		h, at := b.hashOf(key), b.at(now)
+		sh := &b.s.shards[h&b.s.mask]
+		sh.mu.Lock()
+		w, held := sh.tableOf(b.kinds[0], &b.limits[0]).lookupOne(b.prefix, key, h)
+		allowed := false
+		if held {
+			sh.hw = max(sh.hw, at)
+			var next int64
+			if next, allowed = algorithm.GCRATake(b.interval, b.tau, w.state[0], at, cost); allowed {
+				w.state[0] = next
+			}
+		}
+		sh.mu.Unlock()
+		if held {
+			return allowed, nil
+		}
+	}
+	d, err := b.Decide(ctx, key, sluice.OpTake, cost, now)
+	return d.Allowed, err
+}
+
+// hashOf returns the hash of b.prefix+key, as b.s.hash does.
+func (b *bound) hashOf(key string) uint64 {
+	if b.cut && keySplits(key) {
+		return mix(b.ph, maphash.String(b.s.seed, key)) // b.s.hash's first case, less hashing prefix
+	}
+	return b.s.hash(b.prefix, key)
+}
+
+// checked reports whether a take or peek of cost at now needs no check:
+// its limits were checked by Bind, its cost is here, and the store's
+// clock (a zero now) or a time of this century is one every request may
+// carry.
+func (b *bound) checked(cost int, now time.Time) bool {
+	return cost >= 1 && cost <= b.maxCost && (now.IsZero() || plainTime(now))
+}
+
+// at returns the time of a request at now, Unix ns: now's, or the
+// store's clock's if now is zero.
+func (b *bound) at(now time.Time) int64 {
+	if !now.IsZero() {
+		return now.UnixNano()
+	}
+	if !b.s.usesClock.Load() {
+		b.s.usesClock.Store(true)
+	}
+	return b.s.now(b.coarse)
 }
 
 // plainTime reports whether t is a time no request is refused for:

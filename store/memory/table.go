@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unique"
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
@@ -368,7 +369,9 @@ func (t *table) prefixNumber(prefix string) uint8 {
 	case j < 0:
 		return 0
 	}
-	t.prefixes = append(t.prefixes, cloneKey(prefix))
+	// The canonical copy: a Bound's prefix is one too (see Store.Bind), so
+	// that lookupOne tells the prefix it found last by its address.
+	t.prefixes = append(t.prefixes, unique.Make(prefix).Value())
 	t.bytes += allocSize(int64(len(prefix))) + prefixEntry
 	switch {
 	case len(t.prefixes) == scanPrefixes+1:

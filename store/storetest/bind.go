@@ -22,6 +22,7 @@ func RunBinder(t *testing.T, newStore func(t *testing.T) sluice.Binder) {
 		Run(t, func(t *testing.T) sluice.Store { return bound{newStore(t)} })
 	})
 	t.Run("StoreClock", func(t *testing.T) { testBoundClock(t, newStore(t)) })
+	t.Run("Admit", func(t *testing.T) { testAdmit(t, newStore(t)) })
 	t.Run("Wrapped", func(t *testing.T) {
 		s := newStore(t)
 		w := wrapped{Binder: s}
@@ -126,5 +127,67 @@ func testBoundClockKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key
 	}
 	if d := decide(sluice.OpPeek, 3); !d.Allowed {
 		t.Errorf("peek of 3 after the invalid requests = %+v, want allowed: they must change nothing", d)
+	}
+}
+
+// testAdmit checks the Admit of a Bound that is a sluice.Admitter against
+// its Decide: two Bounds of the same limits under two prefixes are given
+// the same takes on a time grid, one through Decide and one through
+// Admit; each take must be allowed alike (or refused with the same
+// error), and a peek after it must get the same Decision of both, so
+// that Admit leaves the state Decide would. A Bound that is no
+// Admitter has nothing to check.
+func testAdmit(t *testing.T, s sluice.Binder) {
+	gcra := sluice.Limit{Rate: 3, Period: time.Hour}
+	policies := [][]sluice.Limit{
+		{gcra},
+		{{Rate: 10, Period: time.Second, Burst: 4}},
+		{gcra, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}},
+		{{Rate: 5, Period: time.Minute, Algorithm: sluice.SlidingWindow}},
+	}
+	for _, limits := range policies {
+		for _, key := range []string{"k", "203.0.113.7", "2001:db8::1", "a:b:c:defgh", strings.Repeat("x", 300)} {
+			t.Run(fmt.Sprintf("%s/key=%.12q", policyName(limits), key), func(t *testing.T) { testAdmitKey(t, s, limits, key) })
+		}
+	}
+}
+
+func testAdmitKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key string) {
+	ctx := context.Background()
+	byDecide, err := s.Bind(s, newPrefix(t), limits)
+	if err != nil || byDecide == nil {
+		t.Fatalf("Bind = %v, %v; want a Bound", byDecide, err)
+	}
+	b, err := s.Bind(s, newPrefix(t), limits)
+	if err != nil {
+		t.Fatalf("Bind = %v", err)
+	}
+	byAdmit, ok := b.(sluice.Admitter)
+	if !ok {
+		return
+	}
+	step := limits[0].Interval()
+	steps := []time.Duration{0, 0, step / 4, step / 2, step, 3 * step, time.Nanosecond}
+	maxCost := limits[0].MaxBurst()
+	for _, l := range limits {
+		maxCost = min(maxCost, l.MaxBurst())
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 300 {
+		now = now.Add(steps[(i*7+i/5)%len(steps)])
+		cost := (i*3+i/7)%(maxCost+2) - (i % 11 / 10) // from -1 to maxCost+1
+		d, errD := byDecide.Decide(ctx, key, sluice.OpTake, cost, now)
+		allowed, errA := byAdmit.Admit(ctx, key, cost, now)
+		if (errD == nil) != (errA == nil) || errA != nil && errors.Is(errA, sluice.ErrCostExceedsBurst) != errors.Is(errD, sluice.ErrCostExceedsBurst) {
+			t.Fatalf("take %d of %d: Admit error %v, Decide error %v", i, cost, errA, errD)
+		}
+		if allowed != d.Allowed {
+			t.Fatalf("take %d of %d at +%v: Admit = %v, Decide allowed %v", i, cost, now.Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), allowed, d.Allowed)
+		}
+		pd, errD := byDecide.Decide(ctx, key, sluice.OpPeek, 1, now)
+		pa, errA := b.Decide(ctx, key, sluice.OpPeek, 1, now)
+		if errD != nil || errA != nil || pd != pa {
+			t.Fatalf("peek after take %d: by Admit %+v, %v; by Decide %+v, %v", i, pa, errA, pd, errD)
+		}
 	}
 }
