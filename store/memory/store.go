@@ -353,7 +353,9 @@ func (b *bound) Decide(_ context.Context, key string, op sluice.Op, cost int, no
 // whether it was allowed: a key the store holds under one GCRA limit is
 // decided as hit decides it, without the details of a Decision (what
 // remains, the waits), which cost more than the decision itself on a hot
-// key.
+// key. Its own copy of hit's steps: hit asked for a bool through a nil
+// Decision took 1.7 ns more of Admit's 32.5 on a hot key (medians of
+// eight alternating runs).
 func (b *bound) Admit(ctx context.Context, key string, cost int, now time.Time) (bool, error) {
 	if b.gcra && b.checked(cost, now) {
 		h, at := b.hashOf(key), b.at(now)
