@@ -53,6 +53,37 @@ func Example() {
 // Count failed sign-ins only: reserve an attempt before checking the
 // password, so concurrent guesses cannot overrun the limit, and give it
 // back when the password was right.
+// Admit is Allow's answer alone, for a caller that needs a yes or no:
+// here a webhook sender that drops what is over 2 a second per
+// endpoint.
+func ExampleLimiter_Admit() {
+	store := memory.New(memory.Config{})
+	defer store.Close()
+
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	lim, err := sluice.New(store, sluice.Config{
+		Action: "webhook",
+		Limits: []sluice.Limit{sluice.PerSecond(2)},
+		Clock:  func() time.Time { return now },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	for range 3 {
+		ok, err := lim.Admit(ctx, "https://hooks.example.com/a")
+		fmt.Println(ok, err)
+	}
+	now = now.Add(500 * time.Millisecond) // one more every half second
+	fmt.Println(lim.Admit(ctx, "https://hooks.example.com/a"))
+	// Output:
+	// true <nil>
+	// true <nil>
+	// false <nil>
+	// true <nil>
+}
+
 func ExampleLimiter_Reserve() {
 	store := memory.New(memory.Config{})
 	defer store.Close()
