@@ -186,7 +186,7 @@ func (a *AdaptivePrefix) KeyOf(ctx context.Context, ip netip.Addr) string {
 	}
 	// Should this take fail, the subnet asks again at its next request,
 	// at the cost of another of the site's grants: the safe direction.
-	_, _ = a.grants.Allow(ctx, sub)
+	_, _ = a.grants.Admit(ctx, sub)
 	a.granted.Add(1)
 	return sub
 }

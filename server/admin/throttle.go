@@ -68,5 +68,5 @@ func (h *handler) throttled(w http.ResponseWriter, r *http.Request) bool {
 
 // failed counts a wrong token from r's address.
 func (h *handler) failed(r *http.Request) {
-	_, _ = h.throttle.Allow(context.WithoutCancel(r.Context()), clientOf(r))
+	_, _ = h.throttle.Admit(context.WithoutCancel(r.Context()), clientOf(r))
 }
