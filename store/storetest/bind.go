@@ -67,10 +67,27 @@ type wrapped struct {
 // decide on a path of its own) and with another, and keys of several
 // shapes.
 func testBoundClock(t *testing.T, s sluice.Binder) {
-	gcra := sluice.Limit{Rate: 3, Period: time.Hour}
-	for _, limits := range [][]sluice.Limit{{gcra}, {gcra, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}}} {
-		for _, key := range []string{"k", "203.0.113.7", "2001:db8::1", "a:b:c:defgh", strings.Repeat("x", 300)} {
-			t.Run(fmt.Sprintf("%s/key=%.12q", policyName(limits), key), func(t *testing.T) { testBoundClockKey(t, s, limits, key) })
+	runBound(t, [][]sluice.Limit{{boundGCRA}, boundGCRAFixed}, func(t *testing.T, limits []sluice.Limit, key string) {
+		testBoundClockKey(t, s, limits, key)
+	})
+}
+
+// The policies and keys the Bound tests run: one GCRA limit alone (the
+// policy a store may decide on a path of its own) and with another, and
+// keys of the shapes a store may hash apart (short, an IPv4 and an IPv6
+// address, one a separator splits, one longer than a slot holds).
+var (
+	boundGCRA      = sluice.Limit{Rate: 3, Period: time.Hour}
+	boundGCRAFixed = []sluice.Limit{boundGCRA, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}}
+	boundKeys      = []string{"k", "203.0.113.7", "2001:db8::1", "a:b:c:defgh", strings.Repeat("x", 300)}
+)
+
+// runBound runs test on each of policies with each of boundKeys, each a
+// subtest.
+func runBound(t *testing.T, policies [][]sluice.Limit, test func(t *testing.T, limits []sluice.Limit, key string)) {
+	for _, limits := range policies {
+		for _, key := range boundKeys {
+			t.Run(fmt.Sprintf("%s/key=%.12q", policyName(limits), key), func(t *testing.T) { test(t, limits, key) })
 		}
 	}
 }
@@ -138,18 +155,13 @@ func testBoundClockKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key
 // that Admit leaves the state Decide would. A Bound that is no
 // Admitter has nothing to check.
 func testAdmit(t *testing.T, s sluice.Binder) {
-	gcra := sluice.Limit{Rate: 3, Period: time.Hour}
 	policies := [][]sluice.Limit{
-		{gcra},
+		{boundGCRA},
 		{{Rate: 10, Period: time.Second, Burst: 4}},
-		{gcra, {Rate: 5, Period: 24 * time.Hour, Algorithm: sluice.FixedWindow}},
+		boundGCRAFixed,
 		{{Rate: 5, Period: time.Minute, Algorithm: sluice.SlidingWindow}},
 	}
-	for _, limits := range policies {
-		for _, key := range []string{"k", "203.0.113.7", "2001:db8::1", "a:b:c:defgh", strings.Repeat("x", 300)} {
-			t.Run(fmt.Sprintf("%s/key=%.12q", policyName(limits), key), func(t *testing.T) { testAdmitKey(t, s, limits, key) })
-		}
-	}
+	runBound(t, policies, func(t *testing.T, limits []sluice.Limit, key string) { testAdmitKey(t, s, limits, key) })
 }
 
 func testAdmitKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key string) {
@@ -172,7 +184,8 @@ func testAdmitKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key stri
 	for _, l := range limits {
 		maxCost = min(maxCost, l.MaxBurst())
 	}
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
 	for i := range 300 {
 		now = now.Add(steps[(i*7+i/5)%len(steps)])
 		cost := (i*3+i/7)%(maxCost+2) - (i % 11 / 10) // from -1 to maxCost+1
@@ -182,7 +195,7 @@ func testAdmitKey(t *testing.T, s sluice.Binder, limits []sluice.Limit, key stri
 			t.Fatalf("take %d of %d: Admit error %v, Decide error %v", i, cost, errA, errD)
 		}
 		if allowed != d.Allowed {
-			t.Fatalf("take %d of %d at +%v: Admit = %v, Decide allowed %v", i, cost, now.Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), allowed, d.Allowed)
+			t.Fatalf("take %d of %d at +%v: Admit = %v, Decide allowed %v", i, cost, now.Sub(start), allowed, d.Allowed)
 		}
 		pd, errD := byDecide.Decide(ctx, key, sluice.OpPeek, 1, now)
 		pa, errA := b.Decide(ctx, key, sluice.OpPeek, 1, now)
