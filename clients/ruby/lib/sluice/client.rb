@@ -159,36 +159,64 @@ module Sluice
   # wait at once; the call then raises TimedOut. A call so ends at most a
   # tick after its deadline: a tenth of the smallest timeout of the
   # process's clients, from 5 ms to 100 ms. The thread ticks only while
-  # calls are made: after a tick with no call it waits for the next
+  # calls are made: once no call is under way it waits for the next
   # call, which wakes it (and starts it, on the first call and on the
   # first in the child of a fork, where it does not run).
+  #
+  # It holds the connections of the calls under way, from begin_call to
+  # end_call, and no others. (It kept every connection in an
+  # ObjectSpace::WeakMap until it was garbage: Debian 12's Ruby 3.1.2
+  # crashed in its garbage collector, "[BUG] try to mark T_NONE object",
+  # in this suite's watchdog test.) In the child of a fork it forgets the
+  # parent's calls: they are not this process's, and their sockets are
+  # shared with the parent, which may finish them and use them again.
   module Watchdog
-    @conns = ObjectSpace::WeakMap.new # the connections, until they are garbage
+    @calling = {}.compare_by_identity # the connections of the calls under way
+    @forks = 0 # Forks.count when @calling was last this process's
     @lock = Mutex.new
     @woken = ConditionVariable.new
     @tick = 0.1
     @thread = nil
     @awake = false
-    @calls = 0 # calls begun (a count that may lose a few: only its change is read)
 
     class << self
       attr_reader :tick
 
-      # Watches conn, whose calls are bounded by timeout seconds.
-      def watch(conn, timeout)
+      # Shortens the tick for calls bounded by timeout seconds.
+      def watch(timeout)
         @lock.synchronize do
-          @conns[conn] = true
           @tick = timeout / 10 if timeout / 10 < @tick
           @tick = 0.005 if @tick < 0.005
         end
       end
 
-      # Says a call begins, its connection's deadline already set; wakes
-      # the thread if it waits for calls, starts it if it does not run.
-      def begin_call
-        @calls += 1
-        return if @awake && @thread.alive?
+      # Says a call of conn begins, its deadline already set; wakes the
+      # thread if it waits for calls, starts it if it does not run.
+      # Without the lock: a Hash's store and delete are each one step
+      # for Ruby's other threads, and the lock here and in end_call cost
+      # 2.1k instructions a call (count.rb: 34.6k of the client's own
+      # against 32.5k). The order makes up for it: a call adds its
+      # connection and then reads @awake; rest clears @awake and then
+      # looks for a call under way; one of the two sees the other's
+      # write.
+      def begin_call(conn)
+        if @forks != Forks.count
+          @calling.clear
+          @forks = Forks.count
+        end
+        @calling[conn] = true
+        wake unless @awake && @thread.alive?
+      end
 
+      # Says the call of conn has ended.
+      def end_call(conn)
+        @calling.delete(conn)
+      end
+
+      private
+
+      # Starts the thread if it does not run, and wakes it if it rests.
+      def wake
         @lock.synchronize do
           @thread = Thread.new { run } unless @thread&.alive?
           @awake = true
@@ -196,39 +224,31 @@ module Sluice
         end
       end
 
-      private
-
       def run
         Thread.current.name = "sluice-watchdog"
         Thread.current.report_on_exception = false
-        seen = nil
         loop do
           sleep @tick
           now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-          # Keys copied under the lock: the map must not change while it
+          # Keys copied under the lock: the hash must not change while it
           # is walked.
-          conns = @lock.synchronize { @conns.keys }
+          conns = @lock.synchronize { @calling.keys }
           conns.each { |c| c.expire(now) }
-          idle = seen == @calls
-          seen = @calls
-          rest if idle
+          rest
         rescue StandardError
           nil # a tick that failed must not end the watch
         end
       end
 
-      # Waits for a call unless one is under way. A call sets its
-      # deadline and then reads @awake; this clears @awake and then reads
-      # the deadlines (of every connection: one made since the tick's
-      # walk was added under the lock): one of the two sees the other's
-      # write, and the call's wake waits for the lock the wait releases.
+      # Waits for a call unless one is under way (see begin_call for the
+      # order); a call's wake waits for the lock the wait releases.
       def rest
         @lock.synchronize do
           @awake = false
-          if @conns.keys.any?(&:calling?)
-            @awake = true
-          else
+          if @calling.empty?
             @woken.wait(@lock)
+          else
+            @awake = true
           end
         end
       end
@@ -267,7 +287,7 @@ module Sluice
       # collector run, major collections included, every few hundred calls.
       @chunk = String.new(capacity: 65_536, encoding: Encoding::BINARY)
       @deadline = nil # the call's, while one is made
-      Watchdog.watch(self, timeout)
+      Watchdog.watch(timeout)
     end
 
     def close
@@ -296,11 +316,6 @@ module Sluice
       nil
     end
 
-    # Whether a call is under way.
-    def calling?
-      !@deadline.nil?
-    end
-
     # What exchange searches for in the answer's bytes, binary as they
     # are: given strings of two encodings, a String method first checks
     # that they are compatible (0.5k instructions a call, count.rb).
@@ -324,7 +339,7 @@ module Sluice
     # socket after the deadline is the Watchdog's: TimedOut.
     def round_trip(request, deadline)
       @deadline = deadline
-      Watchdog.begin_call
+      Watchdog.begin_call(self)
       exchange(request)
     rescue Stale, IOError, SystemCallError, OpenSSL::SSL::SSLError
       raise TimedOut if Process.clock_gettime(Process::CLOCK_MONOTONIC) >= deadline
@@ -332,6 +347,7 @@ module Sluice
       raise
     ensure
       @deadline = nil
+      Watchdog.end_call(self)
     end
 
     private
