@@ -196,7 +196,13 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	r.user = http.CanonicalHeaderKey(r.user)
 	r.needs = needsOf(rc.ForwardAuth, r.user)
 	clock := func() time.Time { return time.Unix(0, r.now.Load()) }
-	mc := memory.Config{Clock: clock}
+	// One shard: a Replayer's store is decided by one goroutine, so more
+	// shards would buy no parallelism, only more tables, indexes and
+	// growing chunks for the caches to hold (the default 64 shards cost
+	// a replay of the sample's rules 6% more CPU a line). Decisions are
+	// the same whatever the shards: eviction, sweeps and the ledgers
+	// differ only once the store is full.
+	mc := memory.Config{Clock: clock, Shards: 1}
 	if rc.Store.Type == config.StoreMemory {
 		mc.MaxBytes = rc.Store.Memory.MaxBytes
 	}
