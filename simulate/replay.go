@@ -199,7 +199,7 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	// One shard: a Replayer's store is decided by one goroutine, so more
 	// shards would buy no parallelism, only more tables, indexes and
 	// growing chunks for the caches to hold (the default 64 shards cost
-	// a replay of the sample's rules 6% more CPU a line). Decisions are
+	// a replay of the sample's rules 7-9% more CPU a line). Decisions are
 	// the same whatever the shards: eviction, sweeps and the ledgers
 	// differ only once the store is full.
 	mc := memory.Config{Clock: clock, Shards: 1}
