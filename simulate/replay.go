@@ -199,9 +199,9 @@ func newReplayer(ctx context.Context, c Config, seed maphash.Seed, share int64) 
 	// One shard: a Replayer's store is decided by one goroutine, so more
 	// shards would buy no parallelism, only more tables, indexes and
 	// growing chunks for the caches to hold (the default 64 shards cost
-	// a replay of the sample's rules 7-9% more CPU a line). Decisions are
-	// the same whatever the shards: eviction, sweeps and the ledgers
-	// differ only once the store is full.
+	// a replay of the sample's rules 7-9% more CPU a line). Decisions do
+	// not depend on the shards until the store is full: then which
+	// states it evicts does.
 	mc := memory.Config{Clock: clock, Shards: 1}
 	if rc.Store.Type == config.StoreMemory {
 		mc.MaxBytes = rc.Store.Memory.MaxBytes
