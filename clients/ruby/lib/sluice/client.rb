@@ -230,9 +230,10 @@ module Sluice
         loop do
           sleep @tick
           now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-          # Keys copied under the lock: the hash must not change while it
-          # is walked.
-          conns = @lock.synchronize { @calling.keys }
+          # A copy of the keys, walked while calls add and remove theirs
+          # (without the lock: see begin_call; keys is one step for the
+          # other threads).
+          conns = @calling.keys
           conns.each { |c| c.expire(now) }
           rest
         rescue StandardError
