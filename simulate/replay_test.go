@@ -219,3 +219,28 @@ func TestCallerCache(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestNoRates replays a log with and without the rate distributions,
+// and wants the same report but for them: Config.NoRates skips their
+// tallies and nothing else.
+func TestNoRates(t *testing.T) {
+	log, _ := generate(20_000, loggen.Config{Duration: time.Hour, Seed: 3})
+	cfg := parseConfig(t, parallelRules)
+	run := func(noRates bool) *Report {
+		t.Helper()
+		rep, err := Run(context.Background(), Options{Config: Config{Rules: cfg, NoRates: noRates}, Stdin: bytes.NewReader(log), Workers: 1})
+		if err != nil {
+			t.Fatalf("Run, NoRates %v: %v", noRates, err)
+		}
+		return rep
+	}
+	want, got := run(false), run(true)
+	for i, g := range got.Rules {
+		w := want.Rules[i]
+		if limits := len(strings.Split(w.Policy, ", ")); len(w.Rates) != limits || len(g.Rates) != 0 {
+			t.Errorf("rule %s: %d distributions, and %d with NoRates; want %d and 0", g.Rule, len(w.Rates), len(g.Rates), limits)
+		}
+		w.Rates = nil
+		sameRule(t, "NoRates: rule "+g.Rule, g, w)
+	}
+}

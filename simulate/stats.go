@@ -23,12 +23,15 @@ type routeStats struct {
 
 // newRouteStats returns the shared tallies of prefix, its traffic
 // sketch of sketch keys of seed, for the rules routed to it, whose
-// columns they become; its rate histograms count keys within the budget
-// left.
-func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.Seed, left *int) *routeStats {
+// columns they become; its rate histograms, if rates, count keys within
+// the budget left (with none, rateCounts.add counts nothing).
+func newRouteStats(prefix string, rules []*ruleStats, sketch int, seed maphash.Seed, rates bool, left *int) *routeStats {
 	p := &routeStats{prefix: prefix, rules: rules, keys: newDistinct(seed), traffic: newTopKeys(sketch, len(rules), seed)}
 	for i, rs := range rules {
 		rs.path, rs.col = p, i
+		if !rates {
+			continue
+		}
 		for _, l := range rs.rule.Limits {
 			rs.rates = append(rs.rates, p.rates.hist(int64(l.Period)))
 		}

@@ -166,7 +166,7 @@ func incomplete(rep *simulate.Report) error {
 // simulateOptions loads the rule files and the format of f.
 func simulateOptions(f simulateFlags) (simulate.Options, error) {
 	o := simulate.Options{Files: f.files, Strict: f.strict, MaxLine: f.maxLine, RulesName: f.cfg, CompareName: f.compare, Workers: f.workers}
-	o.Config = simulate.Config{Routes: f.routes, UserHeader: f.userHeader, TopKeys: f.top}
+	o.Config = simulate.Config{Routes: f.routes, UserHeader: f.userHeader, TopKeys: f.top, NoRates: !f.json && f.html == ""}
 	var err error
 	if o.Config.Rules, err = loadRules(f.cfg); err != nil {
 		return o, err
