@@ -50,9 +50,6 @@ func Example() {
 	// allowed=true remaining=0 retry-after=0s (5/min)
 }
 
-// Count failed sign-ins only: reserve an attempt before checking the
-// password, so concurrent guesses cannot overrun the limit, and give it
-// back when the password was right.
 // Admit is Allow's answer alone, for a caller that needs a yes or no:
 // here a webhook sender that drops what is over 2 a second per
 // endpoint.
@@ -84,6 +81,9 @@ func ExampleLimiter_Admit() {
 	// true <nil>
 }
 
+// Count failed sign-ins only: reserve an attempt before checking the
+// password, so concurrent guesses cannot overrun the limit, and give it
+// back when the password was right.
 func ExampleLimiter_Reserve() {
 	store := memory.New(memory.Config{})
 	defer store.Close()
